@@ -1,0 +1,1 @@
+"""dex-agents: durable AI agent sessions on Dex."""

@@ -1,0 +1,1 @@
+"""Framework adapters: each implements the runner contract."""

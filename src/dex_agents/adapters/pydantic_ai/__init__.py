@@ -1,0 +1,1 @@
+"""The Pydantic AI runner."""

@@ -1,0 +1,1 @@
+"""One use case per RPC of the session Flow."""

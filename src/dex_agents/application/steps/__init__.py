@@ -1,0 +1,1 @@
+"""One use case per Step of the session Flow."""

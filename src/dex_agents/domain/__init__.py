@@ -1,0 +1,1 @@
+"""Pure domain of dex-agents: values, transitions and policies (stdlib and attrs only)."""

@@ -1,0 +1,1 @@
+"""Bindings of the application to engines."""

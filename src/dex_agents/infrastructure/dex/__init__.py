@@ -1,0 +1,1 @@
+"""The Dex binding: Steps, persistence, RPCs, codecs and the composition root."""

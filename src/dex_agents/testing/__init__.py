@@ -1,0 +1,1 @@
+"""Test doubles and engines for dex-agents and for adapter authors (importable without pytest)."""
