@@ -1,0 +1,150 @@
+"""Ports: what the Step and RPC use cases need from a host engine.
+
+Each port is small and matches one piece of durable state. Reads see the
+state as it was when the engine dispatched the call plus the call's own
+writes; writes are staged and committed atomically with the use case's
+decision, or not at all (the host engine guarantees this).
+"""
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from dex_agents.domain.events import AgentEvent
+from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution
+from dex_agents.domain.messages import AgentMessage, AgentUserMessage
+from dex_agents.domain.session import AgentState
+from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted
+from dex_agents.domain.usage import AgentUsage
+
+
+class SessionStateStore(Protocol):
+    """The session state (``AGENT_STATE``)."""
+
+    def get(self) -> AgentState | None:
+        """Return the state, or ``None`` before the session started."""
+        ...
+
+    def set(self, state: AgentState) -> None:
+        """Stage ``state``."""
+        ...
+
+
+class MessageLog(Protocol):
+    """Stored messages (``AGENT_MESSAGES``), keyed by sequence."""
+
+    def read(self, sequences: Sequence[int]) -> tuple[AgentMessage, ...]:
+        """Return the messages at ``sequences``, in that order, skipping missing ones."""
+        ...
+
+    def append(self, message: AgentMessage) -> None:
+        """Stage ``message`` at its sequence."""
+        ...
+
+
+class RunStateStore(Protocol):
+    """The framework's run state of a turn waiting for tools (``FRAMEWORK_RUN_STATE``)."""
+
+    def get(self) -> str | None:
+        """Return the run state, or ``None`` outside a tool round."""
+        ...
+
+    def set(self, run_state: str | None) -> None:
+        """Stage the run state; ``None`` clears it."""
+        ...
+
+
+class ToolCallStore(Protocol):
+    """Tool-call records of the active turn (``AGENT_TOOL_CALLS``), keyed by call ID."""
+
+    def get(self, tool_call_id: str) -> AgentToolCall | None:
+        """Return one record, or ``None``."""
+        ...
+
+    def all(self) -> tuple[AgentToolCall, ...]:
+        """Return every record, in ``deferral_order``."""
+        ...
+
+    def put(self, record: AgentToolCall) -> None:
+        """Stage ``record``."""
+        ...
+
+    def delete(self, tool_call_id: str) -> None:
+        """Stage the deletion of one record."""
+        ...
+
+
+class InterruptStore(Protocol):
+    """Interrupts waiting for an answer (``PENDING_INTERRUPTS``)."""
+
+    def get(self) -> tuple[AgentInterrupt, ...]:
+        """Return the pending interrupts, oldest first."""
+        ...
+
+    def set(self, interrupts: Sequence[AgentInterrupt]) -> None:
+        """Stage the pending interrupts."""
+        ...
+
+
+class UsageStore(Protocol):
+    """Usage summed over the session (``AGENT_USAGE``)."""
+
+    def get(self) -> AgentUsage:
+        """Return the session's usage (zero before any model call)."""
+        ...
+
+    def set(self, usage: AgentUsage) -> None:
+        """Stage the session's usage."""
+        ...
+
+
+class UserMessageQueue(Protocol):
+    """User messages waiting for a turn (``QUEUED_USER_MESSAGES``)."""
+
+    def publish(self, message: AgentUserMessage) -> None:
+        """Stage ``message`` at the end of the queue."""
+        ...
+
+    def size(self) -> int:
+        """Return how many messages wait."""
+        ...
+
+
+class ResolutionPublisher(Protocol):
+    """Answers to interrupts (``INTERRUPT_RESOLUTIONS``)."""
+
+    def publish(self, resolution: AgentInterruptResolution) -> None:
+        """Stage ``resolution`` under its interrupt ID."""
+        ...
+
+
+class ToolResultPublisher(Protocol):
+    """Tool-call results that ``ResumeTurn`` waits for (``TOOL_CALL_RESULTS``)."""
+
+    def publish(self, result: ToolCallCompleted) -> None:
+        """Stage ``result``."""
+        ...
+
+
+class EventSink(Protocol):
+    """Where live events go (the ``flow.agent_events`` Stream); best effort."""
+
+    def emit(self, event: AgentEvent) -> None:
+        """Send ``event``; may be called from any thread."""
+        ...
+
+
+class Heartbeat(Protocol):
+    """Tells the engine the Step is alive."""
+
+    async def __call__(self) -> None:
+        """Record liveness."""
+        ...
+
+
+class Clock(Protocol):
+    """The Worker's clock."""
+
+    def now(self) -> datetime:
+        """Return the current time, timezone-aware UTC."""
+        ...

@@ -1,0 +1,121 @@
+"""The runner contract: what a framework adapter implements.
+
+A runner is stateless between calls; every call may run again after a crash
+or a retry, so it derives everything from its arguments.
+
+- `AgentFrameworkRunner.build_user_message` turns text into the framework's
+  user message (role ``user``); the session stores it as a turn's first
+  message, and for the turn-failure note.
+- `AgentFrameworkRunner.run_model_step` makes at most one model call and
+  returns `TurnCompleted` or `ToolCallsRequested`; it never runs a tool it can
+  defer. Any exception fails the attempt.
+- `AgentFrameworkRunner.execute_deferred_tool_call` runs one tool call once and
+  returns `ToolExecutionResult`; `ToolExecutionError` records ``failed`` and is
+  not retried; any other exception is a Step failure.
+"""
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
+
+import attrs
+
+from dex_agents.application.events import AgentEventWriter
+from dex_agents.domain.messages import AgentMessage, FrameworkMessage
+from dex_agents.domain.tools import AgentToolCall, ToolEffect, ToolPolicy
+from dex_agents.domain.turns import AgentTurnOutcome
+
+HeartbeatFn = Callable[[], Awaitable[None]]
+"""Records liveness of the running Step."""
+
+PolicyResolver = Callable[[str, ToolEffect | None], ToolPolicy]
+"""Resolves a tool's policy from its name and the framework's effect, if any."""
+
+
+@attrs.frozen(kw_only=True)
+class AgentTurnContext:
+    """What `run_model_step` gets: the committed state of the turn."""
+
+    flow_id: str
+    """The session ID."""
+    turn_id: str
+    """``turn-<n>``."""
+    attempt: int
+    """The ``RunModel`` attempt, from 1."""
+    step_execution_id: str
+    """The ``RunModel`` execution, shared by its attempts."""
+    messages: tuple[AgentMessage, ...]
+    """Every stored message in sequence order; the last user message opens this turn."""
+    framework_run_state: str | None
+    """``None`` for the turn's first model call, else the last `ToolCallsRequested` state."""
+    tool_calls: Mapping[str, AgentToolCall]
+    """Every record of this turn by call ID; all final when the model runs."""
+    events: AgentEventWriter
+    """Live events of this attempt."""
+    heartbeat: HeartbeatFn
+    """Records liveness (the session also beats every 20 s in the background)."""
+    policy_resolver: PolicyResolver
+    """Backs `resolve_tool_policy`."""
+
+    @property
+    def is_resuming(self) -> bool:
+        """Whether this model call continues the turn after tool calls."""
+        return self.framework_run_state is not None
+
+    def resolve_tool_policy(self, tool_name: str, framework_effect: ToolEffect | None = None) -> ToolPolicy:
+        """Return the policy: explicit, else ``framework_effect``, else the default effect."""
+        return self.policy_resolver(tool_name, framework_effect)
+
+    def recorded_tool_call(self, tool_call_id: str) -> AgentToolCall:
+        """Return this turn's record of one call.
+
+        Raises:
+            KeyError: the turn has no such call.
+        """
+        return self.tool_calls[tool_call_id]
+
+
+@attrs.frozen(kw_only=True)
+class DeferredToolExecution:
+    """What `execute_deferred_tool_call` gets: one approved call to run."""
+
+    flow_id: str
+    """The session ID."""
+    tool_call: AgentToolCall
+    """The call's record."""
+    idempotency_key: str
+    """``<flow_id>/<turn_id>/<tool_call_id>``, the same on every attempt."""
+    attempt: int
+    """The tool Step's attempt, from 1."""
+    events: AgentEventWriter
+    """Live events of this attempt."""
+    heartbeat: HeartbeatFn
+    """Records liveness."""
+
+    @property
+    def turn_id(self) -> str:
+        """The call's turn."""
+        return self.tool_call.turn_id
+
+
+@attrs.frozen
+class ToolExecutionResult:
+    """A tool's result as the model should see it."""
+
+    output: str
+    """The result text."""
+
+
+class AgentFrameworkRunner(Protocol):
+    """What a framework adapter implements."""
+
+    def build_user_message(self, text: str) -> FrameworkMessage:
+        """Return the framework's user message for ``text`` (role ``user``)."""
+        ...
+
+    async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
+        """Make at most one model call and say how the turn goes on."""
+        ...
+
+    async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
+        """Run one tool call once."""
+        ...

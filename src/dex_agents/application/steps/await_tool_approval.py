@@ -1,0 +1,117 @@
+"""``AwaitToolApproval``: waits for a person to approve one tool call.
+
+Input: the tool-call ID. While the call's interrupt is pending, waits for its
+answer on ``INTERRUPT_RESOLUTIONS`` together with a Timer at the deadline,
+rounded up to whole seconds (`plan_wait`). Then:
+
+- approved: marks the record ``approved``; next the call's tool Step;
+- rejected, or the deadline passed: records ``rejected``, publishes its result
+  and ends;
+- the Timer fired before the deadline (clocks differ), or the answer was
+  accepted just as the Timer fired: waits again, and the answer is applied
+  when it arrives.
+
+A record that is already final ends without publishing anything.
+"""
+
+import math
+from datetime import timedelta
+
+import attrs
+
+from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.next import End, GoTo, Next, WaitAgain
+from dex_agents.application.ports import Clock, InterruptStore, ToolCallStore, ToolResultPublisher
+from dex_agents.application.steps._shared import finish_tool_call
+from dex_agents.application.steps.run_model import tool_step_name
+from dex_agents.domain import events as ev
+from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterrupt, AgentInterruptResolution
+from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalWait:
+    """What ``AwaitToolApproval`` waits for."""
+
+    interrupt_id: str
+    """The answer's key in ``INTERRUPT_RESOLUTIONS``."""
+    timer: timedelta | None
+    """A Timer (whole seconds) at the deadline, or ``None`` when there is none to wait for."""
+
+
+class AwaitToolApproval:
+    """Applies a person's answer, or the deadline, to one tool call."""
+
+    def __init__(
+        self,
+        *,
+        tool_calls: ToolCallStore,
+        interrupts: InterruptStore,
+        results: ToolResultPublisher,
+        events: AgentEventWriter,
+        clock: Clock,
+    ) -> None:
+        self._tool_calls = tool_calls
+        self._interrupts = interrupts
+        self._results = results
+        self._events = events
+        self._clock = clock
+
+    def plan_wait(self, tool_call_id: str) -> ApprovalWait | None:
+        """Return what to wait for, or ``None`` when the call needs no waiting."""
+        record = self._record(tool_call_id)
+        if record.status is not ToolCallStatus.AWAITING_APPROVAL:
+            return None
+        assert record.interrupt_id is not None
+        interrupt = self._pending(record.interrupt_id)
+        timer = None
+        if interrupt is not None and interrupt.deadline is not None:
+            seconds = math.ceil((interrupt.deadline - self._clock.now()).total_seconds())
+            timer = timedelta(seconds=max(0, seconds))
+        return ApprovalWait(interrupt_id=record.interrupt_id, timer=timer)
+
+    async def execute(
+        self, tool_call_id: str, *, resolution: AgentInterruptResolution | None, timer_fired: bool
+    ) -> Next:
+        """Apply what the wait delivered."""
+        record = self._record(tool_call_id)
+        if record.is_final:
+            return End()
+        if record.status is ToolCallStatus.APPROVED:
+            return GoTo(step=tool_step_name(record.policy.effect), input=tool_call_id)
+        assert record.interrupt_id is not None
+        if resolution is not None:
+            return self._apply(record, resolution)
+        interrupt = self._pending(record.interrupt_id)
+        if interrupt is None or not timer_fired or not interrupt.is_expired(self._clock.now()):
+            return WaitAgain(input=tool_call_id)
+        self._interrupts.set([i for i in self._interrupts.get() if i.interrupt_id != interrupt.interrupt_id])
+        expired = AgentInterruptResolution(
+            interrupt_id=interrupt.interrupt_id, approved=False, rejection_message=EXPIRED_REJECTION_MESSAGE
+        )
+        return self._apply(record, expired)
+
+    def _apply(self, record: AgentToolCall, resolution: AgentInterruptResolution) -> Next:
+        self._events.write(
+            ev.interrupt_resolved(
+                resolution.interrupt_id, approved=resolution.approved, rejection_message=resolution.rejection_message
+            )
+        )
+        if resolution.approved:
+            self._tool_calls.put(record.approve())
+            return GoTo(step=tool_step_name(record.policy.effect), input=record.tool_call_id)
+        finish_tool_call(
+            record.reject(resolution.rejection_message),
+            tool_calls=self._tool_calls,
+            results=self._results,
+            events=self._events,
+        )
+        return End()
+
+    def _record(self, tool_call_id: str) -> AgentToolCall:
+        record = self._tool_calls.get(tool_call_id)
+        assert record is not None, f"no record for tool call {tool_call_id!r}"
+        return record
+
+    def _pending(self, interrupt_id: str) -> AgentInterrupt | None:
+        return next((i for i in self._interrupts.get() if i.interrupt_id == interrupt_id), None)

@@ -1,0 +1,77 @@
+"""``CallTool`` and ``CallSingleAttemptTool``: run one tool call.
+
+Input: the tool-call ID. ``CallTool`` runs ``read`` and ``idempotent_write``
+calls: 3 attempts, failure route ``RecordToolFailure``.
+``CallSingleAttemptTool`` runs ``non_idempotent_write`` and ``unclassified``
+calls: exactly 1 attempt, failure route ``RecordToolOutcomeUnknown``.
+
+Before the runner is called, the Step writes ``tool_call_started`` and awaits
+a heartbeat: an engine may hand an attempt whose Worker vanished before any
+output to another Worker at the same attempt, and this output narrows that
+window. The result is ``succeeded``, or ``failed`` for `ToolExecutionError`
+(not retried); its one ``TOOL_CALL_RESULTS`` message is published with it.
+Any other exception fails the attempt. A record that is already final ends
+without running or publishing. Next: ends.
+"""
+
+from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.invocation import StepCall
+from dex_agents.application.next import End, Next
+from dex_agents.application.ports import ToolCallStore, ToolResultPublisher
+from dex_agents.application.runner import AgentFrameworkRunner, DeferredToolExecution, HeartbeatFn
+from dex_agents.application.steps._shared import finish_tool_call
+from dex_agents.domain.errors import ToolExecutionError
+from dex_agents.domain.tools import ToolCallStatus, idempotency_key
+
+
+class _ToolCallStep:
+    def __init__(
+        self,
+        *,
+        runner: AgentFrameworkRunner,
+        tool_calls: ToolCallStore,
+        results: ToolResultPublisher,
+        events: AgentEventWriter,
+        heartbeat: HeartbeatFn,
+    ) -> None:
+        self._runner = runner
+        self._tool_calls = tool_calls
+        self._results = results
+        self._events = events
+        self._heartbeat = heartbeat
+
+    async def execute(self, call: StepCall, tool_call_id: str) -> Next:
+        """Run the call once and record its result."""
+        record = self._tool_calls.get(tool_call_id)
+        assert record is not None, f"no record for tool call {tool_call_id!r}"
+        if record.is_final:
+            return End()
+        assert record.status in (ToolCallStatus.PENDING, ToolCallStatus.APPROVED), (
+            f"tool call {tool_call_id!r} may not run in status {record.status.value!r}"
+        )
+        self._events.write_tool_call_started(record.tool_call_id, record.tool_name)
+        await self._heartbeat()
+        execution = DeferredToolExecution(
+            flow_id=call.flow_id,
+            tool_call=record,
+            idempotency_key=idempotency_key(call.flow_id, record.turn_id, record.tool_call_id),
+            attempt=call.attempt,
+            events=self._events,
+            heartbeat=self._heartbeat,
+        )
+        try:
+            result = await self._runner.execute_deferred_tool_call(execution)
+        except ToolExecutionError as error:
+            finished = record.fail(error.message)
+        else:
+            finished = record.succeed(result.output)
+        finish_tool_call(finished, tool_calls=self._tool_calls, results=self._results, events=self._events)
+        return End()
+
+
+class CallTool(_ToolCallStep):
+    """Runs a ``read`` or ``idempotent_write`` call (retried up to 3 attempts)."""
+
+
+class CallSingleAttemptTool(_ToolCallStep):
+    """Runs a ``non_idempotent_write`` or ``unclassified`` call (exactly one attempt)."""

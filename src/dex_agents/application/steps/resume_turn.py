@@ -1,0 +1,35 @@
+"""``ResumeTurn``: waits for the results of one model response's tool calls.
+
+Input: the number of results to wait for. Waits for that many
+``TOOL_CALL_RESULTS`` messages. When every record of the active turn is final,
+the session runs the model again (next: ``RunModel``); if a record is still
+unfinished, it waits again for the results still missing.
+"""
+
+from collections.abc import Sequence
+
+from dex_agents.application.next import GoTo, Next, StepName, WaitAgain
+from dex_agents.application.ports import SessionStateStore, ToolCallStore
+from dex_agents.domain.tools import ToolCallCompleted
+
+
+class ResumeTurn:
+    """Resumes the turn once every tool call of it has its result."""
+
+    def __init__(self, *, state: SessionStateStore, tool_calls: ToolCallStore) -> None:
+        self._state = state
+        self._tool_calls = tool_calls
+
+    async def execute(self, delivered: Sequence[ToolCallCompleted]) -> Next:
+        """Go on to the model, or wait for the results still missing."""
+        del delivered  # the records, not the messages, say whether the turn can go on
+        state = self._state.get()
+        assert state is not None, "the session has not started"
+        assert state.active_turn_id is not None, "ResumeTurn needs an active turn"
+        unfinished = sum(
+            1 for record in self._tool_calls.all() if record.turn_id == state.active_turn_id and not record.is_final
+        )
+        if unfinished:
+            return WaitAgain(input=unfinished)
+        self._state.set(state.resume_model())
+        return GoTo(step=StepName.RUN_MODEL)

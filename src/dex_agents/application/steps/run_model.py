@@ -1,0 +1,186 @@
+"""``RunModel``: one model call.
+
+Input: none. 15 min method timeout, 2 min heartbeat timeout, 3 attempts
+within 30 min; failure route ``RecordTurnFailure``. Calls the runner's
+`run_model_step` with every stored message, the turn's run state and records.
+
+- `TurnCompleted`: appends the turn's new messages in one commit, clears the
+  turn's run state and records, and goes to ``AwaitUserMessage``.
+- `ToolCallsRequested`: stores the run state, one record per call (awaiting
+  approval when its policy requires it, with a pending interrupt) and goes to
+  many: per call ``AwaitToolApproval``, ``CallTool`` or
+  ``CallSingleAttemptTool``, plus ``ResumeTurn`` with the number of calls.
+"""
+
+from collections.abc import Sequence
+from typing import assert_never
+
+from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.invocation import StepCall
+from dex_agents.application.next import GoTo, GoToMany, Next, StepName
+from dex_agents.application.options import AgentSessionOptions
+from dex_agents.application.ports import (
+    Clock,
+    InterruptStore,
+    MessageLog,
+    RunStateStore,
+    SessionStateStore,
+    ToolCallStore,
+    UsageStore,
+)
+from dex_agents.application.runner import AgentFrameworkRunner, AgentTurnContext, HeartbeatFn
+from dex_agents.domain import events as ev
+from dex_agents.domain.interrupts import AgentInterrupt, interrupt_id_for
+from dex_agents.domain.messages import AgentMessage
+from dex_agents.domain.session import AgentState
+from dex_agents.domain.tools import (
+    AgentToolCall,
+    ToolCallStatus,
+    ToolEffect,
+    ToolPolicy,
+    ToolStepKind,
+    is_approval_required,
+    resolve_tool_policy,
+    step_kind,
+)
+from dex_agents.domain.turns import DeferredToolCall, ToolCallsRequested, TurnCompleted, validate_turn_outcome
+
+
+def tool_step_name(effect: ToolEffect) -> StepName:
+    """Return the Step that runs calls of ``effect``."""
+    match step_kind(effect):
+        case ToolStepKind.CALL_TOOL:
+            return StepName.CALL_TOOL
+        case ToolStepKind.CALL_SINGLE_ATTEMPT_TOOL:
+            return StepName.CALL_SINGLE_ATTEMPT_TOOL
+
+
+class RunModel:
+    """Runs one model call of the active turn."""
+
+    def __init__(
+        self,
+        *,
+        runner: AgentFrameworkRunner,
+        options: AgentSessionOptions,
+        state: SessionStateStore,
+        messages: MessageLog,
+        run_state: RunStateStore,
+        tool_calls: ToolCallStore,
+        interrupts: InterruptStore,
+        usage: UsageStore,
+        events: AgentEventWriter,
+        heartbeat: HeartbeatFn,
+        clock: Clock,
+    ) -> None:
+        self._runner = runner
+        self._options = options
+        self._state = state
+        self._messages = messages
+        self._run_state = run_state
+        self._tool_calls = tool_calls
+        self._interrupts = interrupts
+        self._usage = usage
+        self._events = events
+        self._heartbeat = heartbeat
+        self._clock = clock
+
+    def resolve_policy(self, tool_name: str, framework_effect: ToolEffect | None) -> ToolPolicy:
+        """Resolve a tool's policy under this agent's options."""
+        return resolve_tool_policy(
+            tool_name,
+            explicit=self._options.tool_policies,
+            framework_effect=framework_effect,
+            default_effect=self._options.default_tool_effect,
+        )
+
+    async def execute(self, call: StepCall) -> Next:
+        """Run the model once and store what it decided."""
+        state = self._state.get()
+        assert state is not None, "the session has not started"
+        assert state.active_turn_id is not None, "RunModel needs an active turn"
+        turn_id = state.active_turn_id
+        records = self._tool_calls.all()
+        context = AgentTurnContext(
+            flow_id=call.flow_id,
+            turn_id=turn_id,
+            attempt=call.attempt,
+            step_execution_id=call.step_execution_id,
+            messages=self._messages.read(range(1, state.message_count + 1)),
+            framework_run_state=self._run_state.get(),
+            tool_calls={record.tool_call_id: record for record in records},
+            events=self._events,
+            heartbeat=self._heartbeat,
+            policy_resolver=self.resolve_policy,
+        )
+        outcome = await self._runner.run_model_step(context)
+        validate_turn_outcome(outcome, earlier_tool_call_ids=[record.tool_call_id for record in records])
+        total = self._usage.get() + outcome.usage
+        self._usage.set(total)
+        self._events.write(ev.usage_recorded(outcome.usage, total))
+        match outcome:
+            case TurnCompleted():
+                return self._complete(state, turn_id, outcome, records)
+            case ToolCallsRequested():
+                return self._defer(state, turn_id, outcome, len(records))
+            case _:
+                assert_never(outcome)
+
+    def _complete(
+        self, state: AgentState, turn_id: str, outcome: TurnCompleted, records: Sequence[AgentToolCall]
+    ) -> Next:
+        for offset, message in enumerate(outcome.new_messages):
+            self._messages.append(AgentMessage.stored(message, sequence=state.next_sequence + offset, turn_id=turn_id))
+        self._state.set(state.with_messages_appended(len(outcome.new_messages)).complete_turn())
+        self._run_state.set(None)
+        for record in records:
+            self._tool_calls.delete(record.tool_call_id)
+        self._events.write(ev.turn_completed(len(outcome.new_messages)))
+        return GoTo(step=StepName.AWAIT_USER_MESSAGE)
+
+    def _defer(self, state: AgentState, turn_id: str, outcome: ToolCallsRequested, earlier: int) -> Next:
+        self._run_state.set(outcome.framework_run_state)
+        now = self._clock.now()
+        deadline = None if self._options.interrupt_deadline is None else now + self._options.interrupt_deadline
+        pending = list(self._interrupts.get())
+        movements: list[GoTo] = []
+        for order, requested in enumerate(outcome.tool_calls, start=earlier):
+            record = self._record(turn_id, requested, order)
+            self._tool_calls.put(record)
+            self._events.write(ev.tool_call_deferred(requested.tool_call_id, requested.tool_name, requested.policy))
+            if record.interrupt_id is None:
+                movements.append(GoTo(step=tool_step_name(record.policy.effect), input=record.tool_call_id))
+                continue
+            pending.append(
+                AgentInterrupt(
+                    interrupt_id=record.interrupt_id,
+                    turn_id=turn_id,
+                    tool_call_id=record.tool_call_id,
+                    tool_name=record.tool_name,
+                    arguments=record.arguments,
+                    raised_at=now,
+                    deadline=deadline,
+                )
+            )
+            self._events.write(
+                ev.interrupt_raised(record.interrupt_id, record.tool_call_id, record.tool_name, deadline)
+            )
+            movements.append(GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=record.tool_call_id))
+        self._interrupts.set(pending)
+        self._state.set(state.wait_for_tools())
+        movements.append(GoTo(step=StepName.RESUME_TURN, input=len(outcome.tool_calls)))
+        return GoToMany(movements=movements)
+
+    @staticmethod
+    def _record(turn_id: str, requested: DeferredToolCall, order: int) -> AgentToolCall:
+        needs_approval = is_approval_required(requested.policy)
+        return AgentToolCall(
+            tool_call_id=requested.tool_call_id,
+            turn_id=turn_id,
+            tool_name=requested.tool_name,
+            arguments=requested.arguments,
+            policy=requested.policy,
+            deferral_order=order,
+            status=ToolCallStatus.AWAITING_APPROVAL if needs_approval else ToolCallStatus.PENDING,
+            interrupt_id=interrupt_id_for(turn_id, requested.tool_call_id) if needs_approval else None,
+        )

@@ -1,0 +1,34 @@
+"""The error types of dex-agents, under one root.
+
+The error policy in one line: what the model must see is a value (a failed or
+rejected tool-call record, an RPC answering ``False``); what the engine must
+retry raises. Runner contract violations raise `RunnerContractError`, illegal
+record or session transitions raise `InvalidTransitionError`.
+"""
+
+
+class DexAgentsError(Exception):
+    """Root of every error dex-agents raises on purpose."""
+
+
+class InvalidTransitionError(DexAgentsError):
+    """A status change that the transition table does not allow."""
+
+
+class RunnerContractError(DexAgentsError):
+    """A framework runner returned something the runner contract forbids.
+
+    Raised inside a Step, it fails that attempt like any other exception.
+    """
+
+
+class ToolExecutionError(DexAgentsError):
+    """A tool failure the model should see.
+
+    Raised by `AgentFrameworkRunner.execute_deferred_tool_call`, it is recorded
+    as a ``failed`` tool call with this message and never retried.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

@@ -1,0 +1,189 @@
+"""Live events of a session (the ``flow.agent_events`` Stream).
+
+Every event has a type, a payload with exactly the keys of `EVENT_PAYLOAD_KEYS`,
+and an envelope: ``turn_id``, ``step_execution_id`` (shared by every attempt of
+one Step execution) and the Step ``attempt``. A UI groups live text by
+``(turn_id, step_execution_id, attempt)``: within one Step execution it keeps
+only the highest attempt's text. After ``turn_completed`` or ``turn_failed`` the
+stored messages replace the turn's live text. Streams are best effort; the
+snapshot is the truth.
+"""
+
+from collections.abc import Mapping
+from datetime import datetime
+from enum import StrEnum
+
+import attrs
+
+from dex_agents.domain.json_values import JsonObject, JsonValue
+from dex_agents.domain.tools import ToolCallStatus, ToolPolicy, is_approval_required
+from dex_agents.domain.usage import AgentUsage
+
+
+class AgentEventType(StrEnum):
+    """The kinds of live event."""
+
+    TURN_STARTED = "turn_started"
+    TURN_COMPLETED = "turn_completed"
+    TURN_FAILED = "turn_failed"
+    TEXT_DELTA = "text_delta"
+    REASONING_DELTA = "reasoning_delta"
+    TOOL_CALL_STARTED = "tool_call_started"
+    TOOL_CALL_FINISHED = "tool_call_finished"
+    TOOL_CALL_DEFERRED = "tool_call_deferred"
+    INTERRUPT_RAISED = "interrupt_raised"
+    INTERRUPT_RESOLVED = "interrupt_resolved"
+    USAGE_RECORDED = "usage_recorded"
+
+
+EVENT_PAYLOAD_KEYS: Mapping[AgentEventType, frozenset[str]] = {
+    AgentEventType.TURN_STARTED: frozenset({"sequence"}),
+    AgentEventType.TURN_COMPLETED: frozenset({"message_count"}),
+    AgentEventType.TURN_FAILED: frozenset({"error"}),
+    AgentEventType.TEXT_DELTA: frozenset({"text"}),
+    AgentEventType.REASONING_DELTA: frozenset({"text"}),
+    AgentEventType.TOOL_CALL_STARTED: frozenset({"tool_call_id", "tool_name"}),
+    AgentEventType.TOOL_CALL_FINISHED: frozenset({"tool_call_id", "tool_name", "status"}),
+    AgentEventType.TOOL_CALL_DEFERRED: frozenset({"tool_call_id", "tool_name", "effect", "requires_approval"}),
+    AgentEventType.INTERRUPT_RAISED: frozenset({"interrupt_id", "tool_call_id", "tool_name", "deadline"}),
+    AgentEventType.INTERRUPT_RESOLVED: frozenset({"interrupt_id", "approved", "rejection_message"}),
+    AgentEventType.USAGE_RECORDED: frozenset({"recorded", "session"}),
+}
+"""The exact payload keys of each event type."""
+
+
+@attrs.frozen(kw_only=True)
+class AgentEventBody:
+    """An event's type and payload, before the writer adds the envelope."""
+
+    type: AgentEventType
+    """The kind of event."""
+    payload: JsonObject
+    """The event's data, keyed as `EVENT_PAYLOAD_KEYS` says."""
+
+
+@attrs.frozen(kw_only=True)
+class AgentEvent:
+    """One message of the ``flow.agent_events`` Stream."""
+
+    type: AgentEventType
+    """The kind of event."""
+    payload: JsonObject
+    """The event's data, keyed as `EVENT_PAYLOAD_KEYS` says for known types."""
+    turn_id: str | None
+    """The turn the event belongs to, if any."""
+    step_execution_id: str
+    """The Step execution that wrote it (shared by its attempts)."""
+    attempt: int
+    """The attempt of that Step execution, from 1."""
+
+    @classmethod
+    def enveloped(
+        cls, body: AgentEventBody, *, turn_id: str | None, step_execution_id: str, attempt: int
+    ) -> "AgentEvent":
+        """Wrap ``body`` in its envelope."""
+        return cls(
+            type=body.type,
+            payload=body.payload,
+            turn_id=turn_id,
+            step_execution_id=step_execution_id,
+            attempt=attempt,
+        )
+
+
+def turn_started(sequence: int) -> AgentEventBody:
+    """A turn started; ``sequence`` is its user message's sequence."""
+    return AgentEventBody(type=AgentEventType.TURN_STARTED, payload={"sequence": sequence})
+
+
+def turn_completed(message_count: int) -> AgentEventBody:
+    """A turn completed, storing ``message_count`` messages after its user message."""
+    return AgentEventBody(type=AgentEventType.TURN_COMPLETED, payload={"message_count": message_count})
+
+
+def turn_failed(error: str) -> AgentEventBody:
+    """A turn failed with ``error``."""
+    return AgentEventBody(type=AgentEventType.TURN_FAILED, payload={"error": error})
+
+
+def text_delta(text: str) -> AgentEventBody:
+    """A piece of the model's text."""
+    return AgentEventBody(type=AgentEventType.TEXT_DELTA, payload={"text": text})
+
+
+def reasoning_delta(text: str) -> AgentEventBody:
+    """A piece of the model's reasoning."""
+    return AgentEventBody(type=AgentEventType.REASONING_DELTA, payload={"text": text})
+
+
+def tool_call_started(tool_call_id: str, tool_name: str) -> AgentEventBody:
+    """A tool call's Step is about to run the tool."""
+    return AgentEventBody(
+        type=AgentEventType.TOOL_CALL_STARTED,
+        payload={"tool_call_id": tool_call_id, "tool_name": tool_name},
+    )
+
+
+def tool_call_finished(tool_call_id: str, tool_name: str, status: ToolCallStatus) -> AgentEventBody:
+    """A tool call's record became final (once per call, rejections included)."""
+    return AgentEventBody(
+        type=AgentEventType.TOOL_CALL_FINISHED,
+        payload={"tool_call_id": tool_call_id, "tool_name": tool_name, "status": status.value},
+    )
+
+
+def tool_call_deferred(tool_call_id: str, tool_name: str, policy: ToolPolicy) -> AgentEventBody:
+    """The model asked for a tool call; the session will run it in its own Step."""
+    return AgentEventBody(
+        type=AgentEventType.TOOL_CALL_DEFERRED,
+        payload={
+            "tool_call_id": tool_call_id,
+            "tool_name": tool_name,
+            "effect": policy.effect.value,
+            "requires_approval": is_approval_required(policy),
+        },
+    )
+
+
+def interrupt_raised(interrupt_id: str, tool_call_id: str, tool_name: str, deadline: datetime | None) -> AgentEventBody:
+    """A tool call waits for approval until ``deadline`` (ISO text, or null)."""
+    return AgentEventBody(
+        type=AgentEventType.INTERRUPT_RAISED,
+        payload={
+            "interrupt_id": interrupt_id,
+            "tool_call_id": tool_call_id,
+            "tool_name": tool_name,
+            "deadline": None if deadline is None else deadline.isoformat(),
+        },
+    )
+
+
+def interrupt_resolved(interrupt_id: str, *, approved: bool, rejection_message: str | None) -> AgentEventBody:
+    """An approval was answered (or expired)."""
+    return AgentEventBody(
+        type=AgentEventType.INTERRUPT_RESOLVED,
+        payload={
+            "interrupt_id": interrupt_id,
+            "approved": approved,
+            "rejection_message": rejection_message,
+        },
+    )
+
+
+def usage_recorded(recorded: AgentUsage, session: AgentUsage) -> AgentEventBody:
+    """A model call's usage was added to the session total."""
+    return AgentEventBody(
+        type=AgentEventType.USAGE_RECORDED,
+        payload={"recorded": usage_payload(recorded), "session": usage_payload(session)},
+    )
+
+
+def usage_payload(usage: AgentUsage) -> dict[str, JsonValue]:
+    """Return ``usage`` as an event payload object."""
+    return {
+        "model_calls": usage.model_calls,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cached_input_tokens": usage.cached_input_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+    }

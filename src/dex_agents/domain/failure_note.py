@@ -1,0 +1,60 @@
+"""The text the model sees for a finished tool call, and the turn-failure note.
+
+When a turn fails after some of its tool calls already ran, the session stores
+one user message listing them, so the next turn's model does not repeat a
+write it cannot see:
+
+    [Dex] The previous turn failed after these tool calls ran:
+    - <tool_name> <arguments> -> <status>: <describe_tool_call_outcome(record)>
+    Do not repeat these tool calls unless the user asks again.
+"""
+
+from collections.abc import Iterable
+
+from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
+
+OUTCOME_UNKNOWN_TOOL_RESULT = (
+    "The tool call's outcome is unknown: it was interrupted and may or may not have "
+    "taken effect. Do not call it again unless the user asks you to."
+)
+"""What the model sees for a call whose outcome is unknown."""
+
+DEFAULT_REJECTION_TEXT = "The tool call was rejected."
+"""What the model sees for a rejection that gave no reason."""
+
+_NOTE_HEADER = "[Dex] The previous turn failed after these tool calls ran:"
+_NOTE_FOOTER = "Do not repeat these tool calls unless the user asks again."
+
+
+def describe_tool_call_outcome(record: AgentToolCall) -> str:
+    """Return the model-visible text of a final tool-call record.
+
+    Raises:
+        ValueError: the record is not final.
+    """
+    match record.status:
+        case ToolCallStatus.SUCCEEDED:
+            return record.output or ""
+        case ToolCallStatus.REJECTED:
+            return record.rejection_message or DEFAULT_REJECTION_TEXT
+        case ToolCallStatus.FAILED:
+            return f"The tool call failed: {record.error or 'no detail'}"
+        case ToolCallStatus.OUTCOME_UNKNOWN:
+            return OUTCOME_UNKNOWN_TOOL_RESULT
+        case ToolCallStatus.PENDING | ToolCallStatus.AWAITING_APPROVAL | ToolCallStatus.APPROVED:
+            raise ValueError(f"tool call {record.tool_call_id!r} has no outcome yet (status {record.status.value!r})")
+
+
+def build_turn_failure_note(records: Iterable[AgentToolCall]) -> str | None:
+    """Return the turn-failure note for a failed turn's records, or ``None``.
+
+    Only final records are listed, in ``deferral_order``; with none, there is
+    no note.
+    """
+    final = sorted((r for r in records if r.is_final), key=lambda r: r.deferral_order)
+    if not final:
+        return None
+    lines = [_NOTE_HEADER]
+    lines.extend(f"- {r.tool_name} {r.arguments} -> {r.status.value}: {describe_tool_call_outcome(r)}" for r in final)
+    lines.append(_NOTE_FOOTER)
+    return "\n".join(lines)

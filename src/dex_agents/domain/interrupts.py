@@ -1,0 +1,74 @@
+"""Approval interrupts: a tool call waiting for a person's answer.
+
+An interrupt has an optional deadline; once it passes, the call counts as
+rejected. An answer that arrives after the deadline is refused.
+"""
+
+from datetime import datetime
+
+import attrs
+
+EXPIRED_REJECTION_MESSAGE = "The approval deadline passed before anyone answered."
+"""The rejection message recorded when an interrupt expires."""
+
+
+def interrupt_id_for(turn_id: str, tool_call_id: str) -> str:
+    """Return the interrupt ID of a tool call: unique across turns, even when call IDs repeat."""
+    return f"{turn_id}.{tool_call_id}"
+
+
+@attrs.frozen(kw_only=True)
+class AgentInterrupt:
+    """A tool call waiting for approval (an item of ``PENDING_INTERRUPTS``)."""
+
+    interrupt_id: str
+    """Key of the answer in ``INTERRUPT_RESOLUTIONS``."""
+    turn_id: str
+    """The turn of the call."""
+    tool_call_id: str
+    """The call waiting for approval."""
+    tool_name: str
+    """The tool's name."""
+    arguments: str
+    """The call's arguments as JSON text."""
+    raised_at: datetime
+    """When the session asked (Worker clock, UTC)."""
+    deadline: datetime | None = None
+    """When an unanswered request counts as rejected, or ``None`` for never."""
+
+    def is_expired(self, now: datetime) -> bool:
+        """Whether the deadline has passed at ``now``."""
+        return self.deadline is not None and now >= self.deadline
+
+
+@attrs.frozen(kw_only=True)
+class ResolveInterruptRequest:
+    """A person's answer to an interrupt (the ``resolve_interrupt`` input)."""
+
+    interrupt_id: str
+    """The interrupt answered."""
+    approved: bool
+    """Whether the call may run."""
+    rejection_message: str | None = None
+    """Why not; dropped on approval."""
+
+
+@attrs.frozen(kw_only=True)
+class AgentInterruptResolution:
+    """An accepted answer, published on ``INTERRUPT_RESOLUTIONS`` under the interrupt ID."""
+
+    interrupt_id: str
+    """The interrupt answered."""
+    approved: bool
+    """Whether the call may run."""
+    rejection_message: str | None = None
+    """Why not; always ``None`` when approved."""
+
+    @classmethod
+    def from_request(cls, request: ResolveInterruptRequest) -> "AgentInterruptResolution":
+        """Build the resolution of ``request``, dropping the message of an approval."""
+        return cls(
+            interrupt_id=request.interrupt_id,
+            approved=request.approved,
+            rejection_message=None if request.approved else request.rejection_message,
+        )

@@ -1,0 +1,110 @@
+"""Session state, turns and their status transitions.
+
+A session waits for a user message, runs the model, may run tools, runs the
+model again, and so on until the turn completes or fails; then it waits again.
+
+| from                       | to                                  |
+|----------------------------|-------------------------------------|
+| `waiting_for_user_message` | `running_model` (a turn starts)     |
+| `running_model`            | `running_tools` (tools requested)   |
+| `running_model`            | `waiting_for_user_message` (turn completed or failed) |
+| `running_tools`            | `running_model` (every result is in) |
+
+Turn IDs are ``turn-<n>``, counted from 1. ``last_turn_error`` stays until a
+later turn completes.
+"""
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+import attrs
+
+from dex_agents.domain.errors import InvalidTransitionError
+
+
+class AgentStatus(StrEnum):
+    """What a session is doing."""
+
+    WAITING_FOR_USER_MESSAGE = "waiting_for_user_message"
+    RUNNING_MODEL = "running_model"
+    RUNNING_TOOLS = "running_tools"
+
+
+AGENT_STATUS_TRANSITIONS: Mapping[AgentStatus, frozenset[AgentStatus]] = {
+    AgentStatus.WAITING_FOR_USER_MESSAGE: frozenset({AgentStatus.RUNNING_MODEL}),
+    AgentStatus.RUNNING_MODEL: frozenset({AgentStatus.RUNNING_TOOLS, AgentStatus.WAITING_FOR_USER_MESSAGE}),
+    AgentStatus.RUNNING_TOOLS: frozenset({AgentStatus.RUNNING_MODEL}),
+}
+"""Legal status changes of a session."""
+
+
+def turn_id_for(turn_number: int) -> str:
+    """Return the ID of turn ``turn_number`` (from 1): ``turn-<n>``."""
+    if turn_number < 1:
+        raise ValueError(f"turn numbers start at 1, got {turn_number!r}")
+    return f"turn-{turn_number}"
+
+
+@attrs.frozen(kw_only=True)
+class AgentState:
+    """The session's durable state (Attribute ``AGENT_STATE``)."""
+
+    status: AgentStatus = AgentStatus.WAITING_FOR_USER_MESSAGE
+    """What the session is doing."""
+    turn_count: int = 0
+    """Turns started so far."""
+    active_turn_id: str | None = None
+    """The running turn, or ``None`` while waiting for a user message."""
+    message_count: int = 0
+    """Messages stored so far; the next message gets sequence ``message_count + 1``."""
+    last_turn_error: str | None = None
+    """Why the last failed turn failed; cleared when a later turn completes."""
+
+    @property
+    def next_sequence(self) -> int:
+        """The sequence of the next stored message."""
+        return self.message_count + 1
+
+    def start_turn(self) -> "AgentState":
+        """Return the state with a new turn running the model."""
+        number = self.turn_count + 1
+        return attrs.evolve(
+            self._moved(AgentStatus.RUNNING_MODEL),
+            turn_count=number,
+            active_turn_id=turn_id_for(number),
+        )
+
+    def wait_for_tools(self) -> "AgentState":
+        """Return the state once the model asked for tools."""
+        return self._moved(AgentStatus.RUNNING_TOOLS)
+
+    def resume_model(self) -> "AgentState":
+        """Return the state once every tool result is in."""
+        return self._moved(AgentStatus.RUNNING_MODEL)
+
+    def complete_turn(self) -> "AgentState":
+        """Return the state after the active turn completed."""
+        return attrs.evolve(
+            self._moved(AgentStatus.WAITING_FOR_USER_MESSAGE),
+            active_turn_id=None,
+            last_turn_error=None,
+        )
+
+    def fail_turn(self, error: str) -> "AgentState":
+        """Return the state after the active turn failed with ``error``."""
+        return attrs.evolve(
+            self._moved(AgentStatus.WAITING_FOR_USER_MESSAGE),
+            active_turn_id=None,
+            last_turn_error=error,
+        )
+
+    def with_messages_appended(self, count: int) -> "AgentState":
+        """Return the state after ``count`` more messages were stored."""
+        if count < 0:
+            raise ValueError(f"cannot append {count!r} messages")
+        return attrs.evolve(self, message_count=self.message_count + count)
+
+    def _moved(self, to: AgentStatus) -> "AgentState":
+        if to not in AGENT_STATUS_TRANSITIONS[self.status]:
+            raise InvalidTransitionError(f"session cannot go from {self.status.value!r} to {to.value!r}")
+        return attrs.evolve(self, status=to)

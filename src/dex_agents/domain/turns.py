@@ -1,0 +1,113 @@
+"""What a runner's model Step returns, and the checks the session applies to it.
+
+`TurnCompleted` ends the turn with every message it produced after its user
+message; `ToolCallsRequested` asks for tool calls and carries the framework's
+run state to resume from. `validate_turn_outcome` enforces the runner
+contract: tool-call IDs non-empty, without ``/`` and unique within the turn,
+a non-empty run state.
+"""
+
+from collections.abc import Iterable
+
+import attrs
+
+from dex_agents.domain.errors import RunnerContractError
+from dex_agents.domain.messages import FrameworkMessage, MessageRole
+from dex_agents.domain.tools import ToolPolicy
+from dex_agents.domain.usage import AgentUsage
+
+
+@attrs.frozen(kw_only=True)
+class DeferredToolCall:
+    """One tool call the model asked for, to run in its own Step."""
+
+    tool_call_id: str
+    """The framework's ID for the call: non-empty, no ``/``, unique within the turn."""
+    tool_name: str
+    """The tool's name as the model called it."""
+    arguments: str
+    """The call's arguments as JSON text."""
+    policy: ToolPolicy
+    """The policy from `AgentTurnContext.resolve_tool_policy`."""
+
+
+def _messages(messages: Iterable[FrameworkMessage]) -> tuple[FrameworkMessage, ...]:
+    return tuple(messages)
+
+
+def _calls(calls: Iterable[DeferredToolCall]) -> tuple[DeferredToolCall, ...]:
+    return tuple(calls)
+
+
+@attrs.frozen(kw_only=True)
+class TurnCompleted:
+    """The model gave its final answer; the turn ends."""
+
+    new_messages: tuple[FrameworkMessage, ...] = attrs.field(converter=_messages)
+    """Every message of the turn after its user message, across all its model calls."""
+    usage: AgentUsage = attrs.field(factory=AgentUsage)
+    """Usage of this model call only."""
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallsRequested:
+    """The model asked for tools; the session runs them and calls the model again."""
+
+    framework_run_state: str
+    """What the framework needs to continue the turn after the tools; non-empty."""
+    tool_calls: tuple[DeferredToolCall, ...] = attrs.field(converter=_calls)
+    """The calls in model order; at least one."""
+    usage: AgentUsage = attrs.field(factory=AgentUsage)
+    """Usage of this model call only."""
+
+
+AgentTurnOutcome = TurnCompleted | ToolCallsRequested
+"""What `run_model_step` returns."""
+
+
+def validate_tool_call_id(tool_call_id: str) -> None:
+    """Check one tool-call ID.
+
+    Raises:
+        RunnerContractError: the ID is empty or contains ``/``.
+    """
+    if not tool_call_id:
+        raise RunnerContractError("a tool call ID must not be empty")
+    if "/" in tool_call_id:
+        raise RunnerContractError(f"tool call ID {tool_call_id!r} must not contain '/'")
+
+
+def validate_turn_outcome(outcome: AgentTurnOutcome, *, earlier_tool_call_ids: Iterable[str] = ()) -> None:
+    """Check what a runner returned from a model Step.
+
+    Args:
+        outcome: the runner's result.
+        earlier_tool_call_ids: IDs already used by tool calls of this turn.
+
+    Raises:
+        RunnerContractError: the outcome breaks the runner contract.
+    """
+    match outcome:
+        case TurnCompleted():
+            return
+        case ToolCallsRequested():
+            if not outcome.framework_run_state:
+                raise RunnerContractError("ToolCallsRequested needs a non-empty run state")
+            if not outcome.tool_calls:
+                raise RunnerContractError("ToolCallsRequested needs at least one tool call")
+            seen = set(earlier_tool_call_ids)
+            for call in outcome.tool_calls:
+                validate_tool_call_id(call.tool_call_id)
+                if call.tool_call_id in seen:
+                    raise RunnerContractError(f"tool call ID {call.tool_call_id!r} is used twice in one turn")
+                seen.add(call.tool_call_id)
+
+
+def validate_user_message(message: FrameworkMessage) -> None:
+    """Check what `build_user_message` returned.
+
+    Raises:
+        RunnerContractError: the message's role is not ``user``.
+    """
+    if message.role is not MessageRole.USER:
+        raise RunnerContractError(f"build_user_message must return a user message, got role {message.role.value!r}")
