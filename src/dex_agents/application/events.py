@@ -40,11 +40,14 @@ class AgentEventWriter:
         with self._lock:
             self._closed = True
 
-    def write(self, body: AgentEventBody) -> None:
-        """Write one event with this writer's envelope; best effort."""
+    def write(self, body: AgentEventBody, *, turn_id: str | None = None) -> None:
+        """Write one event with this writer's envelope; best effort.
+
+        ``turn_id`` overrides the writer's turn, for the event that starts a turn.
+        """
         event = AgentEvent.enveloped(
             body,
-            turn_id=self._turn_id,
+            turn_id=self._turn_id if turn_id is None else turn_id,
             step_execution_id=self._step_execution_id,
             attempt=self._attempt,
         )

@@ -27,7 +27,7 @@ def begin_turn(
     sequence = started.next_sequence
     messages.append(AgentMessage.stored(user_message, sequence=sequence, turn_id=started.active_turn_id))
     state_store.set(started.with_messages_appended(1))
-    events.write(ev.turn_started(sequence))
+    events.write(ev.turn_started(sequence), turn_id=started.active_turn_id)
 
 
 def finish_tool_call(

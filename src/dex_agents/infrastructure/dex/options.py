@@ -1,0 +1,100 @@
+"""Dex `StepOptions` for every Step, mapped from the application's Step policies.
+
+Every Step persists ``wait_for`` and ``execute`` results synchronously, set
+explicitly so that ``FlowConfig(step_durability=ASYNC)`` never replays a Step.
+Durations are whole seconds (Dex 1.23 refuses fractions).
+
+Dex 1.23 replaces, not merges, a Step's own options with per-movement ones, so
+the per-call options of ``AwaitToolApproval`` and the tool Steps (which load
+only their own ``AGENT_TOOL_CALLS`` instance) repeat durability, retries,
+timeouts and the failure route with its own instance load.
+"""
+
+from dataclasses import replace
+from datetime import timedelta
+
+import dex
+
+from dex_agents.application.next import StepName
+from dex_agents.application.policies import STEP_POLICIES, StepPolicy
+from dex_agents.infrastructure.dex.persistence import AGENT_MESSAGES, AGENT_TOOL_CALLS, PENDING_INTERRUPTS
+
+SYNC = dex.StepOptions(wait_for_durability=dex.StepDurability.SYNC, execute_durability=dex.StepDurability.SYNC)
+"""Synchronous durability for both methods."""
+
+PER_CALL_STEPS = frozenset(
+    {
+        StepName.AWAIT_TOOL_APPROVAL,
+        StepName.CALL_TOOL,
+        StepName.CALL_SINGLE_ATTEMPT_TOOL,
+        StepName.RECORD_TOOL_FAILURE,
+        StepName.RECORD_TOOL_OUTCOME_UNKNOWN,
+    }
+)
+"""Steps whose input is a tool-call ID and that load only that call's record."""
+
+
+def whole_seconds(duration: timedelta) -> timedelta:
+    """Round ``duration`` up to whole seconds."""
+    seconds = int(duration.total_seconds())
+    if seconds < duration.total_seconds():
+        seconds += 1
+    return timedelta(seconds=seconds)
+
+
+def _with_policy(options: dex.StepOptions, policy: StepPolicy) -> dex.StepOptions:
+    retry = None
+    if policy.maximum_attempts is not None or policy.total_retry_duration is not None:
+        retry = dex.RetryPolicy(
+            maximum_attempts=policy.maximum_attempts or 0,
+            total_duration=None if policy.total_retry_duration is None else whole_seconds(policy.total_retry_duration),
+        )
+    return replace(
+        options,
+        execute_retry=retry,
+        execute_method_timeout=None if policy.method_timeout is None else whole_seconds(policy.method_timeout),
+        heartbeat_timeout=None if policy.heartbeat_timeout is None else whole_seconds(policy.heartbeat_timeout),
+    )
+
+
+def _base(step: StepName) -> dex.StepOptions:
+    """Options of ``step`` without its failure route."""
+    options = _with_policy(SYNC, STEP_POLICIES[step])
+    match step:
+        case StepName.RUN_MODEL:
+            return replace(options, execute_load_attribute_maps=(AGENT_MESSAGES, AGENT_TOOL_CALLS))
+        case StepName.RESUME_TURN | StepName.RECORD_TURN_FAILURE:
+            return replace(options, execute_load_attribute_maps=(AGENT_TOOL_CALLS,))
+        case StepName.AWAIT_TOOL_APPROVAL:
+            # Expiring an interrupt rewrites PENDING_INTERRUPTS; the lock keeps a
+            # concurrent resolve_interrupt (or another expiry) from being overwritten.
+            return replace(options, execute_lock_attributes=(PENDING_INTERRUPTS.lock(),))
+        case _:
+            return options
+
+
+class StepOptionsTable:
+    """Static and per-call options of every Step, given the Dex Step classes."""
+
+    def __init__(self, step_classes: "dict[StepName, type[dex.Step[object]]]") -> None:
+        self._classes = step_classes
+
+    def static(self, step: StepName) -> dex.StepOptions:
+        """Return the Step's own options (used when a movement sets none)."""
+        options = _base(step)
+        route = STEP_POLICIES[step].failure_route
+        if route is None:
+            return options
+        return options.on_execute_failure_proceed_to(self._classes[route])
+
+    def for_call(self, step: StepName, tool_call_id: str) -> dex.StepOptions:
+        """Return the options of one tool call's Step: its own record loaded, everything repeated."""
+        assert step in PER_CALL_STEPS, f"{step} takes no tool-call ID"
+        own = (AGENT_TOOL_CALLS.load(tool_call_id),)
+        options = replace(_base(step), execute_load_attribute_map_instances=own)
+        if step is StepName.AWAIT_TOOL_APPROVAL:
+            options = replace(options, wait_for_load_attribute_map_instances=own)
+        route = STEP_POLICIES[step].failure_route
+        if route is None:
+            return options
+        return options.on_execute_failure_proceed_to(self._classes[route], self.for_call(route, tool_call_id))

@@ -1,0 +1,47 @@
+"""The durable state of a session, by the names every agent Flow type shares.
+
+| name                    | kind                               | value                        |
+|-------------------------|------------------------------------|------------------------------|
+| `AGENT_STATE`           | Attribute                          | `AgentState`                 |
+| `AGENT_MESSAGES`        | AttributeMap, key 12-digit sequence | `AgentMessage`              |
+| `FRAMEWORK_RUN_STATE`   | Attribute                          | text, only while tools run   |
+| `AGENT_TOOL_CALLS`      | AttributeMap, key tool-call ID     | `AgentToolCall`, active turn |
+| `PENDING_INTERRUPTS`    | Attribute                          | `list[AgentInterrupt]`       |
+| `AGENT_USAGE`           | Attribute                          | `AgentUsage`                 |
+| `QUEUED_USER_MESSAGES`  | Channel                            | `AgentUserMessage`           |
+| `INTERRUPT_RESOLUTIONS` | ChannelMap, key interrupt ID       | `AgentInterruptResolution`   |
+| `TOOL_CALL_RESULTS`     | Channel (internal)                 | `ToolCallCompleted`          |
+| ``flow.agent_events``   | Stream, one per Flow type          | `AgentEvent`                 |
+
+Attributes and Channels are shared objects; Dex needs a distinct Stream object
+per Flow type, so `agent_events_stream` makes one for each.
+"""
+
+import dex
+
+from dex_agents.domain.events import AgentEvent
+from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution
+from dex_agents.domain.messages import AgentMessage, AgentUserMessage
+from dex_agents.domain.session import AgentState
+from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted
+from dex_agents.domain.usage import AgentUsage
+
+AGENT_STATE: dex.Attribute[AgentState] = dex.Attribute("AGENT_STATE", AgentState)
+AGENT_MESSAGES: dex.AttributeMap[AgentMessage] = dex.AttributeMap("AGENT_MESSAGES", AgentMessage)
+FRAMEWORK_RUN_STATE: dex.Attribute[str] = dex.Attribute("FRAMEWORK_RUN_STATE", str)
+AGENT_TOOL_CALLS: dex.AttributeMap[AgentToolCall] = dex.AttributeMap("AGENT_TOOL_CALLS", AgentToolCall)
+PENDING_INTERRUPTS: dex.Attribute[list[AgentInterrupt]] = dex.Attribute("PENDING_INTERRUPTS", list[AgentInterrupt])
+AGENT_USAGE: dex.Attribute[AgentUsage] = dex.Attribute("AGENT_USAGE", AgentUsage)
+QUEUED_USER_MESSAGES: dex.Channel[AgentUserMessage] = dex.Channel("QUEUED_USER_MESSAGES", AgentUserMessage)
+INTERRUPT_RESOLUTIONS: dex.ChannelMap[AgentInterruptResolution] = dex.ChannelMap(
+    "INTERRUPT_RESOLUTIONS", AgentInterruptResolution
+)
+TOOL_CALL_RESULTS: dex.Channel[ToolCallCompleted] = dex.Channel("TOOL_CALL_RESULTS", ToolCallCompleted)
+
+AGENT_EVENTS_STREAM_NAME = "flow.agent_events"
+"""The live event Stream's name (one Stream per Flow type)."""
+
+
+def agent_events_stream(capacity_bytes: int) -> dex.Stream[AgentEvent]:
+    """Return a new live event Stream definition for one Flow type."""
+    return dex.Stream(AGENT_EVENTS_STREAM_NAME, AgentEvent, capacity_bytes)

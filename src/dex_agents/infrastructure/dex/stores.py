@@ -1,0 +1,221 @@
+"""Dex-backed implementations of the application's ports, over one handler Context.
+
+Reads see the state Dex sent with the call plus the call's own staged writes;
+writes are staged and commit with the handler's decision. AttributeMap
+instances are readable only when the call loaded them: each Step and RPC
+declares its loads in `dex_agents.infrastructure.dex.flow`.
+"""
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import dex
+
+from dex_agents.domain.events import AgentEvent
+from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution
+from dex_agents.domain.messages import AgentMessage, AgentUserMessage, message_sequence_key
+from dex_agents.domain.session import AgentState
+from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted
+from dex_agents.domain.usage import AgentUsage
+from dex_agents.infrastructure.dex.persistence import (
+    AGENT_MESSAGES,
+    AGENT_STATE,
+    AGENT_TOOL_CALLS,
+    AGENT_USAGE,
+    FRAMEWORK_RUN_STATE,
+    INTERRUPT_RESOLUTIONS,
+    PENDING_INTERRUPTS,
+    QUEUED_USER_MESSAGES,
+    TOOL_CALL_RESULTS,
+)
+
+
+class DexSessionStateStore:
+    """``AGENT_STATE``."""
+
+    def __init__(self, context: dex.Context) -> None:
+        self._context = context
+
+    def get(self) -> AgentState | None:
+        """Return the state, or ``None`` before the session started."""
+        state: AgentState | None = AGENT_STATE.get(self._context)
+        return state
+
+    def set(self, state: AgentState) -> None:
+        """Stage ``state``."""
+        AGENT_STATE.set(self._context, state)
+
+
+class DexMessageLog:
+    """``AGENT_MESSAGES``; reads only loaded instances."""
+
+    def __init__(self, context: dex.Context) -> None:
+        self._context = context
+
+    def read(self, sequences: Sequence[int]) -> tuple[AgentMessage, ...]:
+        """Return the stored messages at ``sequences`` (missing ones are skipped).
+
+        Raises:
+            dex.AttributeMapNotLoadedError: a sequence's instance was not loaded.
+        """
+        found: list[AgentMessage] = []
+        for sequence in sequences:
+            message: AgentMessage | None = AGENT_MESSAGES.get(self._context, message_sequence_key(sequence))
+            if message is not None:
+                found.append(message)
+        return tuple(found)
+
+    def append(self, message: AgentMessage) -> None:
+        """Stage ``message`` at its sequence."""
+        AGENT_MESSAGES.set(self._context, message_sequence_key(message.sequence), message)
+
+
+class DexRunStateStore:
+    """``FRAMEWORK_RUN_STATE``."""
+
+    def __init__(self, context: dex.Context) -> None:
+        self._context = context
+
+    def get(self) -> str | None:
+        """Return the run state, or ``None``."""
+        return FRAMEWORK_RUN_STATE.get(self._context) or None
+
+    def set(self, run_state: str | None) -> None:
+        """Stage the run state; ``None`` deletes it."""
+        if run_state is None:
+            FRAMEWORK_RUN_STATE.delete(self._context)
+        else:
+            FRAMEWORK_RUN_STATE.set(self._context, run_state)
+
+
+class DexToolCallStore:
+    """``AGENT_TOOL_CALLS``; ``all`` needs the whole map loaded, ``get`` the instance."""
+
+    def __init__(self, context: dex.Context) -> None:
+        self._context = context
+
+    def get(self, tool_call_id: str) -> AgentToolCall | None:
+        """Return one record, or ``None``."""
+        record: AgentToolCall | None = AGENT_TOOL_CALLS.get(self._context, tool_call_id)
+        return record
+
+    def all(self) -> tuple[AgentToolCall, ...]:
+        """Return every record, in ``deferral_order``."""
+        keys = AGENT_TOOL_CALLS.get_all_instance_keys(self._context)
+        records = [AGENT_TOOL_CALLS.get(self._context, key) for key in keys]
+        return tuple(sorted(records, key=lambda r: r.deferral_order))
+
+    def put(self, record: AgentToolCall) -> None:
+        """Stage ``record``."""
+        AGENT_TOOL_CALLS.set(self._context, record.tool_call_id, record)
+
+    def delete(self, tool_call_id: str) -> None:
+        """Stage the deletion of one record."""
+        AGENT_TOOL_CALLS.delete(self._context, tool_call_id)
+
+
+class DexInterruptStore:
+    """``PENDING_INTERRUPTS``."""
+
+    def __init__(self, context: dex.Context) -> None:
+        self._context = context
+
+    def get(self) -> tuple[AgentInterrupt, ...]:
+        """Return the pending interrupts."""
+        return tuple(PENDING_INTERRUPTS.get(self._context) or ())
+
+    def set(self, interrupts: Sequence[AgentInterrupt]) -> None:
+        """Stage the pending interrupts."""
+        PENDING_INTERRUPTS.set(self._context, list(interrupts))
+
+
+class DexUsageStore:
+    """``AGENT_USAGE``."""
+
+    def __init__(self, context: dex.Context) -> None:
+        self._context = context
+
+    def get(self) -> AgentUsage:
+        """Return the session's usage."""
+        usage: AgentUsage | None = AGENT_USAGE.get(self._context)
+        return AgentUsage() if usage is None else usage
+
+    def set(self, usage: AgentUsage) -> None:
+        """Stage the session's usage."""
+        AGENT_USAGE.set(self._context, usage)
+
+
+class DexUserMessageQueue:
+    """``QUEUED_USER_MESSAGES``."""
+
+    def __init__(self, context: dex.Context) -> None:
+        self._context = context
+
+    def publish(self, message: AgentUserMessage) -> None:
+        """Stage ``message``."""
+        QUEUED_USER_MESSAGES.publish(self._context, message)
+
+    def size(self) -> int:
+        """Return how many messages wait (Dex sends sizes to every handler)."""
+        return QUEUED_USER_MESSAGES.size(self._context)
+
+
+class DexResolutionPublisher:
+    """``INTERRUPT_RESOLUTIONS``."""
+
+    def __init__(self, context: dex.Context) -> None:
+        self._context = context
+
+    def publish(self, resolution: AgentInterruptResolution) -> None:
+        """Stage ``resolution`` under its interrupt ID."""
+        INTERRUPT_RESOLUTIONS.publish(self._context, resolution.interrupt_id, resolution)
+
+
+class DexToolResultPublisher:
+    """``TOOL_CALL_RESULTS``."""
+
+    def __init__(self, context: dex.Context) -> None:
+        self._context = context
+
+    def publish(self, result: ToolCallCompleted) -> None:
+        """Stage ``result``."""
+        TOOL_CALL_RESULTS.publish(self._context, result)
+
+
+class StreamEventSink:
+    """Writes events to a Flow type's live event Stream from any thread.
+
+    The SDK's Stream write must run on the Worker's event loop, so a write from
+    another thread is handed to that loop.
+    """
+
+    def __init__(self, context: dex.AsyncContext, stream: dex.Stream[AgentEvent]) -> None:
+        self._context = context
+        self._stream = stream
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+
+    def emit(self, event: AgentEvent) -> None:
+        """Write ``event`` (queued on the Worker loop when called from another thread)."""
+        if threading.get_ident() == self._loop_thread:
+            self._stream.write(self._context, event)
+        else:
+            self._loop.call_soon_threadsafe(self._stream.write, self._context, event)
+
+
+class DiscardingEventSink:
+    """An event sink for contexts that cannot write Streams (RPCs)."""
+
+    def emit(self, event: AgentEvent) -> None:
+        """Drop ``event``."""
+        del event
+
+
+class SystemClock:
+    """The Worker's clock, in UTC."""
+
+    def now(self) -> datetime:
+        """Return the current time."""
+        return datetime.now(UTC)
