@@ -1,1 +1,171 @@
-"""dex-agents: durable AI agent sessions on Dex."""
+"""dex-agents: durable AI agent sessions on the Dex durable-execution engine.
+
+One session is one Dex Flow execution; the Flow ID is the session ID. Each
+agent gets its own Flow type (`AgentSessionFlow`), and a framework adapter
+plugs in through the runner contract (`AgentFrameworkRunner`). The session
+runs in Step mode: every model call is one ``RunModel`` Step and every tool
+call, reads included, is its own Step, so a crash repeats at most the one call
+that was running.
+
+Steps (input; what it does; next):
+
+- ``StartAgentSession`` (start input): initializes state, usage and
+  interrupts; ``RunModel`` when the first message is not blank, else
+  ``AwaitUserMessage``.
+- ``AwaitUserMessage`` (none): waits for a queued user message, stores it
+  and starts a turn; ``RunModel``.
+- ``RunModel`` (none): one model call; 15 min timeout, 2 min heartbeat
+  timeout, 3 attempts within 30 min, failure route ``RecordTurnFailure``;
+  ``AwaitUserMessage`` when the turn completed, else one Step per tool call
+  plus ``ResumeTurn``, in parallel.
+- ``AwaitToolApproval`` (tool-call ID): waits for a person's answer and the
+  deadline; the call's tool Step, or ends when rejected or expired.
+- ``CallTool`` (tool-call ID): a read or idempotent write; 3 attempts,
+  failure route ``RecordToolFailure``; ends.
+- ``CallSingleAttemptTool`` (tool-call ID): any other call; exactly 1
+  attempt, failure route ``RecordToolOutcomeUnknown``; ends.
+- ``RecordToolFailure`` (tool-call ID): ``failed`` for a read,
+  ``outcome_unknown`` for a write; ends.
+- ``RecordToolOutcomeUnknown`` (tool-call ID): ``outcome_unknown``; ends.
+- ``ResumeTurn`` (result count): waits for the tool results; ``RunModel``.
+- ``RecordTurnFailure`` (none): records the error and a note of the calls
+  that ran, clears the turn; ``AwaitUserMessage``.
+
+Every tool call publishes exactly one result when its record becomes final.
+
+Effects (`ToolEffect`): ``read`` and ``idempotent_write`` run in ``CallTool``
+and are retried (a write that exhausted its attempts is ``outcome_unknown``,
+since it may have taken effect); ``non_idempotent_write`` and ``unclassified``
+run once in ``CallSingleAttemptTool``, need approval by default, and a crash
+makes them ``outcome_unknown``, never a second run. `ToolPolicy` overrides per
+tool name; policies resolve explicit policy, then framework metadata, then the
+default effect.
+
+Idempotency key: ``<flow_id>/<turn_id>/<tool_call_id>``, the same on every
+attempt of one call, so an idempotent write can deduplicate its retries.
+
+Error policy: what the model must see is a value (``ToolExecutionError`` makes
+a ``failed`` record; a rejection, ``rejected``; a refused RPC answers
+``False``); anything else raises and is left to Dex retries and failure routes;
+runner contract violations raise `RunnerContractError`. Live events are best
+effort; the snapshot is the truth.
+
+Serving a Flow needs the dex-agents codecs::
+
+    registry = dex.Registry([flow], codec_registry(), allow_async_handlers=True)
+"""
+
+from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.options import DEFAULT_EVENT_STREAM_CAPACITY_BYTES, AgentSessionOptions
+from dex_agents.application.runner import (
+    AgentFrameworkRunner,
+    AgentTurnContext,
+    DeferredToolExecution,
+    ToolExecutionResult,
+)
+from dex_agents.domain.errors import DexAgentsError, InvalidTransitionError, RunnerContractError, ToolExecutionError
+from dex_agents.domain.events import EVENT_PAYLOAD_KEYS, AgentEvent, AgentEventType
+from dex_agents.domain.failure_note import (
+    OUTCOME_UNKNOWN_TOOL_RESULT,
+    build_turn_failure_note,
+    describe_tool_call_outcome,
+)
+from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution, ResolveInterruptRequest
+from dex_agents.domain.messages import (
+    AgentMessage,
+    AgentUserMessage,
+    FrameworkMessage,
+    MessageRole,
+    message_sequence_key,
+)
+from dex_agents.domain.session import AgentState, AgentStatus
+from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest
+from dex_agents.domain.start import AgentSessionStartInput
+from dex_agents.domain.tools import (
+    AgentToolCall,
+    ToolCallCompleted,
+    ToolCallStatus,
+    ToolEffect,
+    ToolPolicy,
+    idempotency_key,
+    is_approval_required,
+)
+from dex_agents.domain.turns import AgentTurnOutcome, DeferredToolCall, ToolCallsRequested, TurnCompleted
+from dex_agents.domain.usage import AgentUsage
+from dex_agents.infrastructure.dex.client import AgentEventMessage, AgentSessionClient
+from dex_agents.infrastructure.dex.codec import codec_registry
+from dex_agents.infrastructure.dex.container import AgentContainer
+from dex_agents.infrastructure.dex.flow import AgentSessionFlow
+from dex_agents.infrastructure.dex.persistence import (
+    AGENT_EVENTS_STREAM_NAME,
+    AGENT_MESSAGES,
+    AGENT_STATE,
+    AGENT_TOOL_CALLS,
+    AGENT_USAGE,
+    FRAMEWORK_RUN_STATE,
+    INTERRUPT_RESOLUTIONS,
+    PENDING_INTERRUPTS,
+    QUEUED_USER_MESSAGES,
+    TOOL_CALL_RESULTS,
+)
+
+__all__ = [
+    "AGENT_EVENTS_STREAM_NAME",
+    "AGENT_MESSAGES",
+    "AGENT_STATE",
+    "AGENT_TOOL_CALLS",
+    "AGENT_USAGE",
+    "DEFAULT_EVENT_STREAM_CAPACITY_BYTES",
+    "EVENT_PAYLOAD_KEYS",
+    "FRAMEWORK_RUN_STATE",
+    "INTERRUPT_RESOLUTIONS",
+    "OUTCOME_UNKNOWN_TOOL_RESULT",
+    "PENDING_INTERRUPTS",
+    "QUEUED_USER_MESSAGES",
+    "TOOL_CALL_RESULTS",
+    "AgentContainer",
+    "AgentEvent",
+    "AgentEventMessage",
+    "AgentEventType",
+    "AgentEventWriter",
+    "AgentFrameworkRunner",
+    "AgentInterrupt",
+    "AgentInterruptResolution",
+    "AgentMessage",
+    "AgentMessagesPage",
+    "AgentSessionClient",
+    "AgentSessionFlow",
+    "AgentSessionOptions",
+    "AgentSessionStartInput",
+    "AgentSnapshot",
+    "AgentState",
+    "AgentStatus",
+    "AgentToolCall",
+    "AgentTurnContext",
+    "AgentTurnOutcome",
+    "AgentUsage",
+    "AgentUserMessage",
+    "DeferredToolCall",
+    "DeferredToolExecution",
+    "DexAgentsError",
+    "FrameworkMessage",
+    "InvalidTransitionError",
+    "ListAgentMessagesRequest",
+    "MessageRole",
+    "ResolveInterruptRequest",
+    "RunnerContractError",
+    "ToolCallCompleted",
+    "ToolCallStatus",
+    "ToolCallsRequested",
+    "ToolEffect",
+    "ToolExecutionError",
+    "ToolExecutionResult",
+    "ToolPolicy",
+    "TurnCompleted",
+    "build_turn_failure_note",
+    "codec_registry",
+    "describe_tool_call_outcome",
+    "idempotency_key",
+    "is_approval_required",
+    "message_sequence_key",
+]

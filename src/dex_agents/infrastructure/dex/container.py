@@ -1,0 +1,63 @@
+"""The composition root: assembles the Registry, blob cache, Worker and Client of an application.
+
+The only module that imports dependency-injector. Providers are called
+explicitly; nothing is wired or read from files or the environment. Unit tests
+build use cases directly and never touch it::
+
+    container = AgentContainer(flows=providers.Object([flow]), server_address=providers.Object("localhost:8801"))
+    worker = container.worker()      # a pull-mode AsyncWorker
+    client = container.client()      # an AsyncClient that routes started Flows to pull Workers
+    ...
+    container.blob_cache().close()
+
+Workers pull their tasks (``PullWorkerOptions``): size ``max_concurrent_tasks``
+for the largest batch of parallel tool calls plus one slot Dex keeps for RPCs.
+"""
+
+from datetime import timedelta
+
+import dex
+from dependency_injector import containers, providers
+
+from dex_agents.infrastructure.dex.codec import codec_registry
+from dex_agents.infrastructure.dex.flow import AgentSessionFlow
+
+DEFAULT_MAX_CONCURRENT_TASKS = 16
+"""Default Worker task slots."""
+
+DEFAULT_BLOB_CACHE_BYTES = 64 * 1024 * 1024
+"""Default blob cache size."""
+
+
+def _pull_options(max_concurrent_tasks: int, stop_drain_seconds: int) -> dex.PullWorkerOptions:
+    return dex.PullWorkerOptions(
+        max_concurrent_tasks=max_concurrent_tasks, stop_drain_timeout=timedelta(seconds=stop_drain_seconds)
+    )
+
+
+class AgentContainer(containers.DeclarativeContainer):
+    """Builds what an application needs to serve and drive agent sessions."""
+
+    flows: "providers.Dependency[list[AgentSessionFlow]]" = providers.Dependency()
+    """The `AgentSessionFlow` instances (a list), the same objects in Worker and Client."""
+    server_address = providers.Dependency(instance_of=str)
+    """The Dex FlowService ``host:port``."""
+    blob_cache_directory = providers.Object(".dex-cache")
+    """Where the SDK caches large values."""
+    blob_cache_bytes = providers.Object(DEFAULT_BLOB_CACHE_BYTES)
+    """The blob cache's size."""
+    max_concurrent_tasks = providers.Object(DEFAULT_MAX_CONCURRENT_TASKS)
+    """Worker task slots (parallel tool calls + 1 for RPCs)."""
+    stop_drain_seconds = providers.Object(30)
+    """How long a stopping Worker lets running Steps finish."""
+
+    codecs = providers.Singleton(codec_registry)
+    registry = providers.Singleton(dex.Registry, flows, codecs, allow_async_handlers=True)
+    blob_cache_config = providers.Factory(dex.BlobCacheConfig, blob_cache_directory, blob_cache_bytes)
+    blob_cache = providers.Singleton(dex.open_blob_cache, blob_cache_config)
+    pull = providers.Factory(_pull_options, max_concurrent_tasks, stop_drain_seconds)
+    worker_options = providers.Factory(dex.WorkerOptions, server_address=server_address, pull=pull)
+    worker = providers.Factory(dex.AsyncWorker, registry, blob_cache, worker_options)
+    worker_target = providers.Factory(dex.WorkerTarget, pull=True)
+    client_options = providers.Factory(dex.ClientOptions, server_address=server_address, worker_target=worker_target)
+    client = providers.Factory(dex.AsyncClient, registry, blob_cache, client_options)

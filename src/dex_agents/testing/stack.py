@@ -1,0 +1,293 @@
+"""`AgentTestStack`: an engine, a Client and Worker child processes for integration tests.
+
+The engine is fake Dex (in-process) by default. With ``DEXCLI`` set to a
+``dexcli`` binary, or ``backend="dexcli"``, a private ``dexcli dev`` runs
+instead on a free port; the argv it is started with is an assumption (no
+``dexcli`` could be run where this was written) and can be replaced with
+``DEX_AGENTS_DEXCLI_ARGS`` (``{port}`` is filled in).
+
+Workers run in child processes, each in its own process group, so a test can
+SIGKILL one at an exact moment (`WorkerProcess.kill`) and start a
+replacement. A Worker child is any module whose ``__main__`` calls
+`run_agent_worker` with the same Flows the test builds.
+"""
+
+import asyncio
+import contextlib
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Literal, Self
+
+import dex
+from dependency_injector import providers
+
+from dex_agents.infrastructure.dex.client import AgentSessionClient
+from dex_agents.infrastructure.dex.container import AgentContainer
+from dex_agents.infrastructure.dex.flow import AgentSessionFlow
+from dex_agents.testing.fake_dex import FakeDex, FakeDexConfig, StepHistoryEntry, read_step_history
+from dex_agents.testing.probes import wait_until
+
+SERVER_ADDRESS_ENV = "DEX_AGENTS_SERVER_ADDRESS"
+"""The engine address a Worker child connects to."""
+READY_FILE_ENV = "DEX_AGENTS_WORKER_READY_FILE"
+"""The file a Worker child creates once it serves."""
+DEXCLI_ENV = "DEXCLI"
+"""Path of a ``dexcli`` binary; when set, tests also run on a private ``dexcli dev``."""
+DEXCLI_ARGS_ENV = "DEX_AGENTS_DEXCLI_ARGS"
+"""Override of the ``dexcli`` arguments (``{port}`` is replaced)."""
+DEFAULT_DEXCLI_ARGS = "dev --engine zd --port {port}"
+"""Assumed ``dexcli`` arguments for a private dev engine."""
+
+Backend = Literal["fake", "dexcli"]
+"""Which engine a stack runs on."""
+
+
+def run_agent_worker(
+    flows: Sequence[AgentSessionFlow],
+    *,
+    server_address: str | None = None,
+    max_concurrent_tasks: int = 16,
+) -> None:
+    """Serve ``flows`` in this process until SIGTERM or SIGINT (the body of a Worker child).
+
+    The address comes from ``server_address`` or ``DEX_AGENTS_SERVER_ADDRESS``.
+    """
+    address = server_address or os.environ.get(SERVER_ADDRESS_ENV)
+    if not address:
+        raise SystemExit(f"run_agent_worker needs a server address (argument or {SERVER_ADDRESS_ENV})")
+    ready_file = os.environ.get(READY_FILE_ENV)
+    asyncio.run(_serve(list(flows), address, max_concurrent_tasks, None if ready_file is None else Path(ready_file)))
+
+
+async def _serve(flows: list[AgentSessionFlow], address: str, max_tasks: int, ready_file: Path | None) -> None:
+    cache_dir = tempfile.mkdtemp(prefix="dex-agents-worker-")
+    container = AgentContainer(
+        flows=providers.Object(flows),
+        server_address=providers.Object(address),
+        blob_cache_directory=providers.Object(cache_dir),
+        max_concurrent_tasks=providers.Object(max_tasks),
+        stop_drain_seconds=providers.Object(1),
+    )
+    worker = container.worker()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    serving = asyncio.create_task(worker.start())
+    try:
+        await worker.wait_pull_registered(timeout=30)
+        if ready_file is not None:
+            ready_file.touch()
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait({serving, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+    finally:
+        await worker.stop()
+        await serving
+        container.blob_cache().close()
+
+
+class WorkerProcess:
+    """A Worker child process in its own process group."""
+
+    def __init__(self, process: "asyncio.subprocess.Process", log_path: Path) -> None:
+        self._process = process
+        self.log_path = log_path
+
+    @property
+    def pid(self) -> int:
+        """The child's process ID."""
+        return self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code, once the child ended."""
+        return self._process.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the Worker and everything in its process group, at once."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._process.pid, signal.SIGKILL)
+
+    async def stop(self) -> None:
+        """Stop the Worker gracefully (SIGTERM), killing it if it lingers."""
+        if self._process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self._process.wait(), timeout=10)
+            except TimeoutError:
+                self.kill()
+        await self._process.wait()
+
+    def output(self) -> str:
+        """What the child printed so far."""
+        return self.log_path.read_text() if self.log_path.exists() else ""
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def default_backend() -> Backend:
+    """``dexcli`` when ``DEXCLI`` is set, else fake Dex."""
+    return "dexcli" if os.environ.get(DEXCLI_ENV) else "fake"
+
+
+class AgentTestStack:
+    """An engine, a Client for ``flows`` and Worker children, for one test."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        flows: Sequence[AgentSessionFlow],
+        worker_module: str,
+        *,
+        worker_cwd: Path | None = None,
+        worker_env: Mapping[str, str] | None = None,
+        backend: Backend | None = None,
+        fake_config: FakeDexConfig | None = None,
+    ) -> None:
+        self._tmp = Path(tmp_path)
+        self._flows = list(flows)
+        self._worker_module = worker_module
+        self._worker_cwd = worker_cwd
+        self._worker_env = dict(worker_env or {})
+        self.backend: Backend = backend or default_backend()
+        self._fake_config = fake_config
+        self._fake: FakeDex | None = None
+        self._dexcli: subprocess.Popen[bytes] | None = None
+        self._container: AgentContainer | None = None
+        self._client: dex.AsyncClient | None = None
+        self._workers: list[WorkerProcess] = []
+        self.address = ""
+
+    @property
+    def fake(self) -> FakeDex:
+        """The in-process fake Dex (fake backend only): clock, timers, history."""
+        if self._fake is None:
+            raise RuntimeError(f"the {self.backend!r} backend has no fake Dex")
+        return self._fake
+
+    @property
+    def client(self) -> dex.AsyncClient:
+        """The stack's Dex Client."""
+        assert self._client is not None, "use the stack inside 'async with'"
+        return self._client
+
+    def sessions(self, flow: AgentSessionFlow) -> AgentSessionClient:
+        """Return a session client for one of the stack's Flows."""
+        return AgentSessionClient(self.client, flow)
+
+    async def __aenter__(self) -> Self:
+        self._tmp.mkdir(parents=True, exist_ok=True)
+        if self.backend == "fake":
+            self._fake = FakeDex(self._fake_config)
+            await self._fake.__aenter__()
+            self.address = self._fake.address
+        else:
+            self.address = await self._start_dexcli()
+        self._container = AgentContainer(
+            flows=providers.Object(self._flows),
+            server_address=providers.Object(self.address),
+            blob_cache_directory=providers.Object(str(self._tmp / "client-cache")),
+        )
+        self._client = self._container.client()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for worker in self._workers:
+            await worker.stop()
+        if self._client is not None:
+            await self._client.close()
+        if self._container is not None:
+            self._container.blob_cache().close()
+        if self._fake is not None:
+            await self._fake.__aexit__(exc_type, exc, tb)
+        if self._dexcli is not None:
+            self._dexcli.terminate()
+            try:
+                self._dexcli.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._dexcli.kill()
+                self._dexcli.wait()
+
+    async def start_worker(self, *, timeout: float = 30.0) -> WorkerProcess:
+        """Start a Worker child (``python -m worker_module``) and wait until it serves."""
+        index = len(self._workers) + 1
+        ready = self._tmp / f"worker-{index}.ready"
+        log_path = self._tmp / f"worker-{index}.log"
+        env = {**os.environ, **self._worker_env, SERVER_ADDRESS_ENV: self.address, READY_FILE_ENV: str(ready)}
+        cwd = self._worker_cwd or Path.cwd()
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), env.get("PYTHONPATH", "")]))
+        with log_path.open("wb") as log:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                self._worker_module,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        worker = WorkerProcess(process, log_path)
+        self._workers.append(worker)
+
+        def ready_or_dead() -> bool:
+            if process.returncode is not None:
+                raise RuntimeError(f"Worker {self._worker_module} exited with {process.returncode}:\n{worker.output()}")
+            return ready.exists()
+
+        await wait_until(f"Worker {self._worker_module} to serve", ready_or_dead, timeout=timeout)
+        return worker
+
+    async def read_step_history(self, flow_id: str) -> list[StepHistoryEntry]:
+        """Return the Step method events of the session's latest run, oldest first."""
+        run_id = (await self.client.describe_flow(flow_id)).run_id
+        return await read_step_history(self.address, flow_id, run_id)
+
+    async def _start_dexcli(self) -> str:
+        binary = os.environ.get(DEXCLI_ENV)
+        if not binary:
+            raise RuntimeError(f"the dexcli backend needs {DEXCLI_ENV} to name a dexcli binary")
+        port = _free_port()
+        args = os.environ.get(DEXCLI_ARGS_ENV, DEFAULT_DEXCLI_ARGS).format(port=port)
+        log = (self._tmp / "dexcli.log").open("wb")
+        self._dexcli = subprocess.Popen(  # noqa: ASYNC220 - started once, never awaited
+            [binary, *shlex.split(args)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        address = f"127.0.0.1:{port}"
+        container = AgentContainer(
+            flows=providers.Object(self._flows),
+            server_address=providers.Object(address),
+            blob_cache_directory=providers.Object(str(self._tmp / "probe-cache")),
+        )
+        probe = container.client()
+
+        async def healthy() -> bool:
+            try:
+                return await probe.health_check()
+            except dex.DexServiceError:
+                return False
+
+        try:
+            await wait_until(f"dexcli dev on {address}", healthy, timeout=60)
+        finally:
+            await probe.close()
+            container.blob_cache().close()
+        return address

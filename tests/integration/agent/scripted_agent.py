@@ -1,0 +1,130 @@
+"""A command-driven agent for the binding's integration tests, shared by the test and its Worker children.
+
+The turn's user message is a JSON script::
+
+    {"tools": [{"id": "c1", "name": "read_tool", "args": {"gate": "g1"}}],
+     "model_gate": "m1", "fail_model": "always" | "after_tools"}
+
+The first model call asks for ``tools`` (in order); the next one answers with
+the outcome of each. Tool arguments steer the tool: ``gate`` parks it at a
+`FileGate`, ``error`` raises `ToolExecutionError`, ``crash`` raises. Every real
+model and tool call is counted in the `InvocationLog` under ``$AGENT_TEST_STATE``.
+"""
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from dex_agents import (
+    AgentSessionFlow,
+    AgentSessionOptions,
+    AgentTurnContext,
+    AgentTurnOutcome,
+    DeferredToolCall,
+    DeferredToolExecution,
+    FrameworkMessage,
+    MessageRole,
+    ToolCallsRequested,
+    ToolEffect,
+    ToolExecutionError,
+    ToolExecutionResult,
+    ToolPolicy,
+    TurnCompleted,
+    describe_tool_call_outcome,
+)
+from dex_agents.domain.usage import AgentUsage
+from dex_agents.testing import FileGate, InvocationLog
+
+STATE_ENV = "AGENT_TEST_STATE"
+FLOW_TYPE = "ScriptedAgent"
+
+TOOL_POLICIES = {
+    "read_tool": ToolPolicy(ToolEffect.READ),
+    "idempotent_write": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE),
+    "write": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False),
+    "approved_write": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=True),
+}
+
+
+def state_dir() -> Path:
+    return Path(os.environ[STATE_ENV])
+
+
+def invocations() -> InvocationLog:
+    return InvocationLog(state_dir() / "invocations.jsonl")
+
+
+def gate(name: str) -> FileGate:
+    return FileGate(state_dir() / "gates", name)
+
+
+def script(text: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+class ScriptedAgentRunner:
+    """Runs the JSON script of the turn's user message."""
+
+    def build_user_message(self, text: str) -> FrameworkMessage:
+        return FrameworkMessage(role=MessageRole.USER, framework_item=json.dumps({"user": text}), text=text)
+
+    async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
+        prompt = next(m.text for m in turn.messages if m.turn_id == turn.turn_id and m.role is MessageRole.USER)
+        assert prompt is not None
+        steps = script(prompt)
+        invocations().record("model", turn.turn_id, attempt=turn.attempt, resuming=turn.is_resuming)
+        turn.events.write_text_delta(f"model call {turn.attempt}")
+        model_gate = steps.get("model_gate")
+        if model_gate and not turn.is_resuming:
+            await gate(model_gate).wait_for_release()
+        usage = AgentUsage(model_calls=1, input_tokens=10, output_tokens=5)
+        if steps.get("fail_model") == "always":
+            raise RuntimeError("the model is down")
+        if not turn.is_resuming and steps.get("tools"):
+            calls = [
+                DeferredToolCall(
+                    tool_call_id=tool["id"],
+                    tool_name=tool["name"],
+                    arguments=json.dumps(tool.get("args", {}), sort_keys=True),
+                    policy=turn.resolve_tool_policy(tool["name"]),
+                )
+                for tool in steps["tools"]
+            ]
+            return ToolCallsRequested(
+                framework_run_state=json.dumps({"asked": len(calls)}), tool_calls=calls, usage=usage
+            )
+        if steps.get("fail_model") == "after_tools":
+            raise RuntimeError("the model failed after the tools")
+        outcomes = {
+            record.tool_call_id: f"{record.status.value}: {describe_tool_call_outcome(record)}"
+            for record in turn.tool_calls.values()
+        }
+        answer = FrameworkMessage(
+            role=MessageRole.ASSISTANT, framework_item=json.dumps(outcomes), text=json.dumps(outcomes, sort_keys=True)
+        )
+        return TurnCompleted(new_messages=[answer], usage=usage)
+
+    async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
+        args: dict[str, Any] = json.loads(call.tool_call.arguments)
+        invocations().record(
+            "tool",
+            call.tool_call.tool_name,
+            key=call.idempotency_key,
+            attempt=call.attempt,
+            id=call.tool_call.tool_call_id,
+        )
+        if "gate" in args:
+            await gate(args["gate"]).wait_for_release()
+        if "error" in args:
+            raise ToolExecutionError(args["error"])
+        if args.get("crash"):
+            raise RuntimeError(f"{call.tool_call.tool_name} crashed")
+        return ToolExecutionResult(f"{call.tool_call.tool_name} done with key {call.idempotency_key}")
+
+
+def build_flow() -> AgentSessionFlow:
+    return AgentSessionFlow(
+        ScriptedAgentRunner(), flow_type=FLOW_TYPE, options=AgentSessionOptions(tool_policies=TOOL_POLICIES)
+    )

@@ -1,0 +1,302 @@
+"""The session Flow end to end on an engine, with the Worker in a child process.
+
+Each test states its invariant through the `InvocationLog`: how many real model
+and tool calls ran, across every Worker process.
+"""
+
+import json
+
+import pytest
+
+from dex_agents import AgentSessionFlow, AgentSnapshot, ToolCallStatus
+from dex_agents.testing import EXECUTE_COMPLETED_EVENT, AgentTestStack, session_is_idle, wait_for_agent_snapshot
+from tests.integration.agent.scripted_agent import gate, invocations
+
+pytestmark = pytest.mark.integration
+
+
+def turn(*tools: dict[str, object], **options: object) -> str:
+    return json.dumps({"tools": list(tools), **options})
+
+
+def tool(call_id: str, name: str, **args: object) -> dict[str, object]:
+    return {"id": call_id, "name": name, "args": args}
+
+
+async def idle(stack: AgentTestStack, flow: AgentSessionFlow, session_id: str) -> AgentSnapshot:
+    return await wait_for_agent_snapshot(
+        stack.sessions(flow), session_id, session_is_idle, description="the turn to end"
+    )
+
+
+async def executed(stack: AgentTestStack, session_id: str) -> list[str]:
+    history = await stack.read_step_history(session_id)
+    return [entry.step_type for entry in history if entry.event_type == EXECUTE_COMPLETED_EVENT]
+
+
+def answer(snapshot: AgentSnapshot) -> dict[str, str]:
+    text = snapshot.messages[-1].text
+    assert text is not None
+    loaded: dict[str, str] = json.loads(text)
+    return loaded
+
+
+async def test_turn_runs_each_tool_in_its_own_step_and_resumes_the_model(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    await stack.sessions(flow).start_session("s", turn(tool("c1", "read_tool"), tool("c2", "idempotent_write")))
+    snapshot = await idle(stack, flow, "s")
+    assert answer(snapshot) == {
+        "c1": "succeeded: read_tool done with key s/turn-1/c1",
+        "c2": "succeeded: idempotent_write done with key s/turn-1/c2",
+    }
+    assert [m.sequence for m in snapshot.messages] == [1, 2]
+    assert snapshot.tool_calls == ()
+    assert snapshot.usage.model_calls == 2
+    steps = await executed(stack, "s")
+    assert steps[:2] == ["StartAgentSession", "RunModel"]
+    assert sorted(steps[2:4]) == ["CallTool", "CallTool"]
+    assert steps[4:] == ["ResumeTurn", "RunModel"]
+    assert invocations().count("model") == 2
+    assert invocations().count("tool") == 2
+
+
+async def test_worker_killed_during_run_model_repeats_only_that_model_call(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    worker = await stack.start_worker()
+    sessions = stack.sessions(flow)
+    await sessions.start_session("s", turn(tool("c1", "read_tool")))
+    await idle(stack, flow, "s")
+    await sessions.send_user_message("s", turn(model_gate="m2"))
+    await gate("m2").wait_until_reached()
+    worker.kill()
+    await stack.start_worker()
+    gate("m2").release()
+    snapshot = await idle(stack, flow, "s")
+    assert snapshot.state is not None
+    assert snapshot.state.turn_count == 2
+    assert invocations().count("model", "turn-1") == 2
+    assert invocations().count("model", "turn-2") == 2
+    assert invocations().count("tool") == 1
+    history = await stack.read_step_history("s")
+    run_model = [e for e in history if e.step_type == "RunModel" and e.event_type == EXECUTE_COMPLETED_EVENT]
+    assert [(e.step_execution_id, e.final_attempt) for e in run_model][:2] == [("RunModel-1", 1), ("RunModel-2", 1)]
+    # The killed attempt failed; the engine may also count a dispatch to the dead Worker.
+    assert run_model[2].final_attempt >= 2
+
+
+async def test_worker_killed_during_a_read_runs_the_read_again(stack: AgentTestStack, flow: AgentSessionFlow) -> None:
+    worker = await stack.start_worker()
+    await stack.sessions(flow).start_session("s", turn(tool("c1", "read_tool", gate="g")))
+    await gate("g").wait_until_reached()
+    worker.kill()
+    await stack.start_worker()
+    gate("g").release()
+    snapshot = await idle(stack, flow, "s")
+    assert answer(snapshot)["c1"].startswith("succeeded")
+    assert invocations().count("tool", "read_tool") == 2
+    assert invocations().count("model") == 2
+
+
+async def test_worker_killed_during_an_idempotent_write_reruns_it_with_the_same_key(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    worker = await stack.start_worker()
+    await stack.sessions(flow).start_session("s", turn(tool("c1", "idempotent_write", gate="g")))
+    await gate("g").wait_until_reached()
+    worker.kill()
+    await stack.start_worker()
+    gate("g").release()
+    await idle(stack, flow, "s")
+    runs = [e for e in invocations().entries() if e["kind"] == "tool"]
+    assert [e["key"] for e in runs] == ["s/turn-1/c1", "s/turn-1/c1"]
+    assert [e["attempt"] for e in runs] == [1, 2]
+
+
+async def test_worker_killed_during_a_non_idempotent_write_records_outcome_unknown_and_never_reruns_it(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    worker = await stack.start_worker()
+    await stack.sessions(flow).start_session("s", turn(tool("c1", "write", gate="g")))
+    await gate("g").wait_until_reached()
+    worker.kill()
+    await stack.start_worker()
+    gate("g").release()
+    snapshot = await idle(stack, flow, "s")
+    assert answer(snapshot)["c1"].startswith("outcome_unknown: The tool call's outcome is unknown")
+    assert invocations().count("tool", "write") == 1
+    assert "RecordToolOutcomeUnknown" in await executed(stack, "s")
+
+
+async def test_approval_given_after_the_worker_was_replaced_runs_the_tool_once(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    worker = await stack.start_worker()
+    sessions = stack.sessions(flow)
+    await sessions.start_session("s", turn(tool("c1", "approved_write")))
+    interrupt = await wait_for_agent_snapshot(
+        sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="a pending approval"
+    )
+    assert interrupt.tool_name == "approved_write"
+    worker.kill()
+    await stack.start_worker()
+    assert await sessions.resolve_interrupt("s", interrupt.interrupt_id, approved=True)
+    snapshot = await idle(stack, flow, "s")
+    assert answer(snapshot)["c1"].startswith("succeeded")
+    assert snapshot.pending_interrupts == ()
+    assert invocations().count("tool", "approved_write") == 1
+    steps = await executed(stack, "s")
+    assert steps.count("AwaitToolApproval") == 1
+    assert not await sessions.resolve_interrupt("s", interrupt.interrupt_id, approved=True)
+
+
+async def test_rejected_approval_tells_the_model_and_runs_nothing(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    sessions = stack.sessions(flow)
+    await sessions.start_session("s", turn(tool("c1", "approved_write")))
+    interrupt = await wait_for_agent_snapshot(
+        sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="a pending approval"
+    )
+    assert await sessions.resolve_interrupt("s", interrupt.interrupt_id, approved=False, rejection_message="no way")
+    snapshot = await idle(stack, flow, "s")
+    assert answer(snapshot) == {"c1": "rejected: no way"}
+    assert invocations().count("tool") == 0
+
+
+async def test_two_tool_steps_of_one_response_run_at_the_same_time(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    await stack.sessions(flow).start_session(
+        "s", turn(tool("c1", "read_tool", gate="a"), tool("c2", "read_tool", gate="b"))
+    )
+    await gate("a").wait_until_reached()
+    await gate("b").wait_until_reached()
+    gate("a").release()
+    gate("b").release()
+    snapshot = await idle(stack, flow, "s")
+    assert set(answer(snapshot)) == {"c1", "c2"}
+
+
+async def test_model_failing_three_times_after_tools_ran_records_the_turn_failure_note(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    sessions = stack.sessions(flow)
+    await sessions.start_session("s", turn(tool("c1", "idempotent_write"), fail_model="after_tools"))
+    snapshot = await idle(stack, flow, "s")
+    assert snapshot.state is not None
+    assert snapshot.state.last_turn_error is not None
+    assert "the model failed after the tools" in snapshot.state.last_turn_error
+    note = snapshot.messages[-1].text
+    assert note == (
+        "[Dex] The previous turn failed after these tool calls ran:\n"
+        "- idempotent_write {} -> succeeded: idempotent_write done with key s/turn-1/c1\n"
+        "Do not repeat these tool calls unless the user asks again."
+    )
+    assert snapshot.tool_calls == ()
+    assert invocations().count("model") == 4
+    assert invocations().count("tool") == 1
+    steps = await executed(stack, "s")
+    assert steps[-1] == "RecordTurnFailure"
+    history = await stack.read_step_history("s")
+    failed = [e for e in history if e.event_type == "step_execute_failed" and e.step_type == "RunModel"]
+    assert [e.final_attempt for e in failed] == [3]
+    # A later turn that completes clears the error.
+    await sessions.send_user_message("s", turn())
+    later = await wait_for_agent_snapshot(
+        sessions,
+        "s",
+        lambda s: s if s.state and s.state.turn_count == 2 and s.state.active_turn_id is None else None,
+        description="turn 2 to end",
+    )
+    assert later.state is not None
+    assert later.state.last_turn_error is None
+
+
+async def test_model_failing_without_tools_appends_no_note(stack: AgentTestStack, flow: AgentSessionFlow) -> None:
+    await stack.start_worker()
+    await stack.sessions(flow).start_session("s", turn(fail_model="always"))
+    snapshot = await idle(stack, flow, "s")
+    assert [m.sequence for m in snapshot.messages] == [1]
+    assert snapshot.state is not None
+    assert snapshot.state.last_turn_error is not None
+    assert invocations().count("model") == 3
+
+
+async def test_tool_errors_are_shown_to_the_model_and_crashing_reads_fail_after_three_attempts(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    await stack.sessions(flow).start_session(
+        "s", turn(tool("c1", "read_tool", error="not found"), tool("c2", "read_tool", crash=True))
+    )
+    snapshot = await idle(stack, flow, "s")
+    outcomes = answer(snapshot)
+    assert outcomes["c1"] == "failed: The tool call failed: not found"
+    assert outcomes["c2"].startswith("failed: The tool call failed:")
+    assert "read_tool crashed" in outcomes["c2"]
+    assert invocations().count("tool", id="c1") == 1
+    assert invocations().count("tool", id="c2") == 3
+    assert "RecordToolFailure" in await executed(stack, "s")
+
+
+async def test_blank_messages_are_refused_and_a_session_without_a_first_message_waits(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    sessions = stack.sessions(flow)
+    await sessions.start_session("s", "   ")
+    assert not await sessions.send_user_message("s", "  ")
+    assert await sessions.send_user_message("s", turn())
+    snapshot = await idle(stack, flow, "s")
+    assert [m.sequence for m in snapshot.messages] == [1, 2]
+
+
+async def test_snapshot_and_pages_of_a_stopped_session_stay_readable(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    sessions = stack.sessions(flow)
+    await sessions.start_session("s", turn())
+    await idle(stack, flow, "s")
+    await sessions.stop_session("s", "done")
+    snapshot = await sessions.get_agent_snapshot("s")
+    assert [m.sequence for m in snapshot.messages] == [1, 2]
+    page = await sessions.list_agent_messages("s", after_sequence=1, limit=500)
+    assert [m.sequence for m in page.messages] == [2]
+    assert page.next_after_sequence is None
+
+
+async def test_live_events_carry_the_envelope_and_every_tool_call_finishes_once(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    sessions = stack.sessions(flow)
+    await sessions.start_session("s", turn(tool("c1", "read_tool"), tool("c2", "approved_write")))
+    interrupt = await wait_for_agent_snapshot(
+        sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="a pending approval"
+    )
+    await sessions.resolve_interrupt("s", interrupt.interrupt_id, approved=False)
+    await idle(stack, flow, "s")
+    events = []
+    token = ""
+    while True:
+        message = await sessions.read_agent_event("s", token)
+        events.append(message.event)
+        token = message.resume_token
+        if message.event.type == "turn_completed":
+            break
+    types = [e.type.value for e in events]
+    assert types[0] == "turn_started"
+    assert types.count("tool_call_finished") == 2
+    assert "interrupt_raised" in types
+    assert "interrupt_resolved" in types
+    assert all(e.turn_id == "turn-1" for e in events)
+    assert all(e.attempt >= 1 and e.step_execution_id for e in events)
+    finished = {e.payload["tool_call_id"]: e.payload["status"] for e in events if e.type == "tool_call_finished"}
+    assert finished == {"c1": ToolCallStatus.SUCCEEDED.value, "c2": ToolCallStatus.REJECTED.value}
