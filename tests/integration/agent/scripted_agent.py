@@ -13,6 +13,8 @@ model and tool call is counted in the `InvocationLog` under ``$AGENT_TEST_STATE`
 
 import json
 import os
+import threading
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ from dex_agents.domain.usage import AgentUsage
 from dex_agents.testing import FileGate, InvocationLog
 
 STATE_ENV = "AGENT_TEST_STATE"
+DEADLINE_ENV = "AGENT_TEST_INTERRUPT_DEADLINE_SECONDS"
 FLOW_TYPE = "ScriptedAgent"
 
 TOOL_POLICIES = {
@@ -64,6 +67,19 @@ def script(text: str) -> dict[str, Any]:
     return loaded
 
 
+def write_from_threads(turn: AgentTurnContext) -> None:
+    """Write one event from another thread now, and one after the Step call has returned."""
+    writer = threading.Thread(target=turn.events.write_text_delta, args=("from a thread",))
+    writer.start()
+    writer.join()
+
+    def too_late() -> None:
+        turn.events.write_text_delta("too late")
+        invocations().record("late_write", turn.turn_id)
+
+    threading.Timer(0.2, too_late).start()
+
+
 class ScriptedAgentRunner:
     """Runs the JSON script of the turn's user message."""
 
@@ -76,6 +92,8 @@ class ScriptedAgentRunner:
         steps = script(prompt)
         invocations().record("model", turn.turn_id, attempt=turn.attempt, resuming=turn.is_resuming)
         turn.events.write_text_delta(f"model call {turn.attempt}")
+        if steps.get("thread_events") and not turn.is_resuming:
+            write_from_threads(turn)
         model_gate = steps.get("model_gate")
         if model_gate and not turn.is_resuming:
             await gate(model_gate).wait_for_release()
@@ -125,6 +143,9 @@ class ScriptedAgentRunner:
 
 
 def build_flow() -> AgentSessionFlow:
-    return AgentSessionFlow(
-        ScriptedAgentRunner(), flow_type=FLOW_TYPE, options=AgentSessionOptions(tool_policies=TOOL_POLICIES)
+    deadline = os.environ.get(DEADLINE_ENV)
+    options = AgentSessionOptions(
+        tool_policies=TOOL_POLICIES,
+        interrupt_deadline=None if deadline is None else timedelta(seconds=float(deadline)),
     )
+    return AgentSessionFlow(ScriptedAgentRunner(), flow_type=FLOW_TYPE, options=options)

@@ -5,12 +5,21 @@ and tool calls ran, across every Worker process.
 """
 
 import json
+from pathlib import Path
 
 import pytest
 
 from dex_agents import AgentSessionFlow, AgentSnapshot, ToolCallStatus
-from dex_agents.testing import EXECUTE_COMPLETED_EVENT, AgentTestStack, session_is_idle, wait_for_agent_snapshot
-from tests.integration.agent.scripted_agent import gate, invocations
+from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE
+from dex_agents.testing import (
+    EXECUTE_COMPLETED_EVENT,
+    AgentTestStack,
+    session_is_idle,
+    wait_for_agent_snapshot,
+    wait_until,
+)
+from tests.integration.agent.conftest import PROJECT_ROOT, WORKER_MODULE
+from tests.integration.agent.scripted_agent import DEADLINE_ENV, STATE_ENV, build_flow, gate, invocations
 
 pytestmark = pytest.mark.integration
 
@@ -300,3 +309,61 @@ async def test_live_events_carry_the_envelope_and_every_tool_call_finishes_once(
     assert all(e.attempt >= 1 and e.step_execution_id for e in events)
     finished = {e.payload["tool_call_id"]: e.payload["status"] for e in events if e.type == "tool_call_finished"}
     assert finished == {"c1": ToolCallStatus.SUCCEEDED.value, "c2": ToolCallStatus.REJECTED.value}
+
+
+async def test_an_approval_nobody_answers_expires_at_its_deadline_and_is_recorded_rejected(
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DEADLINE_ENV, "1")
+    flow = build_flow()
+    async with AgentTestStack(
+        tmp_path / "stack",
+        [flow],
+        WORKER_MODULE,
+        worker_cwd=PROJECT_ROOT,
+        worker_env={STATE_ENV: str(state_dir), DEADLINE_ENV: "1"},
+        backend="fake",
+    ) as stack:
+        await stack.start_worker()
+        sessions = stack.sessions(flow)
+        await sessions.start_session("s", turn(tool("c1", "approved_write")))
+        interrupt = await wait_for_agent_snapshot(
+            sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="a pending approval"
+        )
+        assert interrupt.deadline is not None
+        snapshot = await idle(stack, flow, "s")
+        assert answer(snapshot) == {"c1": f"rejected: {EXPIRED_REJECTION_MESSAGE}"}
+        assert snapshot.pending_interrupts == ()
+        assert not await sessions.resolve_interrupt("s", interrupt.interrupt_id, approved=True)
+        assert invocations().count("tool") == 0
+
+
+async def test_events_written_from_another_thread_arrive_and_writes_after_the_step_returned_are_dropped(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    sessions = stack.sessions(flow)
+    await sessions.start_session("s", json.dumps({"tools": [], "thread_events": True}))
+    await idle(stack, flow, "s")
+    await wait_until("the late write", lambda: invocations().count("late_write") == 1)
+    await sessions.send_user_message("s", turn())  # a later turn's events follow any late one
+    await idle_turns(stack, flow, "s", 2)
+    texts = []
+    token = ""
+    completed = 0
+    while completed < 2:
+        message = await sessions.read_agent_event("s", token)
+        token = message.resume_token
+        if message.event.type == "text_delta":
+            texts.append(message.event.payload["text"])
+        completed += message.event.type == "turn_completed"
+    assert "from a thread" in texts
+    assert "too late" not in texts
+
+
+async def idle_turns(stack: AgentTestStack, flow: AgentSessionFlow, session_id: str, turns: int) -> AgentSnapshot:
+    def done(snapshot: AgentSnapshot) -> AgentSnapshot | None:
+        state = snapshot.state
+        return snapshot if state and state.turn_count == turns and state.active_turn_id is None else None
+
+    return await wait_for_agent_snapshot(stack.sessions(flow), session_id, done, description=f"turn {turns} to end")
