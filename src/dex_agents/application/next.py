@@ -52,7 +52,8 @@ class GoToMany:
     """The Steps to start; at least one."""
 
     def __attrs_post_init__(self) -> None:
-        assert self.movements, "GoToMany needs at least one movement"
+        if not self.movements:
+            raise ValueError("GoToMany needs at least one movement")
 
 
 @attrs.frozen(kw_only=True)

@@ -1,0 +1,570 @@
+"""Doubles for unit-testing a framework runner, or the session, without an engine.
+
+- `ScriptedRunner` implements `AgentFrameworkRunner` from scripts: one reply
+  per model call, and replies per tool name or tool-call ID. It records every
+  call it received.
+- `RecordingEventSink` is a thread-safe `EventSink` that keeps every event;
+  `make_event_writer` binds an `AgentEventWriter` to one.
+- `RecordingHeartbeat` counts heartbeats.
+- `make_turn_context`, `make_tool_execution` and `make_tool_call` build what
+  the session hands a runner, with defaults for everything a test does not
+  care about.
+
+Example:
+    ```python
+    sink = RecordingEventSink()
+    turn = make_turn_context(user_text="Find my tickets", sink=sink)
+    outcome = await MyRunner(agent).run_model_step(turn)
+    assert isinstance(outcome, ToolCallsRequested)
+    ```
+
+Nothing here imports pytest or an engine.
+"""
+
+import inspect
+import json
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TypeAlias
+
+from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.options import AgentSessionOptions
+from dex_agents.application.runner import (
+    AgentTurnContext,
+    DeferredToolExecution,
+    HeartbeatFn,
+    PolicyResolver,
+    ToolExecutionResult,
+)
+from dex_agents.domain.events import AgentEvent, AgentEventType
+from dex_agents.domain.interrupts import interrupt_id_for
+from dex_agents.domain.messages import AgentMessage, FrameworkMessage, MessageRole
+from dex_agents.domain.tools import (
+    AgentToolCall,
+    ToolCallStatus,
+    ToolEffect,
+    ToolPolicy,
+    idempotency_key,
+    is_approval_required,
+    resolve_tool_policy,
+)
+from dex_agents.domain.turns import AgentTurnOutcome, DeferredToolCall, ToolCallsRequested, TurnCompleted
+from dex_agents.domain.usage import AgentUsage
+
+__all__ = [
+    "ModelReply",
+    "RecordingEventSink",
+    "RecordingHeartbeat",
+    "ScriptExhaustedError",
+    "ScriptedRunner",
+    "ToolReplies",
+    "ToolReply",
+    "assistant_message",
+    "deferred_tool_call",
+    "framework_message",
+    "make_event_writer",
+    "make_tool_call",
+    "make_tool_execution",
+    "make_turn_context",
+    "tool_calls_requested",
+    "user_message",
+]
+
+ModelReply: TypeAlias = (
+    TurnCompleted
+    | ToolCallsRequested
+    | BaseException
+    | Callable[[AgentTurnContext], AgentTurnOutcome | Awaitable[AgentTurnOutcome]]
+)
+"""One scripted model call: an outcome to return, an exception to raise, or a
+function of the turn (sync or async) that returns the outcome."""
+
+ToolReply: TypeAlias = (
+    ToolExecutionResult
+    | str
+    | BaseException
+    | Callable[[DeferredToolExecution], ToolExecutionResult | str | Awaitable[ToolExecutionResult | str]]
+)
+"""One scripted tool call: a result (``str`` is the output text), an exception
+to raise (`ToolExecutionError` for a failure the model sees), or a function of
+the execution (sync or async) that returns the result."""
+
+ToolReplies: TypeAlias = ToolReply | list[ToolReply] | tuple[ToolReply, ...]
+"""The replies for one tool name or tool-call ID: one reply for every call, or a
+list consumed one per call whose last reply then repeats."""
+
+
+class ScriptExhaustedError(AssertionError):
+    """A `ScriptedRunner` was called for something its script does not cover."""
+
+
+def framework_message(role: MessageRole, text: str) -> FrameworkMessage:
+    """Return a framework message whose ``framework_item`` is a small JSON object.
+
+    Args:
+        role: whose message it is.
+        text: the message's text, also used as display text.
+    """
+    return FrameworkMessage(role=role, framework_item=json.dumps({"role": role.value, "text": text}), text=text)
+
+
+def user_message(text: str) -> FrameworkMessage:
+    """Return a user message for ``text`` (what `ScriptedRunner.build_user_message` builds)."""
+    return framework_message(MessageRole.USER, text)
+
+
+def assistant_message(text: str) -> FrameworkMessage:
+    """Return an assistant message for ``text``."""
+    return framework_message(MessageRole.ASSISTANT, text)
+
+
+def deferred_tool_call(
+    tool_call_id: str,
+    tool_name: str,
+    arguments: str = "{}",
+    *,
+    policy: ToolPolicy | None = None,
+) -> DeferredToolCall:
+    """Return one requested tool call.
+
+    Args:
+        tool_call_id: the call's ID.
+        tool_name: the tool's name.
+        arguments: the arguments as JSON text.
+        policy: the call's policy; defaults to ``ToolPolicy(ToolEffect.READ)``.
+    """
+    return DeferredToolCall(
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        arguments=arguments,
+        policy=ToolPolicy(ToolEffect.READ) if policy is None else policy,
+    )
+
+
+def tool_calls_requested(
+    *calls: DeferredToolCall,
+    run_state: str = "run-state",
+    usage: AgentUsage | None = None,
+) -> ToolCallsRequested:
+    """Return a `ToolCallsRequested` for ``calls``, in order.
+
+    Args:
+        *calls: the requested calls, in model order.
+        run_state: the framework run state to resume from.
+        usage: the model call's usage; defaults to one model call.
+    """
+    return ToolCallsRequested(
+        framework_run_state=run_state,
+        tool_calls=calls,
+        usage=AgentUsage(model_calls=1) if usage is None else usage,
+    )
+
+
+class RecordingEventSink:
+    """An `EventSink` that keeps every event it receives; safe from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: list[AgentEvent] = []
+
+    def emit(self, event: AgentEvent) -> None:
+        """Keep ``event``."""
+        with self._lock:
+            self._events.append(event)
+
+    @property
+    def events(self) -> tuple[AgentEvent, ...]:
+        """Every event so far, in arrival order."""
+        with self._lock:
+            return tuple(self._events)
+
+    def of_type(self, event_type: AgentEventType) -> tuple[AgentEvent, ...]:
+        """Return the events of one type, in arrival order."""
+        return tuple(event for event in self.events if event.type is event_type)
+
+    @property
+    def types(self) -> tuple[AgentEventType, ...]:
+        """The type of every event so far, in arrival order."""
+        return tuple(event.type for event in self.events)
+
+    def clear(self) -> None:
+        """Forget every event."""
+        with self._lock:
+            self._events.clear()
+
+
+class RecordingHeartbeat:
+    """A heartbeat (`HeartbeatFn`) that counts its beats."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+
+    async def __call__(self) -> None:
+        """Record one beat."""
+        with self._lock:
+            self._count += 1
+
+    @property
+    def count(self) -> int:
+        """Beats so far."""
+        with self._lock:
+            return self._count
+
+
+def make_event_writer(
+    sink: RecordingEventSink | None = None,
+    *,
+    turn_id: str | None = "turn-1",
+    step_execution_id: str = "step-execution-1",
+    attempt: int = 1,
+) -> AgentEventWriter:
+    """Return an event writer with the given envelope.
+
+    Args:
+        sink: where the events go; a fresh `RecordingEventSink` by default.
+        turn_id: the envelope's turn.
+        step_execution_id: the envelope's Step execution.
+        attempt: the envelope's attempt.
+    """
+    return AgentEventWriter(
+        RecordingEventSink() if sink is None else sink,
+        turn_id=turn_id,
+        step_execution_id=step_execution_id,
+        attempt=attempt,
+    )
+
+
+def make_tool_call(
+    tool_call_id: str = "call-1",
+    tool_name: str = "tool",
+    *,
+    arguments: str = "{}",
+    turn_id: str = "turn-1",
+    policy: ToolPolicy | None = None,
+    deferral_order: int = 0,
+    status: ToolCallStatus | None = None,
+    output: str | None = None,
+    error: str | None = None,
+    rejection_message: str | None = None,
+    interrupt_id: str | None = None,
+) -> AgentToolCall:
+    """Return a tool-call record.
+
+    Args:
+        tool_call_id: the call's ID.
+        tool_name: the tool's name.
+        arguments: the arguments as JSON text.
+        turn_id: the call's turn.
+        policy: the call's policy; ``ToolPolicy(ToolEffect.READ)`` by default.
+        deferral_order: the call's position in the turn.
+        status: the record's status; by default ``succeeded`` when ``output``
+            is given, else ``pending``.
+        output: the result text of a succeeded call.
+        error: the error of a failed call or one with an unknown outcome.
+        rejection_message: the reason of a rejected call.
+        interrupt_id: the call's approval interrupt, if any.
+    """
+    if status is None:
+        status = ToolCallStatus.PENDING if output is None else ToolCallStatus.SUCCEEDED
+    return AgentToolCall(
+        tool_call_id=tool_call_id,
+        turn_id=turn_id,
+        tool_name=tool_name,
+        arguments=arguments,
+        policy=ToolPolicy(ToolEffect.READ) if policy is None else policy,
+        deferral_order=deferral_order,
+        status=status,
+        output=output,
+        error=error,
+        rejection_message=rejection_message,
+        interrupt_id=interrupt_id,
+    )
+
+
+def make_turn_context(
+    *,
+    user_text: str = "Hello",
+    messages: Sequence[AgentMessage] | None = None,
+    flow_id: str = "session-1",
+    turn_id: str = "turn-1",
+    attempt: int = 1,
+    step_execution_id: str = "run-model-1",
+    framework_run_state: str | None = None,
+    tool_calls: Iterable[AgentToolCall] = (),
+    options: AgentSessionOptions | None = None,
+    policy_resolver: PolicyResolver | None = None,
+    sink: RecordingEventSink | None = None,
+    events: AgentEventWriter | None = None,
+    heartbeat: HeartbeatFn | None = None,
+) -> AgentTurnContext:
+    """Return the context of one ``RunModel`` call, as the session would build it.
+
+    Args:
+        user_text: the text of the turn's one stored user message, used when
+            ``messages`` is not given.
+        messages: the stored messages; by default one user message with
+            ``user_text`` at sequence 1.
+        flow_id: the session ID.
+        turn_id: the turn's ID.
+        attempt: the ``RunModel`` attempt.
+        step_execution_id: the ``RunModel`` execution.
+        framework_run_state: the run state of a resuming call, or ``None``.
+        tool_calls: the turn's records (final ones when resuming).
+        options: the options whose policies `AgentTurnContext.resolve_tool_policy`
+            applies; default options when not given.
+        policy_resolver: replaces the resolution from ``options``.
+        sink: where the context's events go, when ``events`` is not given.
+        events: the context's event writer; by default one bound to ``sink``
+            with this context's envelope.
+        heartbeat: the heartbeat; a fresh `RecordingHeartbeat` by default.
+    """
+    if messages is None:
+        messages = (AgentMessage.stored(user_message(user_text), sequence=1, turn_id=turn_id),)
+    if policy_resolver is None:
+        policy_resolver = _policy_resolver(AgentSessionOptions() if options is None else options)
+    if events is None:
+        events = make_event_writer(sink, turn_id=turn_id, step_execution_id=step_execution_id, attempt=attempt)
+    return AgentTurnContext(
+        flow_id=flow_id,
+        turn_id=turn_id,
+        attempt=attempt,
+        step_execution_id=step_execution_id,
+        messages=tuple(messages),
+        framework_run_state=framework_run_state,
+        tool_calls={record.tool_call_id: record for record in tool_calls},
+        events=events,
+        heartbeat=RecordingHeartbeat() if heartbeat is None else heartbeat,
+        policy_resolver=policy_resolver,
+    )
+
+
+def make_tool_execution(
+    tool_name: str = "tool",
+    arguments: str = "{}",
+    *,
+    tool_call_id: str = "call-1",
+    flow_id: str = "session-1",
+    turn_id: str = "turn-1",
+    attempt: int = 1,
+    policy: ToolPolicy | None = None,
+    tool_call: AgentToolCall | None = None,
+    step_execution_id: str = "call-tool-1",
+    sink: RecordingEventSink | None = None,
+    events: AgentEventWriter | None = None,
+    heartbeat: HeartbeatFn | None = None,
+) -> DeferredToolExecution:
+    """Return what ``CallTool`` or ``CallSingleAttemptTool`` hands the runner for one call.
+
+    Args:
+        tool_name: the tool's name.
+        arguments: the arguments as JSON text.
+        tool_call_id: the call's ID.
+        flow_id: the session ID.
+        turn_id: the call's turn.
+        attempt: the tool Step's attempt.
+        policy: the call's policy; ``ToolPolicy(ToolEffect.READ)`` by default.
+        tool_call: the whole record; replaces the fields above. By default the
+            record is ``approved`` when the policy requires approval, else
+            ``pending``.
+        step_execution_id: the tool Step's execution.
+        sink: where the execution's events go, when ``events`` is not given.
+        events: the execution's event writer; by default one bound to ``sink``.
+        heartbeat: the heartbeat; a fresh `RecordingHeartbeat` by default.
+    """
+    if tool_call is None:
+        resolved = ToolPolicy(ToolEffect.READ) if policy is None else policy
+        tool_call = make_tool_call(
+            tool_call_id,
+            tool_name,
+            arguments=arguments,
+            turn_id=turn_id,
+            policy=resolved,
+            status=ToolCallStatus.APPROVED if is_approval_required(resolved) else ToolCallStatus.PENDING,
+            interrupt_id=interrupt_id_for(turn_id, tool_call_id) if is_approval_required(resolved) else None,
+        )
+    if events is None:
+        events = make_event_writer(
+            sink, turn_id=tool_call.turn_id, step_execution_id=step_execution_id, attempt=attempt
+        )
+    return DeferredToolExecution(
+        flow_id=flow_id,
+        tool_call=tool_call,
+        idempotency_key=idempotency_key(flow_id, tool_call.turn_id, tool_call.tool_call_id),
+        attempt=attempt,
+        events=events,
+        heartbeat=RecordingHeartbeat() if heartbeat is None else heartbeat,
+    )
+
+
+def _policy_resolver(options: AgentSessionOptions) -> PolicyResolver:
+    def resolve(tool_name: str, framework_effect: ToolEffect | None) -> ToolPolicy:
+        return resolve_tool_policy(
+            tool_name,
+            explicit=options.tool_policies,
+            framework_effect=framework_effect,
+            default_effect=options.default_tool_effect,
+        )
+
+    return resolve
+
+
+class _ToolScript:
+    """Replies for one key: consumed one per call; the last one repeats."""
+
+    def __init__(self, replies: Sequence[ToolReply]) -> None:
+        if not replies:
+            raise ValueError("a tool script needs at least one reply")
+        self._replies = list(replies)
+        self._used = 0
+
+    def next(self) -> ToolReply:
+        reply = self._replies[min(self._used, len(self._replies) - 1)]
+        self._used += 1
+        return reply
+
+
+def _tool_scripts(replies: Mapping[str, ToolReplies]) -> dict[str, _ToolScript]:
+    scripts: dict[str, _ToolScript] = {}
+    for key, reply in replies.items():
+        if isinstance(reply, list | tuple):
+            scripts[key] = _ToolScript(reply)
+        else:
+            scripts[key] = _ToolScript([reply])
+    return scripts
+
+
+class ScriptedRunner:
+    """An `AgentFrameworkRunner` that replays scripted model and tool replies.
+
+    Model replies are consumed one per ``run_model_step`` call, in order; a
+    call beyond the script raises `ScriptExhaustedError`. Tool replies are
+    looked up by tool-call ID first, then by tool name. A list or tuple of
+    replies is consumed one per call and its last reply then repeats; a single
+    reply answers every call. A call nobody scripted raises
+    `ScriptExhaustedError` (a Step failure, like any unexpected exception).
+
+    Every call is recorded: `model_turns`, `tool_executions` and
+    `user_message_texts`. Recording is safe when tool calls run concurrently.
+
+    Example:
+        ```python
+        runner = ScriptedRunner(
+            [
+                tool_calls_requested(deferred_tool_call("c1", "search", '{"q": "x"}')),
+                TurnCompleted(new_messages=[assistant_message("Found it.")]),
+            ],
+            tool_replies={"search": "3 tickets", "refund": ToolExecutionError("no such order")},
+        )
+        ```
+    """
+
+    def __init__(
+        self,
+        model_replies: Iterable[ModelReply] = (),
+        *,
+        tool_replies: Mapping[str, ToolReplies] | None = None,
+        build_user_message: Callable[[str], FrameworkMessage] = user_message,
+    ) -> None:
+        """Create a runner.
+
+        Args:
+            model_replies: one reply per model call, in order.
+            tool_replies: replies by tool-call ID or tool name.
+            build_user_message: how `build_user_message` turns text into a
+                message; `user_message` by default.
+        """
+        self._lock = threading.Lock()
+        self._model_replies = list(model_replies)
+        self._model_calls = 0
+        self._tool_scripts = _tool_scripts(tool_replies or {})
+        self._build_user_message = build_user_message
+        self._model_turns: list[AgentTurnContext] = []
+        self._tool_executions: list[DeferredToolExecution] = []
+        self._user_message_texts: list[str] = []
+
+    def script_model(self, *replies: ModelReply) -> None:
+        """Append replies for later model calls."""
+        with self._lock:
+            self._model_replies.extend(replies)
+
+    def script_tool(self, key: str, *replies: ToolReply) -> None:
+        """Set the replies for a tool-call ID or a tool name, replacing earlier ones."""
+        with self._lock:
+            self._tool_scripts[key] = _ToolScript(replies)
+
+    @property
+    def model_turns(self) -> tuple[AgentTurnContext, ...]:
+        """The context of every model call, in order."""
+        with self._lock:
+            return tuple(self._model_turns)
+
+    @property
+    def tool_executions(self) -> tuple[DeferredToolExecution, ...]:
+        """Every tool execution, in call order."""
+        with self._lock:
+            return tuple(self._tool_executions)
+
+    @property
+    def executed_tool_call_ids(self) -> tuple[str, ...]:
+        """The tool-call ID of every tool execution, in call order (repeats included)."""
+        return tuple(execution.tool_call.tool_call_id for execution in self.tool_executions)
+
+    @property
+    def user_message_texts(self) -> tuple[str, ...]:
+        """The text of every `build_user_message` call, in order."""
+        with self._lock:
+            return tuple(self._user_message_texts)
+
+    @property
+    def remaining_model_replies(self) -> int:
+        """Scripted model replies not used yet."""
+        with self._lock:
+            return len(self._model_replies) - self._model_calls
+
+    def build_user_message(self, text: str) -> FrameworkMessage:
+        """Return the scripted user message for ``text``."""
+        with self._lock:
+            self._user_message_texts.append(text)
+        return self._build_user_message(text)
+
+    async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
+        """Play the next model reply."""
+        with self._lock:
+            self._model_turns.append(turn)
+            if self._model_calls >= len(self._model_replies):
+                raise ScriptExhaustedError(f"model call {self._model_calls + 1} was not scripted ({turn.turn_id})")
+            reply = self._model_replies[self._model_calls]
+            self._model_calls += 1
+        if isinstance(reply, TurnCompleted | ToolCallsRequested):
+            return reply
+        if isinstance(reply, BaseException):
+            raise reply
+        produced = reply(turn)
+        if inspect.isawaitable(produced):
+            return await produced
+        return produced
+
+    async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
+        """Play the next reply scripted for this call's ID or tool name."""
+        record = call.tool_call
+        with self._lock:
+            self._tool_executions.append(call)
+            script = self._tool_scripts.get(record.tool_call_id) or self._tool_scripts.get(record.tool_name)
+            if script is None:
+                raise ScriptExhaustedError(
+                    f"tool call {record.tool_call_id!r} of tool {record.tool_name!r} was not scripted"
+                )
+            reply = script.next()
+        if isinstance(reply, BaseException):
+            raise reply
+        if isinstance(reply, ToolExecutionResult | str):
+            return _as_result(reply)
+        produced = reply(call)
+        if inspect.isawaitable(produced):
+            return _as_result(await produced)
+        return _as_result(produced)
+
+
+def _as_result(reply: ToolExecutionResult | str) -> ToolExecutionResult:
+    return ToolExecutionResult(reply) if isinstance(reply, str) else reply

@@ -1,0 +1,387 @@
+"""A whole session on fakes: every port, one method per Step and RPC, and a tiny driver.
+
+`FakeSession` builds each use case the way a host would (a fresh event writer
+per Step attempt, bound to the active turn, closed when the call returns) and
+keeps every fake public so tests assert end state. `FakeSession.drive` follows
+the "what next" values like a very small engine: it retries failing Steps as
+`STEP_POLICIES` says and takes their failure routes, delivers waits from the
+fake channels, fires an approval Timer once the fake clock has reached it, and
+returns the Steps left waiting.
+"""
+
+from collections import deque
+from collections.abc import Sequence
+from itertools import count
+
+from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.invocation import StepCall
+from dex_agents.application.next import End, GoTo, GoToMany, Next, StepName, WaitAgain
+from dex_agents.application.options import AgentSessionOptions
+from dex_agents.application.policies import STEP_POLICIES
+from dex_agents.application.rpcs.get_agent_snapshot import GetAgentSnapshot
+from dex_agents.application.rpcs.list_agent_messages import ListAgentMessages
+from dex_agents.application.rpcs.resolve_interrupt import ResolveInterrupt
+from dex_agents.application.rpcs.send_user_message import SendUserMessage
+from dex_agents.application.runner import AgentFrameworkRunner
+from dex_agents.application.steps.await_tool_approval import ApprovalWait, AwaitToolApproval
+from dex_agents.application.steps.await_user_message import AwaitUserMessage
+from dex_agents.application.steps.call_tool import CallSingleAttemptTool, CallTool
+from dex_agents.application.steps.record_tool_failure import RecordToolFailure, RecordToolOutcomeUnknown
+from dex_agents.application.steps.record_turn_failure import RecordTurnFailure
+from dex_agents.application.steps.resume_turn import ResumeTurn
+from dex_agents.application.steps.run_model import RunModel
+from dex_agents.application.steps.start_agent_session import StartAgentSession
+from dex_agents.domain.interrupts import AgentInterruptResolution, ResolveInterruptRequest
+from dex_agents.domain.messages import AgentUserMessage
+from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest
+from dex_agents.domain.start import AgentSessionStartInput
+from dex_agents.domain.tools import ToolCallCompleted
+from dex_agents.testing import RecordingEventSink, RecordingHeartbeat, ScriptedRunner
+from tests.fakes.channels import FakeResolutionPublisher, FakeToolResultPublisher, FakeUserMessageQueue
+from tests.fakes.clock import FakeClock
+from tests.fakes.stores import (
+    FakeInterruptStore,
+    FakeMessageLog,
+    FakeRunStateStore,
+    FakeSessionStateStore,
+    FakeToolCallStore,
+    FakeUsageStore,
+)
+
+FLOW_ID = "session-1"
+
+
+class FakeSession:
+    """One agent session whose ports are all in-memory fakes."""
+
+    def __init__(
+        self,
+        runner: AgentFrameworkRunner | None = None,
+        *,
+        options: AgentSessionOptions | None = None,
+        clock: FakeClock | None = None,
+        flow_id: str = FLOW_ID,
+    ) -> None:
+        self.runner: AgentFrameworkRunner = ScriptedRunner() if runner is None else runner
+        self.options = AgentSessionOptions() if options is None else options
+        self.clock = FakeClock() if clock is None else clock
+        self.flow_id = flow_id
+        self.state = FakeSessionStateStore()
+        self.messages = FakeMessageLog()
+        self.run_state = FakeRunStateStore()
+        self.tool_calls = FakeToolCallStore()
+        self.interrupts = FakeInterruptStore()
+        self.usage = FakeUsageStore()
+        self.queue = FakeUserMessageQueue()
+        self.resolutions = FakeResolutionPublisher()
+        self.results = FakeToolResultPublisher()
+        self.sink = RecordingEventSink()
+        self.heartbeat = RecordingHeartbeat()
+        self.writers: list[AgentEventWriter] = []
+        self.executed: list[tuple[StepName, object, int]] = []
+        """Every Step attempt run so far: (Step, input, attempt)."""
+        self._executions = count(1)
+
+    @property
+    def scripted(self) -> ScriptedRunner:
+        """The runner, which a test built as a `ScriptedRunner`."""
+        assert isinstance(self.runner, ScriptedRunner)
+        return self.runner
+
+    # -- building use cases -------------------------------------------------
+
+    def step_call(self, step: StepName, *, attempt: int = 1, step_execution_id: str | None = None) -> StepCall:
+        """Return the invocation of one Step attempt."""
+        if step_execution_id is None:
+            step_execution_id = f"{step.value}-{next(self._executions)}"
+        return StepCall(flow_id=self.flow_id, step_execution_id=step_execution_id, attempt=attempt)
+
+    def writer(self, call: StepCall, *, turn_id: str | None = None) -> AgentEventWriter:
+        """Return an event writer for ``call``, bound to ``turn_id`` or else the active turn."""
+        if turn_id is None and self.state.value is not None:
+            turn_id = self.state.value.active_turn_id
+        writer = AgentEventWriter(
+            self.sink, turn_id=turn_id, step_execution_id=call.step_execution_id, attempt=call.attempt
+        )
+        self.writers.append(writer)
+        return writer
+
+    def _ran(self, step: StepName, step_input: object, call: StepCall | None = None) -> None:
+        self.executed.append((step, step_input, 1 if call is None else call.attempt))
+
+    # -- Steps ----------------------------------------------------------------
+
+    async def start(self, initial_message: str | None = None) -> Next:
+        call = self.step_call(StepName.START_AGENT_SESSION)
+        events = self.writer(call)
+        self._ran(StepName.START_AGENT_SESSION, initial_message)
+        try:
+            return await StartAgentSession(
+                runner=self.runner,
+                state=self.state,
+                messages=self.messages,
+                usage=self.usage,
+                interrupts=self.interrupts,
+                events=events,
+            ).execute(AgentSessionStartInput(initial_message=initial_message))
+        finally:
+            events.close()
+
+    async def await_user_message(self, delivered: Sequence[AgentUserMessage]) -> Next:
+        call = self.step_call(StepName.AWAIT_USER_MESSAGE)
+        events = self.writer(call)
+        self._ran(StepName.AWAIT_USER_MESSAGE, None)
+        try:
+            return await AwaitUserMessage(
+                runner=self.runner, state=self.state, messages=self.messages, events=events
+            ).execute(delivered)
+        finally:
+            events.close()
+
+    def run_model_use_case(self, events: AgentEventWriter) -> RunModel:
+        return RunModel(
+            runner=self.runner,
+            options=self.options,
+            state=self.state,
+            messages=self.messages,
+            run_state=self.run_state,
+            tool_calls=self.tool_calls,
+            interrupts=self.interrupts,
+            usage=self.usage,
+            events=events,
+            heartbeat=self.heartbeat,
+            clock=self.clock,
+        )
+
+    async def run_model(self, *, attempt: int = 1, step_execution_id: str | None = None) -> Next:
+        call = self.step_call(StepName.RUN_MODEL, attempt=attempt, step_execution_id=step_execution_id)
+        events = self.writer(call)
+        self._ran(StepName.RUN_MODEL, None, call)
+        try:
+            return await self.run_model_use_case(events).execute(call)
+        finally:
+            events.close()
+
+    def approval(self, *, turn_id: str | None = None) -> tuple[AwaitToolApproval, AgentEventWriter]:
+        call = self.step_call(StepName.AWAIT_TOOL_APPROVAL)
+        events = self.writer(call, turn_id=turn_id)
+        use_case = AwaitToolApproval(
+            tool_calls=self.tool_calls,
+            interrupts=self.interrupts,
+            results=self.results,
+            events=events,
+            clock=self.clock,
+        )
+        return use_case, events
+
+    def plan_approval(self, tool_call_id: str) -> ApprovalWait | None:
+        use_case, events = self.approval()
+        events.close()
+        return use_case.plan_wait(tool_call_id)
+
+    async def await_tool_approval(
+        self,
+        tool_call_id: str,
+        *,
+        resolution: AgentInterruptResolution | None = None,
+        timer_fired: bool = False,
+    ) -> Next:
+        use_case, events = self.approval()
+        self._ran(StepName.AWAIT_TOOL_APPROVAL, tool_call_id)
+        try:
+            return await use_case.execute(tool_call_id, resolution=resolution, timer_fired=timer_fired)
+        finally:
+            events.close()
+
+    async def call_tool(self, tool_call_id: str, *, attempt: int = 1, step_execution_id: str | None = None) -> Next:
+        return await self._tool_step(StepName.CALL_TOOL, tool_call_id, attempt, step_execution_id)
+
+    async def call_single_attempt_tool(
+        self, tool_call_id: str, *, attempt: int = 1, step_execution_id: str | None = None
+    ) -> Next:
+        return await self._tool_step(StepName.CALL_SINGLE_ATTEMPT_TOOL, tool_call_id, attempt, step_execution_id)
+
+    async def _tool_step(self, step: StepName, tool_call_id: str, attempt: int, step_execution_id: str | None) -> Next:
+        call = self.step_call(step, attempt=attempt, step_execution_id=step_execution_id)
+        events = self.writer(call, turn_id=self._turn_of(tool_call_id))
+        kind = CallTool if step is StepName.CALL_TOOL else CallSingleAttemptTool
+        self._ran(step, tool_call_id, call)
+        try:
+            return await kind(
+                runner=self.runner,
+                tool_calls=self.tool_calls,
+                results=self.results,
+                events=events,
+                heartbeat=self.heartbeat,
+            ).execute(call, tool_call_id)
+        finally:
+            events.close()
+
+    async def record_tool_failure(self, tool_call_id: str, *, recovery_error: str = "attempts exhausted") -> Next:
+        call = self.step_call(StepName.RECORD_TOOL_FAILURE)
+        events = self.writer(call, turn_id=self._turn_of(tool_call_id))
+        self._ran(StepName.RECORD_TOOL_FAILURE, tool_call_id)
+        try:
+            return await RecordToolFailure(tool_calls=self.tool_calls, results=self.results, events=events).execute(
+                tool_call_id, recovery_error=recovery_error
+            )
+        finally:
+            events.close()
+
+    async def record_tool_outcome_unknown(self, tool_call_id: str, *, recovery_error: str = "attempt failed") -> Next:
+        call = self.step_call(StepName.RECORD_TOOL_OUTCOME_UNKNOWN)
+        events = self.writer(call, turn_id=self._turn_of(tool_call_id))
+        self._ran(StepName.RECORD_TOOL_OUTCOME_UNKNOWN, tool_call_id)
+        try:
+            return await RecordToolOutcomeUnknown(
+                tool_calls=self.tool_calls, results=self.results, events=events
+            ).execute(tool_call_id, recovery_error=recovery_error)
+        finally:
+            events.close()
+
+    async def resume_turn(self, delivered: Sequence[ToolCallCompleted]) -> Next:
+        self._ran(StepName.RESUME_TURN, len(delivered))
+        return await ResumeTurn(state=self.state, tool_calls=self.tool_calls).execute(delivered)
+
+    async def record_turn_failure(self, *, recovery_error: str = "model failed") -> Next:
+        call = self.step_call(StepName.RECORD_TURN_FAILURE)
+        events = self.writer(call)
+        self._ran(StepName.RECORD_TURN_FAILURE, None)
+        try:
+            return await RecordTurnFailure(
+                runner=self.runner,
+                state=self.state,
+                messages=self.messages,
+                run_state=self.run_state,
+                tool_calls=self.tool_calls,
+                interrupts=self.interrupts,
+                events=events,
+            ).execute(recovery_error=recovery_error)
+        finally:
+            events.close()
+
+    def _turn_of(self, tool_call_id: str) -> str | None:
+        record = self.tool_calls.get(tool_call_id)
+        return None if record is None else record.turn_id
+
+    # -- RPCs -----------------------------------------------------------------
+
+    async def send_user_message(self, text: str) -> bool:
+        return await SendUserMessage(queue=self.queue).execute(AgentUserMessage(text=text))
+
+    async def resolve_interrupt(
+        self, interrupt_id: str, *, approved: bool, rejection_message: str | None = None
+    ) -> bool:
+        request = ResolveInterruptRequest(
+            interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message
+        )
+        return await ResolveInterrupt(
+            interrupts=self.interrupts, resolutions=self.resolutions, clock=self.clock
+        ).execute(request)
+
+    async def get_agent_snapshot(self) -> AgentSnapshot:
+        return await GetAgentSnapshot(
+            state=self.state,
+            messages=self.messages,
+            interrupts=self.interrupts,
+            tool_calls=self.tool_calls,
+            usage=self.usage,
+            queue=self.queue,
+        ).execute()
+
+    async def list_agent_messages(self, *, after_sequence: int = 0, limit: int = 50) -> AgentMessagesPage:
+        return await ListAgentMessages(state=self.state, messages=self.messages).execute(
+            ListAgentMessagesRequest(after_sequence=after_sequence, limit=limit)
+        )
+
+    # -- driver ---------------------------------------------------------------
+
+    async def drive(self, *decisions: Next) -> tuple[GoTo, ...]:
+        """Follow ``decisions`` until nothing can go on; return the Steps left waiting."""
+        ready: deque[GoTo] = deque()
+        for first in decisions:
+            ready.extend(_movements(first))
+        waiting: list[GoTo] = []
+        while ready:
+            while ready:
+                await self._step(ready.popleft(), ready, waiting)
+            retry, waiting = waiting, []
+            for move in retry:
+                await self._step(move, ready, waiting)
+        return tuple(waiting)
+
+    async def _step(self, move: GoTo, ready: deque[GoTo], waiting: list[GoTo]) -> None:
+        decision = await self._deliver(move)
+        if decision is None:
+            waiting.append(move)
+        elif isinstance(decision, WaitAgain):
+            ready.append(GoTo(step=move.step, input=decision.input))
+        else:
+            ready.extend(_movements(decision))
+
+    async def _deliver(self, move: GoTo) -> Next | None:
+        """Run ``move`` if what it waits for is there; ``None`` when it must keep waiting."""
+        match move.step:
+            case StepName.AWAIT_USER_MESSAGE:
+                message = self.queue.take_one()
+                return None if message is None else await self.await_user_message([message])
+            case StepName.AWAIT_TOOL_APPROVAL:
+                assert isinstance(move.input, str)
+                wait = self.plan_approval(move.input)
+                if wait is None:
+                    return await self.await_tool_approval(move.input)
+                resolution = self.resolutions.take_one(wait.interrupt_id)
+                fired = wait.timer is not None and wait.timer.total_seconds() <= 0
+                if resolution is None and not fired:
+                    return None
+                return await self.await_tool_approval(move.input, resolution=resolution, timer_fired=fired)
+            case StepName.RESUME_TURN:
+                assert isinstance(move.input, int)
+                if self.results.available < move.input:
+                    return None
+                return await self.resume_turn(self.results.take(move.input))
+            case StepName.RUN_MODEL:
+                return await self._with_retries(move)
+            case StepName.CALL_TOOL | StepName.CALL_SINGLE_ATTEMPT_TOOL:
+                return await self._with_retries(move)
+            case _:
+                raise AssertionError(f"the driver does not start {move.step.value}")
+
+    async def _with_retries(self, move: GoTo) -> Next:
+        policy = STEP_POLICIES[move.step]
+        attempts = policy.maximum_attempts or 1
+        execution = self.step_call(move.step).step_execution_id
+        error: Exception | None = None
+        for attempt in range(1, attempts + 1):
+            try:
+                if move.step is StepName.RUN_MODEL:
+                    return await self.run_model(attempt=attempt, step_execution_id=execution)
+                assert isinstance(move.input, str)
+                return await self._tool_step(move.step, move.input, attempt, execution)
+            except Exception as failure:  # noqa: BLE001 - an engine retries whatever a Step raises
+                error = failure
+        assert policy.failure_route is not None
+        detail = f"{type(error).__name__}: {error}"
+        match policy.failure_route:
+            case StepName.RECORD_TURN_FAILURE:
+                return await self.record_turn_failure(recovery_error=detail)
+            case StepName.RECORD_TOOL_FAILURE:
+                assert isinstance(move.input, str)
+                return await self.record_tool_failure(move.input, recovery_error=detail)
+            case StepName.RECORD_TOOL_OUTCOME_UNKNOWN:
+                assert isinstance(move.input, str)
+                return await self.record_tool_outcome_unknown(move.input, recovery_error=detail)
+            case _:
+                raise AssertionError(f"unexpected failure route {policy.failure_route}")
+
+
+def _movements(decision: Next) -> tuple[GoTo, ...]:
+    match decision:
+        case GoTo():
+            return (decision,)
+        case GoToMany():
+            return decision.movements
+        case End():
+            return ()
+        case WaitAgain():
+            raise AssertionError("WaitAgain is handled by the driver")

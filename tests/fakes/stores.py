@@ -1,0 +1,127 @@
+"""In-memory fakes of the state ports: each one just holds its values.
+
+A real host stages writes and commits them with the Step's decision; these
+fakes apply every write at once, which is what a committed Step looks like.
+"""
+
+from collections.abc import Sequence
+
+from dex_agents.domain.interrupts import AgentInterrupt
+from dex_agents.domain.messages import AgentMessage
+from dex_agents.domain.session import AgentState
+from dex_agents.domain.tools import AgentToolCall
+from dex_agents.domain.usage import AgentUsage
+
+
+class FakeSessionStateStore:
+    """``AGENT_STATE``."""
+
+    def __init__(self, state: AgentState | None = None) -> None:
+        self.value = state
+
+    def get(self) -> AgentState | None:
+        return self.value
+
+    def set(self, state: AgentState) -> None:
+        self.value = state
+
+    @property
+    def current(self) -> AgentState:
+        """The state, which a test expects to exist."""
+        assert self.value is not None, "the session has not started"
+        return self.value
+
+
+class FakeMessageLog:
+    """``AGENT_MESSAGES``; refuses to overwrite a sequence, which no Step may do."""
+
+    def __init__(self, messages: Sequence[AgentMessage] = ()) -> None:
+        self._by_sequence: dict[int, AgentMessage] = {}
+        self.reads: list[tuple[int, ...]] = []
+        for message in messages:
+            self.append(message)
+
+    def read(self, sequences: Sequence[int]) -> tuple[AgentMessage, ...]:
+        self.reads.append(tuple(sequences))
+        return tuple(self._by_sequence[s] for s in sequences if s in self._by_sequence)
+
+    def append(self, message: AgentMessage) -> None:
+        if message.sequence in self._by_sequence:
+            raise AssertionError(f"message sequence {message.sequence} is already stored")
+        self._by_sequence[message.sequence] = message
+
+    @property
+    def all(self) -> tuple[AgentMessage, ...]:
+        """Every stored message, in sequence order."""
+        return tuple(self._by_sequence[s] for s in sorted(self._by_sequence))
+
+    @property
+    def texts(self) -> tuple[str | None, ...]:
+        """The display text of every stored message, in sequence order."""
+        return tuple(message.text for message in self.all)
+
+
+class FakeRunStateStore:
+    """``FRAMEWORK_RUN_STATE``."""
+
+    def __init__(self, run_state: str | None = None) -> None:
+        self.value = run_state
+
+    def get(self) -> str | None:
+        return self.value
+
+    def set(self, run_state: str | None) -> None:
+        self.value = run_state
+
+
+class FakeToolCallStore:
+    """``AGENT_TOOL_CALLS``, keyed by tool-call ID."""
+
+    def __init__(self, records: Sequence[AgentToolCall] = ()) -> None:
+        self._by_id = {record.tool_call_id: record for record in records}
+
+    def get(self, tool_call_id: str) -> AgentToolCall | None:
+        return self._by_id.get(tool_call_id)
+
+    def all(self) -> tuple[AgentToolCall, ...]:
+        return tuple(sorted(self._by_id.values(), key=lambda record: record.deferral_order))
+
+    def put(self, record: AgentToolCall) -> None:
+        self._by_id[record.tool_call_id] = record
+
+    def delete(self, tool_call_id: str) -> None:
+        self._by_id.pop(tool_call_id, None)
+
+    def __getitem__(self, tool_call_id: str) -> AgentToolCall:
+        return self._by_id[tool_call_id]
+
+
+class FakeInterruptStore:
+    """``PENDING_INTERRUPTS``."""
+
+    def __init__(self, interrupts: Sequence[AgentInterrupt] = ()) -> None:
+        self.value = tuple(interrupts)
+
+    def get(self) -> tuple[AgentInterrupt, ...]:
+        return self.value
+
+    def set(self, interrupts: Sequence[AgentInterrupt]) -> None:
+        self.value = tuple(interrupts)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """The pending interrupt IDs, oldest first."""
+        return tuple(interrupt.interrupt_id for interrupt in self.value)
+
+
+class FakeUsageStore:
+    """``AGENT_USAGE``."""
+
+    def __init__(self, usage: AgentUsage | None = None) -> None:
+        self.value = AgentUsage() if usage is None else usage
+
+    def get(self) -> AgentUsage:
+        return self.value
+
+    def set(self, usage: AgentUsage) -> None:
+        self.value = usage

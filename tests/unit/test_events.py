@@ -1,0 +1,179 @@
+"""Event types, exact payload keys, the envelope and the event writer's rules."""
+
+import logging
+import threading
+from datetime import UTC, datetime
+
+import pytest
+
+from dex_agents.application.events import AgentEventWriter
+from dex_agents.domain import events as ev
+from dex_agents.domain.events import EVENT_PAYLOAD_KEYS, AgentEventBody, AgentEventType
+from dex_agents.domain.tools import ToolCallStatus, ToolEffect, ToolPolicy
+from dex_agents.domain.usage import AgentUsage
+from dex_agents.testing import RecordingEventSink, make_event_writer
+from tests.fakes.channels import FailingEventSink
+
+DEADLINE = datetime(2026, 1, 1, 12, 5, tzinfo=UTC)
+
+# The spec's event list, copied: type and payload keys.
+SPEC_EVENTS = {
+    "turn_started": {"sequence"},
+    "turn_completed": {"message_count"},
+    "turn_failed": {"error"},
+    "text_delta": {"text"},
+    "reasoning_delta": {"text"},
+    "tool_call_started": {"tool_call_id", "tool_name"},
+    "tool_call_finished": {"tool_call_id", "tool_name", "status"},
+    "tool_call_deferred": {"tool_call_id", "tool_name", "effect", "requires_approval"},
+    "interrupt_raised": {"interrupt_id", "tool_call_id", "tool_name", "deadline"},
+    "interrupt_resolved": {"interrupt_id", "approved", "rejection_message"},
+    "usage_recorded": {"recorded", "session"},
+}
+
+BUILT: dict[AgentEventType, AgentEventBody] = {
+    AgentEventType.TURN_STARTED: ev.turn_started(1),
+    AgentEventType.TURN_COMPLETED: ev.turn_completed(4),
+    AgentEventType.TURN_FAILED: ev.turn_failed("model down"),
+    AgentEventType.TEXT_DELTA: ev.text_delta("Hel"),
+    AgentEventType.REASONING_DELTA: ev.reasoning_delta("think"),
+    AgentEventType.TOOL_CALL_STARTED: ev.tool_call_started("c1", "search"),
+    AgentEventType.TOOL_CALL_FINISHED: ev.tool_call_finished("c1", "search", ToolCallStatus.SUCCEEDED),
+    AgentEventType.TOOL_CALL_DEFERRED: ev.tool_call_deferred("c1", "search", ToolPolicy(ToolEffect.READ)),
+    AgentEventType.INTERRUPT_RAISED: ev.interrupt_raised("turn-1.c1", "c1", "refund", DEADLINE),
+    AgentEventType.INTERRUPT_RESOLVED: ev.interrupt_resolved("turn-1.c1", approved=False, rejection_message="no"),
+    AgentEventType.USAGE_RECORDED: ev.usage_recorded(AgentUsage(model_calls=1), AgentUsage(model_calls=2)),
+}
+
+
+def test_the_event_types_and_payload_keys_are_the_specified_ones() -> None:
+    assert {event_type.value: set(keys) for event_type, keys in EVENT_PAYLOAD_KEYS.items()} == SPEC_EVENTS
+    assert {event_type.value for event_type in AgentEventType} == set(SPEC_EVENTS)
+
+
+@pytest.mark.parametrize("event_type", list(AgentEventType))
+def test_each_event_builder_writes_exactly_its_payload_keys(event_type: AgentEventType) -> None:
+    body = BUILT[event_type]
+    assert body.type is event_type
+    assert set(body.payload) == EVENT_PAYLOAD_KEYS[event_type]
+
+
+def test_event_payloads_carry_plain_json_values() -> None:
+    assert BUILT[AgentEventType.TOOL_CALL_FINISHED].payload["status"] == "succeeded"
+    assert BUILT[AgentEventType.TOOL_CALL_DEFERRED].payload == {
+        "tool_call_id": "c1",
+        "tool_name": "search",
+        "effect": "read",
+        "requires_approval": False,
+    }
+    assert BUILT[AgentEventType.INTERRUPT_RAISED].payload["deadline"] == "2026-01-01T12:05:00+00:00"
+    assert ev.interrupt_raised("i", "c1", "refund", None).payload["deadline"] is None
+    assert ev.interrupt_resolved("i", approved=True, rejection_message=None).payload == {
+        "interrupt_id": "i",
+        "approved": True,
+        "rejection_message": None,
+    }
+
+
+def test_a_deferred_event_reports_whether_the_call_needs_approval() -> None:
+    body = ev.tool_call_deferred("c1", "refund", ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE))
+    assert body.payload["requires_approval"] is True
+    overridden = ev.tool_call_deferred("c1", "refund", ToolPolicy(ToolEffect.READ, requires_approval=True))
+    assert overridden.payload["requires_approval"] is True
+
+
+def test_usage_recorded_carries_this_call_and_the_session_total() -> None:
+    recorded = AgentUsage(model_calls=1, input_tokens=10, output_tokens=4, cached_input_tokens=2, reasoning_tokens=1)
+    body = ev.usage_recorded(recorded, recorded + recorded)
+    assert body.payload["recorded"] == {
+        "model_calls": 1,
+        "input_tokens": 10,
+        "output_tokens": 4,
+        "cached_input_tokens": 2,
+        "reasoning_tokens": 1,
+    }
+    session = body.payload["session"]
+    assert isinstance(session, dict)
+    assert session["input_tokens"] == 20
+
+
+def test_the_writer_puts_turn_step_execution_and_attempt_on_every_event() -> None:
+    sink = RecordingEventSink()
+    writer = make_event_writer(sink, turn_id="turn-3", step_execution_id="RunModel-9", attempt=2)
+    writer.write_text_delta("Hel")
+    writer.write_reasoning_delta("hmm")
+    writer.write_tool_call_started("c1", "search")
+    writer.write_tool_call_finished("c1", "search", ToolCallStatus.FAILED)
+    writer.write_event(AgentEventType.TURN_COMPLETED, {"message_count": 2})
+    assert sink.types == (
+        AgentEventType.TEXT_DELTA,
+        AgentEventType.REASONING_DELTA,
+        AgentEventType.TOOL_CALL_STARTED,
+        AgentEventType.TOOL_CALL_FINISHED,
+        AgentEventType.TURN_COMPLETED,
+    )
+    assert {(e.turn_id, e.step_execution_id, e.attempt) for e in sink.events} == {("turn-3", "RunModel-9", 2)}
+    assert sink.events[0].payload == {"text": "Hel"}
+    assert sink.events[3].payload == {"tool_call_id": "c1", "tool_name": "search", "status": "failed"}
+
+
+def test_the_writer_can_name_the_turn_an_event_starts() -> None:
+    sink = RecordingEventSink()
+    writer = make_event_writer(sink, turn_id=None)
+    writer.write(ev.turn_started(1), turn_id="turn-1")
+    writer.write(ev.text_delta("x"))
+    assert [e.turn_id for e in sink.events] == ["turn-1", None]
+
+
+def test_write_event_takes_a_type_by_its_wire_name_and_refuses_unknown_types() -> None:
+    sink = RecordingEventSink()
+    writer = make_event_writer(sink)
+    writer.write_event("text_delta", {"text": "x"})
+    assert sink.events[0].type is AgentEventType.TEXT_DELTA
+    with pytest.raises(ValueError, match="not_an_event"):
+        writer.write_event("not_an_event", {})
+
+
+def test_the_writer_drops_every_write_after_close() -> None:
+    sink = RecordingEventSink()
+    writer = make_event_writer(sink)
+    writer.write_text_delta("kept")
+    writer.close()
+    writer.write_text_delta("dropped")
+    writer.write_tool_call_started("c1", "search")
+    writer.write_event(AgentEventType.TEXT_DELTA, {"text": "dropped"})
+    assert writer.closed
+    assert [e.payload for e in sink.events] == [{"text": "kept"}]
+
+
+def test_the_writer_survives_a_failing_sink_and_logs_the_dropped_event(caplog: pytest.LogCaptureFixture) -> None:
+    sink = FailingEventSink()
+    writer = AgentEventWriter(sink, turn_id="turn-1", step_execution_id="s", attempt=1)
+    with caplog.at_level(logging.WARNING, logger="dex_agents.application.events"):
+        writer.write_text_delta("a")
+        writer.write_text_delta("b")
+    assert sink.attempts == 2
+    assert "dropped live event text_delta" in caplog.text
+
+
+def test_the_writer_and_recording_sink_keep_every_event_written_from_many_threads() -> None:
+    sink = RecordingEventSink()
+    writer = make_event_writer(sink)
+    threads_count, per_thread = 8, 200
+    start = threading.Barrier(threads_count)
+
+    def write(thread: int) -> None:
+        start.wait()
+        for index in range(per_thread):
+            writer.write_text_delta(f"{thread}:{index}")
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(threads_count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    texts = [e.payload["text"] for e in sink.events]
+    assert len(texts) == len(set(texts)) == threads_count * per_thread
+    for thread_number in range(threads_count):
+        mine = [t for t in texts if isinstance(t, str) and t.startswith(f"{thread_number}:")]
+        assert mine == [f"{thread_number}:{index}" for index in range(per_thread)]

@@ -1,0 +1,81 @@
+"""Every fake is assigned to its port's Protocol type, so mypy proves it conforms."""
+
+from dex_agents.application import ports as ports_module
+from dex_agents.application.ports import (
+    Clock,
+    EventSink,
+    Heartbeat,
+    InterruptStore,
+    MessageLog,
+    ResolutionPublisher,
+    RunStateStore,
+    SessionStateStore,
+    ToolCallStore,
+    ToolResultPublisher,
+    UsageStore,
+    UserMessageQueue,
+)
+from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
+from dex_agents.testing import RecordingEventSink, RecordingHeartbeat, ScriptedRunner
+from tests.fakes.channels import (
+    FailingEventSink,
+    FakeResolutionPublisher,
+    FakeToolResultPublisher,
+    FakeUserMessageQueue,
+)
+from tests.fakes.clock import FakeClock
+from tests.fakes.stores import (
+    FakeInterruptStore,
+    FakeMessageLog,
+    FakeRunStateStore,
+    FakeSessionStateStore,
+    FakeToolCallStore,
+    FakeUsageStore,
+)
+
+
+def test_every_fake_conforms_to_its_port() -> None:
+    state: SessionStateStore = FakeSessionStateStore()
+    messages: MessageLog = FakeMessageLog()
+    run_state: RunStateStore = FakeRunStateStore()
+    tool_calls: ToolCallStore = FakeToolCallStore()
+    interrupts: InterruptStore = FakeInterruptStore()
+    usage: UsageStore = FakeUsageStore()
+    queue: UserMessageQueue = FakeUserMessageQueue()
+    resolutions: ResolutionPublisher = FakeResolutionPublisher()
+    results: ToolResultPublisher = FakeToolResultPublisher()
+    sink: EventSink = RecordingEventSink()
+    failing_sink: EventSink = FailingEventSink()
+    heartbeat: Heartbeat = RecordingHeartbeat()
+    heartbeat_fn: HeartbeatFn = RecordingHeartbeat()
+    clock: Clock = FakeClock()
+    runner: AgentFrameworkRunner = ScriptedRunner()
+
+    ports = [state, messages, run_state, tool_calls, interrupts, usage, queue, resolutions, results]
+    assert all(port is not None for port in ports)
+    assert all(port is not None for port in (sink, failing_sink, heartbeat, heartbeat_fn, clock, runner))
+
+
+def test_every_port_has_a_fake_in_the_conformance_test() -> None:
+    ports = {
+        name
+        for name, value in vars(ports_module).items()
+        if isinstance(value, type)
+        and getattr(value, "_is_protocol", False)
+        and value.__module__ == ports_module.__name__
+    }
+    covered = {
+        "SessionStateStore",
+        "MessageLog",
+        "RunStateStore",
+        "ToolCallStore",
+        "InterruptStore",
+        "UsageStore",
+        "UserMessageQueue",
+        "ResolutionPublisher",
+        "ToolResultPublisher",
+        "EventSink",
+        "Heartbeat",
+        "Clock",
+    }
+    assert ports == covered

@@ -1,0 +1,111 @@
+"""The Step graph: one use case per Step name, the policies as the spec numbers them."""
+
+import importlib
+import inspect
+import pkgutil
+from datetime import timedelta
+
+import pytest
+
+import dex_agents.application.steps
+from dex_agents.application.next import End, GoTo, GoToMany, StepName, WaitAgain
+from dex_agents.application.policies import HEARTBEAT_INTERVAL, STEP_POLICIES, StepPolicy
+
+
+def _step_classes() -> dict[str, type]:
+    classes: dict[str, type] = {}
+    package = dex_agents.application.steps
+    for info in pkgutil.iter_modules(package.__path__, prefix=f"{package.__name__}."):
+        module = importlib.import_module(info.name)
+        classes.update(
+            (name, cls)
+            for name, cls in inspect.getmembers(module, inspect.isclass)
+            if cls.__module__ == module.__name__ and not name.startswith("_") and hasattr(cls, "execute")
+        )
+    return classes
+
+
+def test_every_step_name_has_a_use_case_class_of_that_exact_name_and_nothing_else_does() -> None:
+    assert set(_step_classes()) == {step.value for step in StepName}
+
+
+def test_the_step_names_are_the_specified_ones() -> None:
+    assert [step.value for step in StepName] == [
+        "StartAgentSession",
+        "AwaitUserMessage",
+        "RunModel",
+        "AwaitToolApproval",
+        "CallTool",
+        "CallSingleAttemptTool",
+        "RecordToolFailure",
+        "RecordToolOutcomeUnknown",
+        "ResumeTurn",
+        "RecordTurnFailure",
+    ]
+
+
+@pytest.mark.parametrize("step", list(StepName))
+def test_every_step_use_case_executes_asynchronously(step: StepName) -> None:
+    assert inspect.iscoroutinefunction(inspect.getattr_static(_step_classes()[step.value], "execute"))
+
+
+SPEC_POLICIES = {
+    StepName.RUN_MODEL: (
+        3,
+        timedelta(minutes=30),
+        timedelta(minutes=15),
+        timedelta(minutes=2),
+        StepName.RECORD_TURN_FAILURE,
+    ),
+    StepName.CALL_TOOL: (3, None, None, None, StepName.RECORD_TOOL_FAILURE),
+    StepName.CALL_SINGLE_ATTEMPT_TOOL: (1, None, None, None, StepName.RECORD_TOOL_OUTCOME_UNKNOWN),
+}
+"""(attempts, total retry duration, method timeout, heartbeat timeout, failure route) from the Step table.
+``None`` means the spec does not give a number for that Step."""
+
+
+def test_every_step_has_a_policy() -> None:
+    assert set(STEP_POLICIES) == set(StepName)
+
+
+@pytest.mark.parametrize("step", list(SPEC_POLICIES))
+def test_the_policies_of_model_and_tool_steps_match_the_spec(step: StepName) -> None:
+    attempts, total, timeout, heartbeat, route = SPEC_POLICIES[step]
+    policy = STEP_POLICIES[step]
+    assert policy.maximum_attempts == attempts
+    assert policy.failure_route is route
+    if total is not None:
+        assert policy.total_retry_duration == total
+    if timeout is not None:
+        assert policy.method_timeout == timeout
+    if heartbeat is not None:
+        assert policy.heartbeat_timeout == heartbeat
+
+
+@pytest.mark.parametrize("step", [step for step in StepName if step not in SPEC_POLICIES])
+def test_every_other_step_keeps_the_engine_defaults_and_has_no_failure_route(step: StepName) -> None:
+    assert STEP_POLICIES[step] == StepPolicy()
+
+
+def test_tool_steps_beat_well_within_their_heartbeat_timeout() -> None:
+    assert timedelta(seconds=20) == HEARTBEAT_INTERVAL
+    for step in (StepName.RUN_MODEL, StepName.CALL_TOOL, StepName.CALL_SINGLE_ATTEMPT_TOOL):
+        heartbeat_timeout = STEP_POLICIES[step].heartbeat_timeout
+        assert heartbeat_timeout is not None
+        assert heartbeat_timeout > 2 * HEARTBEAT_INTERVAL
+
+
+def test_failure_routes_lead_to_steps_that_have_no_failure_route_themselves() -> None:
+    for policy in STEP_POLICIES.values():
+        if policy.failure_route is not None:
+            assert STEP_POLICIES[policy.failure_route].failure_route is None
+
+
+def test_what_next_values_are_plain_engine_neutral_values() -> None:
+    many = GoToMany(movements=iter([GoTo(step=StepName.CALL_TOOL, input="c1")]))
+    assert many.movements == (GoTo(step=StepName.CALL_TOOL, input="c1"),)
+    assert GoTo(step=StepName.RUN_MODEL).input is None
+    assert WaitAgain().input is None
+    assert End() == End()
+    with pytest.raises(ValueError, match="at least one movement"):
+        GoToMany(movements=[])

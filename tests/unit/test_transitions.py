@@ -1,0 +1,109 @@
+"""Status transitions, table-driven over every (from, to) pair."""
+
+import itertools
+from collections.abc import Callable
+
+import attrs
+import pytest
+
+from dex_agents.domain.errors import InvalidTransitionError
+from dex_agents.domain.session import AGENT_STATUS_TRANSITIONS, AgentState, AgentStatus
+from dex_agents.domain.tools import (
+    FINAL_TOOL_CALL_STATUSES,
+    TOOL_CALL_TRANSITIONS,
+    ToolCallStatus,
+    transition,
+)
+from dex_agents.testing import make_tool_call
+
+S = ToolCallStatus
+
+LEGAL_TOOL_CALL_MOVES = {
+    (S.PENDING, S.SUCCEEDED),
+    (S.PENDING, S.FAILED),
+    (S.PENDING, S.OUTCOME_UNKNOWN),
+    (S.AWAITING_APPROVAL, S.APPROVED),
+    (S.AWAITING_APPROVAL, S.REJECTED),
+    (S.APPROVED, S.SUCCEEDED),
+    (S.APPROVED, S.FAILED),
+    (S.APPROVED, S.OUTCOME_UNKNOWN),
+}
+"""Copied from the Step table: a call runs (pending), or waits for approval first."""
+
+TOOL_CALL_PAIRS = list(itertools.product(ToolCallStatus, repeat=2))
+
+
+def test_the_tool_call_transition_table_is_the_specified_one() -> None:
+    table = {(source, target) for source, targets in TOOL_CALL_TRANSITIONS.items() for target in targets}
+    assert table == LEGAL_TOOL_CALL_MOVES
+    assert set(TOOL_CALL_TRANSITIONS) == set(ToolCallStatus)
+
+
+@pytest.mark.parametrize(("source", "target"), TOOL_CALL_PAIRS, ids=[f"{a}->{b}" for a, b in TOOL_CALL_PAIRS])
+def test_a_tool_call_moves_only_along_the_table(source: ToolCallStatus, target: ToolCallStatus) -> None:
+    record = make_tool_call(status=source)
+    if (source, target) in LEGAL_TOOL_CALL_MOVES:
+        assert transition(record, to=target).status is target
+    else:
+        with pytest.raises(InvalidTransitionError, match=f"from '{source.value}' to '{target.value}'"):
+            transition(record, to=target)
+
+
+def test_final_statuses_are_the_four_outcomes_and_have_no_way_out() -> None:
+    assert {S.SUCCEEDED, S.FAILED, S.REJECTED, S.OUTCOME_UNKNOWN} == FINAL_TOOL_CALL_STATUSES
+    for status in ToolCallStatus:
+        assert status.is_final is (status in FINAL_TOOL_CALL_STATUSES)
+        assert make_tool_call(status=status).is_final is status.is_final
+    assert all(not TOOL_CALL_TRANSITIONS[status] for status in FINAL_TOOL_CALL_STATUSES)
+
+
+def test_record_transitions_carry_their_detail_and_keep_everything_else() -> None:
+    record = make_tool_call("c1", "refund", arguments='{"order": 7}', deferral_order=3)
+    succeeded = record.succeed("refunded")
+    failed = record.fail("no such order")
+    unknown = record.mark_outcome_unknown("worker lost")
+    waiting = attrs.evolve(record, status=S.AWAITING_APPROVAL, interrupt_id="turn-1.c1")
+    rejected = waiting.reject("too costly")
+    assert (succeeded.status, succeeded.output, succeeded.error) == (S.SUCCEEDED, "refunded", None)
+    assert (failed.status, failed.error) == (S.FAILED, "no such order")
+    assert (unknown.status, unknown.error) == (S.OUTCOME_UNKNOWN, "worker lost")
+    assert (rejected.status, rejected.rejection_message) == (S.REJECTED, "too costly")
+    assert waiting.approve().status is S.APPROVED
+    for changed in (succeeded, failed, unknown):
+        assert (changed.tool_call_id, changed.arguments, changed.deferral_order) == ("c1", '{"order": 7}', 3)
+    assert rejected.interrupt_id == "turn-1.c1"
+
+
+LEGAL_SESSION_MOVES = {
+    (AgentStatus.WAITING_FOR_USER_MESSAGE, AgentStatus.RUNNING_MODEL),
+    (AgentStatus.RUNNING_MODEL, AgentStatus.RUNNING_TOOLS),
+    (AgentStatus.RUNNING_MODEL, AgentStatus.WAITING_FOR_USER_MESSAGE),
+    (AgentStatus.RUNNING_TOOLS, AgentStatus.RUNNING_MODEL),
+}
+
+SESSION_PAIRS = list(itertools.product(AgentStatus, repeat=2))
+
+SESSION_MOVES_BY_TARGET: dict[AgentStatus, list[Callable[[AgentState], AgentState]]] = {
+    AgentStatus.RUNNING_MODEL: [AgentState.start_turn, AgentState.resume_model],
+    AgentStatus.RUNNING_TOOLS: [AgentState.wait_for_tools],
+    AgentStatus.WAITING_FOR_USER_MESSAGE: [AgentState.complete_turn, lambda state: state.fail_turn("boom")],
+}
+"""Every named state change, by the status it moves to."""
+
+
+def test_the_session_transition_table_is_the_specified_one() -> None:
+    table = {(source, target) for source, targets in AGENT_STATUS_TRANSITIONS.items() for target in targets}
+    assert table == LEGAL_SESSION_MOVES
+    assert set(AGENT_STATUS_TRANSITIONS) == set(AgentStatus)
+    assert [status.value for status in AgentStatus] == ["waiting_for_user_message", "running_model", "running_tools"]
+
+
+@pytest.mark.parametrize(("source", "target"), SESSION_PAIRS, ids=[f"{a}->{b}" for a, b in SESSION_PAIRS])
+def test_a_session_moves_only_along_the_table(source: AgentStatus, target: AgentStatus) -> None:
+    state = AgentState(status=source, turn_count=1, active_turn_id="turn-1")
+    for move in SESSION_MOVES_BY_TARGET[target]:
+        if (source, target) in LEGAL_SESSION_MOVES:
+            assert move(state).status is target
+        else:
+            with pytest.raises(InvalidTransitionError, match=f"from '{source.value}' to '{target.value}'"):
+                move(state)
