@@ -1,0 +1,21 @@
+import dex_agents
+
+EXPECTED = {
+    "AGENT_EVENTS_STREAM_NAME", "AGENT_MESSAGES", "AGENT_STATE", "AGENT_TOOL_CALLS", "AGENT_USAGE",
+    "DEFAULT_EVENT_STREAM_CAPACITY_BYTES", "EVENT_PAYLOAD_KEYS", "FRAMEWORK_RUN_STATE", "INTERRUPT_RESOLUTIONS",
+    "OUTCOME_UNKNOWN_TOOL_RESULT", "PENDING_INTERRUPTS", "QUEUED_USER_MESSAGES", "TOOL_CALL_RESULTS",
+    "AgentContainer", "AgentEvent", "AgentEventMessage", "AgentEventType", "AgentEventWriter", "AgentFrameworkRunner",
+    "AgentInterrupt", "AgentInterruptResolution", "AgentMessage", "AgentMessagesPage", "AgentSessionClient",
+    "AgentSessionFlow", "AgentSessionOptions", "AgentSessionStartInput", "AgentSnapshot", "AgentState", "AgentStatus",
+    "AgentToolCall", "AgentTurnContext", "AgentTurnOutcome", "AgentUsage", "AgentUserMessage", "DeferredToolCall",
+    "DeferredToolExecution", "DexAgentsError", "FrameworkMessage", "InvalidTransitionError",
+    "ListAgentMessagesRequest", "MessageRole", "ResolveInterruptRequest", "RunnerContractError", "ToolCallCompleted",
+    "ToolCallStatus", "ToolCallsRequested", "ToolEffect", "ToolExecutionError", "ToolExecutionResult", "ToolPolicy",
+    "TurnCompleted", "build_turn_failure_note", "codec_registry", "describe_tool_call_outcome", "idempotency_key",
+    "is_approval_required", "message_sequence_key",
+}  # fmt: skip
+
+
+def test_the_public_api_is_exactly_the_documented_names() -> None:
+    assert set(dex_agents.__all__) == EXPECTED
+    assert all(hasattr(dex_agents, name) for name in EXPECTED)
