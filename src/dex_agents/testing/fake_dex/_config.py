@@ -1,0 +1,97 @@
+"""Configuration of fake Dex: every knob that stands for an unknown or slow server rule."""
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Literal
+
+WaiterOrder = Literal["oldest_first", "newest_first"]
+
+
+@dataclass(frozen=True)
+class FakeDexConfig:
+    """Server rules that are assumptions or that real Dex measures in minutes.
+
+    Every field is documented in ``docs/fake-dex.md`` with the real behaviour it stands
+    for. The defaults favour fast tests; a field marked *real* below keeps the value
+    real Dex documents.
+
+    Attributes:
+        default_worker_target: Where Steps and RPCs of a Flow go when the Client sent no
+            ``WorkerTarget``: ``"pull"`` (pull-mode Workers, the recommended set-up) or a
+            listening Worker's ``host:port``. *Assumption* (real Dex has a server-side
+            default we cannot see).
+        default_maximum_attempts: Attempt cap when a ``RetryPolicy`` leaves
+            ``maximum_attempts`` at 0. Real Dex retries without a count limit for
+            ``default_total_retry_duration``; ``None`` does the same here.
+        default_total_retry_duration: Retry budget when ``total_duration`` is unset
+            (*real*: 4 hours).
+        default_initial_retry_interval: First back-off when ``initial_interval`` is unset
+            (*assumption*: 1 s, the Temporal default).
+        default_backoff_coefficient: Back-off multiplier when unset (*assumption*: 2.0).
+        default_maximum_interval_factor: Maximum back-off as a multiple of the initial
+            interval when ``maximum_interval`` is unset (*assumption*: 100).
+        retry_delay_scale: Factor applied to every computed retry delay before the fake
+            waits for it on its clock. ``0`` retries at once (default, fast tests);
+            ``1.0`` waits like real Dex. The unscaled delay is still recorded and still
+            counts against ``total_duration``.
+        default_method_timeout: Method timeout when a Step sets none (*real*: 2 hours).
+        default_heartbeat_timeout: Heartbeat timeout when a Step sets none or 0
+            (*real*: 1 minute).
+        heartbeat_timeout_floor: Smallest explicit heartbeat timeout honoured; smaller
+            values are raised to it (*real*: 10 s). Tests may lower it.
+        default_rpc_timeout: RPC handler limit when ``@rpc(timeout=)`` is unset
+            (*docs*: 60 s). Measured in real time.
+        dispatch_wait: How long a Step attempt or RPC waits, in real time, for a pull
+            Worker that serves its Flow type before it fails with ``NoWorkerAvailable``
+            (*assumption*).
+        default_long_poll: Server-side wait of ``wait_for_flow`` and ``read_stream`` when
+            the Client sends no wait time (*assumption*). Real time.
+        waiter_order: Which of several Waits on the same Channel gets a message first
+            (*assumption*: the one that started waiting first).
+        stream_read_requires_flow: ``False`` (proto comment: Stream RPCs are independent
+            of Flow existence) lets ``read_stream`` on an unknown Flow long-poll;
+            ``True`` answers ``NOT_FOUND``/``FLOW_NOT_EXISTS`` at once.
+        redeliver_before_first_output: When a pull Worker's task stream ends before the
+            task sent any frame (a Worker that died before its handler reported anything,
+            or a Worker retiring the stream the server just picked), dispatch the same
+            attempt again (``True``: the spec's claim, *assumption*). ``False`` fails the
+            attempt with ``dex.fake.WorkerDisconnected`` instead; RPCs are always
+            dispatched again. A SIGKILLed Worker's stream usually ends like a graceful
+            half-close, so the two cases cannot be told apart.
+        history_page_size: Events per ``GetHistoryEvents`` page when the request does not
+            estimate one.
+        frozen_clock: ``True`` stops the fake's clock: it moves only when a test calls
+            ``advance``. ``False`` (default) lets it follow real time plus every
+            ``advance``.
+        start_time: Unix time (seconds) the clock starts at; ``None`` means now.
+    """
+
+    default_worker_target: str = "pull"
+    default_maximum_attempts: int | None = 10
+    default_total_retry_duration: timedelta = timedelta(hours=4)
+    default_initial_retry_interval: timedelta = timedelta(seconds=1)
+    default_backoff_coefficient: float = 2.0
+    default_maximum_interval_factor: int = 100
+    retry_delay_scale: float = 0.0
+    default_method_timeout: timedelta = timedelta(hours=2)
+    default_heartbeat_timeout: timedelta = timedelta(minutes=1)
+    heartbeat_timeout_floor: timedelta = timedelta(seconds=10)
+    default_rpc_timeout: timedelta = timedelta(seconds=60)
+    dispatch_wait: timedelta = timedelta(seconds=30)
+    default_long_poll: timedelta = timedelta(seconds=60)
+    waiter_order: WaiterOrder = "oldest_first"
+    stream_read_requires_flow: bool = False
+    redeliver_before_first_output: bool = True
+    history_page_size: int = 200
+    frozen_clock: bool = False
+    start_time: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.retry_delay_scale < 0:
+            raise ValueError("retry_delay_scale must not be negative")
+        if self.default_maximum_attempts is not None and self.default_maximum_attempts < 1:
+            raise ValueError("default_maximum_attempts must be positive or None")
+        if self.default_worker_target != "pull" and ":" not in self.default_worker_target:
+            raise ValueError('default_worker_target must be "pull" or a host:port address')
+        if self.history_page_size < 1:
+            raise ValueError("history_page_size must be positive")

@@ -1,0 +1,45 @@
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from dex_agents.testing.fake_dex import FakeDex, FakeDexConfig
+from tests.integration.fake_dex.flows import Flows, Unregistered, make_flows, make_registry, reset_gates
+from tests.integration.fake_dex.support import Stack, running_client, running_worker
+
+
+@pytest.fixture(autouse=True)
+def _gates() -> Iterator[None]:
+    reset_gates()
+    yield
+    reset_gates()
+
+
+@pytest.fixture
+def flows() -> Flows:
+    return make_flows()
+
+
+@pytest.fixture
+def unregistered() -> Unregistered:
+    return Unregistered()
+
+
+@pytest.fixture
+def config() -> FakeDexConfig:
+    return FakeDexConfig(dispatch_wait=timedelta(seconds=2))
+
+
+@pytest.fixture
+async def stack(
+    tmp_path: Path, flows: Flows, unregistered: Unregistered, config: FakeDexConfig
+) -> AsyncIterator[Stack]:
+    async with FakeDex(config) as dex:
+        worker_registry = make_registry(flows)
+        client_registry = make_registry(flows, unregistered)
+        async with (
+            running_worker(worker_registry, dex.address, tmp_path / "worker-cache") as worker,
+            running_client(client_registry, dex.address, tmp_path / "client-cache") as client,
+        ):
+            yield Stack(dex, worker, client)
