@@ -1,0 +1,127 @@
+"""`AgentSessionClient` against a fake Dex client: retries, message loads, snapshot refresh."""
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, cast
+
+import dex
+import grpc  # type: ignore[import-untyped]
+import pytest
+
+from dex_agents import (
+    AGENT_MESSAGES,
+    AgentSessionClient,
+    AgentSessionFlow,
+    AgentSnapshot,
+    AgentState,
+    AgentUsage,
+    ResolveInterruptRequest,
+    message_sequence_key,
+)
+from dex_agents.testing import ScriptedRunner
+
+
+def lock_conflict() -> dex.RpcLockConflictError:
+    return dex.RpcLockConflictError(
+        grpc.StatusCode.ABORTED, dex.ErrorSubStatus.WORKER_API_ERROR, "locked", "InvokeRPC", "s"
+    )
+
+
+NO_OPTIONS = dex.RPCInvokeOptions()
+
+
+class FakeDexClient:
+    """Answers RPCs from handlers keyed by RPC name and records what it was asked."""
+
+    def __init__(self, handlers: dict[str, Callable[..., object]]) -> None:
+        self.handlers = handlers
+        self.calls: list[tuple[str, object, dex.RPCInvokeOptions]] = []
+
+    async def invoke_rpc(
+        self, rpc_method: Any, flow_id: str, *args: object, options: dex.RPCInvokeOptions = NO_OPTIONS
+    ) -> object:
+        name = rpc_method.__name__
+        payload = args[0] if args else None
+        self.calls.append((name, payload, options))
+        return self.handlers[name](payload, options)
+
+
+def sessions_with(fake: FakeDexClient) -> AgentSessionClient:
+    flow = AgentSessionFlow(ScriptedRunner(), flow_type="ClientTest")
+    return AgentSessionClient(cast(dex.AsyncClient, fake), flow)
+
+
+def snapshot(message_count: int) -> AgentSnapshot:
+    return AgentSnapshot(
+        state=AgentState(message_count=message_count),
+        messages=(),
+        pending_interrupts=(),
+        tool_calls=(),
+        usage=AgentUsage(),
+        queued_message_count=0,
+    )
+
+
+async def test_resolve_interrupt_retries_lock_conflicts_until_the_rpc_goes_through() -> None:
+    conflicts = iter([lock_conflict(), lock_conflict()])
+
+    def resolve(request: object, _options: dex.RPCInvokeOptions) -> bool:
+        error = next(conflicts, None)
+        if error is not None:
+            raise error
+        assert request == ResolveInterruptRequest(interrupt_id="i", approved=True)
+        return True
+
+    fake = FakeDexClient({"resolve_interrupt": resolve})
+    assert await sessions_with(fake).resolve_interrupt("s", "i", approved=True)
+    assert len(fake.calls) == 3
+
+
+async def test_resolve_interrupt_gives_up_on_a_lock_conflict_after_five_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dex_agents.infrastructure.dex import client as client_module
+
+    monkeypatch.setattr(client_module, "LOCK_CONFLICT_RETRY", timedelta(0))
+
+    def always_locked(_request: object, _options: dex.RPCInvokeOptions) -> bool:
+        raise lock_conflict()
+
+    with pytest.raises(dex.RpcLockConflictError):
+        await sessions_with(FakeDexClient({"resolve_interrupt": always_locked})).resolve_interrupt(
+            "s", "i", approved=False, rejection_message="no"
+        )
+
+
+async def test_snapshot_loads_exactly_the_latest_two_hundred_messages() -> None:
+    fake = FakeDexClient(
+        {"get_agent_message_count": lambda _p, _o: 250, "get_agent_snapshot": lambda _p, _o: snapshot(250)}
+    )
+    await sessions_with(fake).get_agent_snapshot("s")
+    name, _, options = fake.calls[-1]
+    assert name == "get_agent_snapshot"
+    expected = tuple(AGENT_MESSAGES.load(message_sequence_key(n)) for n in range(51, 251))
+    assert options.load_attribute_map_instances == expected
+
+
+async def test_snapshot_is_read_again_when_messages_arrived_in_between() -> None:
+    counts = iter([5, 5])
+    fake = FakeDexClient(
+        {"get_agent_message_count": lambda _p, _o: 3, "get_agent_snapshot": lambda _p, _o: snapshot(next(counts))}
+    )
+    result = await sessions_with(fake).get_agent_snapshot("s")
+    assert result.state is not None
+    assert result.state.message_count == 5
+    loads = [
+        len(options.load_attribute_map_instances) for name, _, options in fake.calls if name == "get_agent_snapshot"
+    ]
+    assert loads == [3, 5]
+
+
+async def test_a_page_loads_only_its_own_messages() -> None:
+    fake = FakeDexClient({"list_agent_messages": lambda _p, _o: None})
+    await sessions_with(fake).list_agent_messages("s", after_sequence=10, limit=1000)
+    _, _, options = fake.calls[-1]
+    assert options.load_attribute_map_instances == tuple(
+        AGENT_MESSAGES.load(message_sequence_key(n)) for n in range(11, 211)
+    )
