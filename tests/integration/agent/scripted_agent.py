@@ -40,6 +40,7 @@ from dex_agents.testing import FileGate, InvocationLog
 
 STATE_ENV = "AGENT_TEST_STATE"
 DEADLINE_ENV = "AGENT_TEST_INTERRUPT_DEADLINE_SECONDS"
+HEARTBEAT_ENV = "AGENT_TEST_HEARTBEAT_SECONDS"
 FLOW_TYPE = "ScriptedAgent"
 
 TOOL_POLICIES = {
@@ -148,4 +149,12 @@ def build_flow() -> AgentSessionFlow:
         tool_policies=TOOL_POLICIES,
         interrupt_deadline=None if deadline is None else timedelta(seconds=float(deadline)),
     )
-    return AgentSessionFlow(ScriptedAgentRunner(), flow_type=FLOW_TYPE, options=options)
+    heartbeat = os.environ.get(HEARTBEAT_ENV)
+    if heartbeat is None:
+        return AgentSessionFlow(ScriptedAgentRunner(), flow_type=FLOW_TYPE, options=options)
+    return AgentSessionFlow(
+        ScriptedAgentRunner(),
+        flow_type=FLOW_TYPE,
+        options=options,
+        heartbeat_interval=timedelta(seconds=float(heartbeat)),
+    )

@@ -19,7 +19,7 @@ from dex_agents.testing import (
     wait_until,
 )
 from tests.integration.agent.conftest import PROJECT_ROOT, WORKER_MODULE
-from tests.integration.agent.scripted_agent import DEADLINE_ENV, STATE_ENV, build_flow, gate, invocations
+from tests.integration.agent.scripted_agent import DEADLINE_ENV, HEARTBEAT_ENV, STATE_ENV, build_flow, gate, invocations
 
 pytestmark = pytest.mark.integration
 
@@ -367,3 +367,25 @@ async def idle_turns(stack: AgentTestStack, flow: AgentSessionFlow, session_id: 
         return snapshot if state and state.turn_count == turns and state.active_turn_id is None else None
 
     return await wait_for_agent_snapshot(stack.sessions(flow), session_id, done, description=f"turn {turns} to end")
+
+
+async def test_a_tool_step_heartbeats_in_the_background_while_the_tool_runs(
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(HEARTBEAT_ENV, "0.05")
+    flow = build_flow()
+    async with AgentTestStack(
+        tmp_path / "stack",
+        [flow],
+        WORKER_MODULE,
+        worker_cwd=PROJECT_ROOT,
+        worker_env={STATE_ENV: str(state_dir), HEARTBEAT_ENV: "0.05"},
+        backend="fake",
+    ) as stack:
+        await stack.start_worker()
+        await stack.sessions(flow).start_session("s", turn(tool("c1", "read_tool", gate="g")))
+        await gate("g").wait_until_reached()
+        # tool_call_started and the awaited heartbeat are two frames; more can only come from the background beat.
+        await wait_until("background heartbeats", lambda: stack.fake.progress_frames("s", "CallTool-1") >= 5)
+        gate("g").release()
+        await idle(stack, flow, "s")
