@@ -1,0 +1,210 @@
+"""The per-run Pydantic AI capabilities the runner adds; the user's agent is never changed.
+
+- `ModelStepCapability` (every ``RunModel``): ordered
+  ``CapabilityOrdering(position='outermost', wraps=(AbstractCapability,))``,
+  so its toolset wrapper is the outermost one and also sees tools other
+  capabilities add (``search_tools``). It records every tool's original
+  `ToolDefinition` and then marks every ``function`` and ``unapproved`` tool
+  ``external``, so the model response that asks for tools ends the run with
+  `DeferredToolRequests`; arguments are still validated against the real
+  schema. It strips the output tool call from a response that also holds
+  other tool calls, and writes ``text_delta`` and ``reasoning_delta`` events
+  as the model streams (an ``on_event`` listener makes the run stream).
+- `ToolStepCapability` (every tool Step): same ordering; records the tools'
+  original definitions and turns the ``ModelRequestNode`` that follows the
+  tool call into ``End(FinalResult(parts))``, so the run ends normally
+  (``after_run`` hooks run, nothing is cancelled) before any model request.
+- `RevealToolCapability` (every tool Step): default ordering, so its wrapper
+  sits inside ``ToolSearch``'s; makes a ``defer_loading`` tool that only tool
+  search reveals callable in its own Step.
+"""
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, on_event
+from pydantic_ai.messages import (
+    AgentStreamEvent,
+    ModelResponse,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+    ThinkingPart,
+    ThinkingPartDelta,
+    ToolCallPart,
+)
+from pydantic_ai.models import ModelRequestContext
+from pydantic_ai.result import FinalResult
+from pydantic_ai.tools import RunContext, ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
+from pydantic_ai.toolsets.abstract import ToolsetTool
+from pydantic_graph import End
+
+from dex_agents.application.events import AgentEventWriter
+
+_DEFERRABLE_KINDS = frozenset({"function", "unapproved"})
+
+OUTERMOST_WRAPPING_ALL = CapabilityOrdering(position="outermost", wraps=(AbstractCapability,))
+"""First in the outermost tier: wraps every other capability, the auto-injected ``ToolSearch`` included."""
+
+
+@dataclass
+class ToolDefinitions:
+    """The original definitions of the tools a run offered, by the name the model calls."""
+
+    by_name: dict[str, ToolDefinition] = field(default_factory=dict)
+    """Definitions as the agent's toolsets gave them, before any rewrite."""
+
+    def kind(self, tool_name: str) -> str | None:
+        """Return a tool's original ``kind``, or ``None`` when the run never listed it."""
+        definition = self.by_name.get(tool_name)
+        return None if definition is None else definition.kind
+
+
+@dataclass
+class ModelStepRecord:
+    """What one ``RunModel`` run learned about its tools."""
+
+    tools: ToolDefinitions = field(default_factory=ToolDefinitions)
+    """Original tool definitions (``kind``, ``metadata``, ``tool_kind``)."""
+    output_tool_names: set[str] = field(default_factory=set)
+    """Names of the output tools offered to the model."""
+
+
+@dataclass
+class _RecordingToolset(WrapperToolset[Any]):
+    """Records the wrapped tools' definitions; with ``defer``, marks function tools external."""
+
+    tools: ToolDefinitions = field(default_factory=ToolDefinitions)
+    defer: bool = False
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        tools = await super().get_tools(ctx)
+        offered: dict[str, ToolsetTool[Any]] = {}
+        for name, tool in tools.items():
+            self.tools.by_name[name] = tool.tool_def
+            if self.defer and tool.tool_def.kind in _DEFERRABLE_KINDS:
+                tool = replace(tool, tool_def=replace(tool.tool_def, kind="external"))
+            offered[name] = tool
+        return offered
+
+
+@dataclass
+class _RevealingToolset(WrapperToolset[Any]):
+    """Clears ``defer_loading`` on one tool."""
+
+    tool_name: str = ""
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        tools = await super().get_tools(ctx)
+        tool = tools.get(self.tool_name)
+        if tool is not None and tool.tool_def.defer_loading:
+            tools = {**tools, self.tool_name: replace(tool, tool_def=replace(tool.tool_def, defer_loading=False))}
+        return tools
+
+
+def without_output_calls(response: ModelResponse, output_tool_names: set[str]) -> ModelResponse:
+    """Return ``response`` without its output tool calls when it also holds other tool calls."""
+    calls = [part for part in response.parts if isinstance(part, ToolCallPart)]
+    if not any(call.tool_name in output_tool_names for call in calls):
+        return response
+    if all(call.tool_name in output_tool_names for call in calls):
+        return response
+    kept = [
+        part for part in response.parts if not (isinstance(part, ToolCallPart) and part.tool_name in output_tool_names)
+    ]
+    return replace(response, parts=kept)
+
+
+@dataclass
+class ModelStepCapability(AbstractCapability[Any]):
+    """Makes one ``RunModel`` run stop after the model response that asks for tools."""
+
+    events: AgentEventWriter | None = None
+    """Where the model's text and reasoning go as it streams."""
+    record: ModelStepRecord = field(default_factory=ModelStepRecord)
+    """What the run learned about its tools."""
+
+    def get_ordering(self) -> CapabilityOrdering | None:
+        """Return the outermost, wraps-everything ordering."""
+        return OUTERMOST_WRAPPING_ALL
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        """Wrap the run's toolset so every function tool is deferred."""
+        return _RecordingToolset(toolset, tools=self.record.tools, defer=True)
+
+    async def after_model_request(
+        self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
+    ) -> ModelResponse:
+        """Drop the output tool call from a response that also asks for other tools."""
+        names = {tool.name for tool in request_context.model_request_parameters.output_tools}
+        self.record.output_tool_names.update(names)
+        return without_output_calls(response, names)
+
+    @on_event(PartStartEvent, PartDeltaEvent)
+    async def _stream_text(self, ctx: RunContext[Any], event: AgentStreamEvent) -> None:
+        if self.events is None:
+            return
+        match event:
+            case PartStartEvent(part=TextPart(content=text)) | PartDeltaEvent(delta=TextPartDelta(content_delta=text)):
+                if text:
+                    self.events.write_text_delta(text)
+            case (
+                PartStartEvent(part=ThinkingPart(content=text))
+                | PartDeltaEvent(delta=ThinkingPartDelta(content_delta=text))
+            ):
+                if text:
+                    self.events.write_reasoning_delta(text)
+            case _:
+                pass
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        """Opt out of agent specs."""
+        return None
+
+
+@dataclass
+class ToolStepCapability(AbstractCapability[Any]):
+    """Ends a tool Step run right after its one tool call, before any model request."""
+
+    tools: ToolDefinitions = field(default_factory=ToolDefinitions)
+    """The original definitions of the tools the run offered."""
+
+    def get_ordering(self) -> CapabilityOrdering | None:
+        """Return the outermost, wraps-everything ordering."""
+        return OUTERMOST_WRAPPING_ALL
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        """Wrap the run's toolset to record the tools' original definitions."""
+        return _RecordingToolset(toolset, tools=self.tools)
+
+    async def after_node_run(self, ctx: RunContext[Any], *, node: Any, result: Any) -> Any:
+        """Turn the model request that would follow the tool call into the run's end."""
+        if Agent.is_call_tools_node(node) and Agent.is_model_request_node(result):
+            return End(FinalResult(list(result.request.parts)))
+        return result
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        """Opt out of agent specs."""
+        return None
+
+
+@dataclass
+class RevealToolCapability(AbstractCapability[Any]):
+    """Makes one ``defer_loading`` tool callable without a tool search in the run's history."""
+
+    tool_name: str = ""
+    """The tool to reveal."""
+
+    def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        """Wrap the run's toolset to clear the tool's ``defer_loading``."""
+        return _RevealingToolset(toolset, tool_name=self.tool_name)
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        """Opt out of agent specs."""
+        return None

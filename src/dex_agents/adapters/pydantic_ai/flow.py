@@ -1,0 +1,57 @@
+"""`pydantic_ai_session_flow`: the one-call builder of a Pydantic AI agent's session Flow.
+
+The only module of the adapter that touches the Dex binding, through its
+public `AgentSessionFlow` and `AgentSessionOptions`.
+"""
+
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.models import KnownModelName, Model
+
+from dex_agents.adapters.pydantic_ai.runner import PydanticAIRunner
+from dex_agents.application.options import DEFAULT_EVENT_STREAM_CAPACITY_BYTES, AgentSessionOptions
+from dex_agents.domain.tools import ToolEffect, ToolPolicy
+from dex_agents.infrastructure.dex.flow import AgentSessionFlow
+
+DepsT = TypeVar("DepsT")
+
+
+def pydantic_ai_session_flow(
+    agent: AbstractAgent[DepsT, Any],
+    *,
+    flow_type: str,
+    tool_policies: Mapping[str, ToolPolicy] | None = None,
+    default_tool_effect: ToolEffect = ToolEffect.UNCLASSIFIED,
+    interrupt_deadline: timedelta | None = None,
+    event_stream_capacity_bytes: int = DEFAULT_EVENT_STREAM_CAPACITY_BYTES,
+    deps_factory: Callable[[str], DepsT | Awaitable[DepsT]] | None = None,
+    model: Model | KnownModelName | str | None = None,
+) -> AgentSessionFlow:
+    """Build the `AgentSessionFlow` that runs ``agent`` as durable sessions.
+
+    Args:
+        agent: the agent (an ``Agent`` or a ``WrapperAgent``); its code stays unchanged.
+        flow_type: the Flow type of this agent's sessions.
+        tool_policies: policies by the tool name the model calls, toolset prefix included.
+        default_tool_effect: the effect of a tool with neither a policy nor tool metadata.
+        interrupt_deadline: how long an approval may wait before the call counts as rejected.
+        event_stream_capacity_bytes: byte budget of the live event Stream.
+        deps_factory: builds the agent's dependencies from the session ID before every
+            model and tool Step.
+        model: the model to run instead of the agent's own.
+
+    Raises:
+        ValueError: the agent cannot run in Step mode (see `PydanticAIRunner`), or
+            an option is invalid.
+    """
+    runner = PydanticAIRunner(agent, deps_factory=deps_factory, model=model)
+    options = AgentSessionOptions(
+        tool_policies=tool_policies,
+        default_tool_effect=default_tool_effect,
+        interrupt_deadline=interrupt_deadline,
+        event_stream_capacity_bytes=event_stream_capacity_bytes,
+    )
+    return AgentSessionFlow(runner, flow_type=flow_type, options=options)

@@ -1,0 +1,324 @@
+"""`PydanticAIRunner`: the runner contract for a Pydantic AI agent.
+
+The runner imports only the application's runner contract and the domain; it
+knows nothing of Dex. It is stateless between calls and derives every run from
+its arguments, so any call may run again after a crash.
+
+- `PydanticAIRunner.build_user_message`: one ``ModelRequest`` holding the
+  prompt (see `dex_agents.adapters.pydantic_ai._history`).
+- `PydanticAIRunner.run_model_step`: runs the agent with `ModelStepCapability`
+  (every function tool external, output call stripped beside other calls,
+  live text) and `ReinjectSystemPrompt` (unless the agent has its own). The
+  turn's first model call runs ``user_prompt=<turn text>`` over the replayed
+  earlier turns; a later one resumes the run state with `DeferredToolResults`
+  built from the final records. A run that ends with `DeferredToolRequests`
+  returns `ToolCallsRequested` (one call per requested call, in the order of
+  the model response) with the run state; any other end returns
+  `TurnCompleted` with the turn's messages. A run in which Pydantic AI
+  answered a tool call that no Dex Step ran (other than its own ``retried``
+  answers and output tool returns) fails the attempt with
+  `RunnerContractError`.
+- `PydanticAIRunner.execute_deferred_tool_call`: runs the agent over a
+  history holding only the call (``ModelResponse([ToolCallPart])``) with
+  `ToolStepCapability` and `RevealToolCapability`, the idempotency key in the
+  run metadata, the session ID as ``conversation_id`` and, for an approved
+  call, ``ToolApproved``; see `dex_agents.adapters.pydantic_ai._results` for
+  how the run's end maps to a result.
+
+Policies: `AgentTurnContext.resolve_tool_policy` with the framework effect
+from the tool's original definition (MCP ``readOnlyHint`` → ``read``,
+``idempotentHint`` → ``idempotent_write``, a ``tool-search`` tool → ``read``);
+a tool declared ``requires_approval=True`` (original kind ``unapproved``) or a
+call Pydantic AI routed to ``approvals`` always requires approval.
+"""
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar, cast
+
+import attrs
+from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved
+from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.capabilities import AbstractCapability, ReinjectSystemPrompt
+from pydantic_ai.exceptions import ModelRetry, UnexpectedModelBehavior
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
+from pydantic_ai.models import KnownModelName, Model
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.usage import RunUsage
+
+from dex_agents.adapters.pydantic_ai import _history
+from dex_agents.adapters.pydantic_ai._agent_checks import (
+    check_agent,
+    has_reinject_system_prompt,
+    lists_deferred_tool_requests,
+)
+from dex_agents.adapters.pydantic_ai._capabilities import (
+    ModelStepCapability,
+    ModelStepRecord,
+    RevealToolCapability,
+    ToolDefinitions,
+    ToolStepCapability,
+)
+from dex_agents.adapters.pydantic_ai._results import (
+    EXTERNAL_TOOL,
+    deferred_tool_results,
+    tool_step_output,
+    typed_call_ids,
+)
+from dex_agents.adapters.pydantic_ai.idempotency import IDEMPOTENCY_KEY_METADATA_KEY
+from dex_agents.application.runner import AgentTurnContext, DeferredToolExecution, ToolExecutionResult
+from dex_agents.domain.errors import RunnerContractError, ToolExecutionError
+from dex_agents.domain.messages import AgentMessage, FrameworkMessage
+from dex_agents.domain.tools import ToolCallStatus, ToolEffect
+from dex_agents.domain.turns import AgentTurnOutcome, DeferredToolCall, ToolCallsRequested, TurnCompleted
+from dex_agents.domain.usage import AgentUsage
+
+DepsT = TypeVar("DepsT")
+
+SEARCH_TOOLS_KIND = "tool-search"
+"""The ``tool_kind`` of Pydantic AI's ``search_tools``."""
+
+
+def framework_effect(definition: ToolDefinition | None) -> ToolEffect | None:
+    """Return the effect a tool's definition implies, or ``None`` when it implies none."""
+    if definition is None:
+        return None
+    if definition.tool_kind == SEARCH_TOOLS_KIND:
+        return ToolEffect.READ
+    annotations = (definition.metadata or {}).get("annotations")
+    if isinstance(annotations, Mapping):
+        if annotations.get("readOnlyHint") is True:
+            return ToolEffect.READ
+        if annotations.get("idempotentHint") is True:
+            return ToolEffect.IDEMPOTENT_WRITE
+    return None
+
+
+def agent_usage(usage: RunUsage) -> AgentUsage:
+    """Map Pydantic AI's run usage to the session's."""
+    return AgentUsage(
+        model_calls=usage.requests,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cached_input_tokens=usage.cache_read_tokens,
+        reasoning_tokens=usage.output_reasoning_tokens,
+    )
+
+
+def check_answered_calls(
+    new_messages: Sequence[ModelMessage], supplied: frozenset[str], output_tool_names: set[str]
+) -> None:
+    """Fail when a run answered a tool call that no Dex Step ran.
+
+    Pydantic AI's own ``retried`` answers (invalid arguments, unknown or
+    unavailable tools) and output tool returns are not tool calls a Step runs.
+
+    Raises:
+        RunnerContractError: such an answer is in ``new_messages``.
+    """
+    for message in new_messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            if (
+                isinstance(part, ToolReturnPart)
+                and part.outcome != "retried"
+                and part.tool_call_id not in supplied
+                and part.tool_name not in output_tool_names
+            ):
+                raise RunnerContractError(
+                    f"Pydantic AI answered tool call {part.tool_call_id!r} ({part.tool_name!r}) that no Dex Step "
+                    "ran; a capability that handles deferred tool calls itself (HandleDeferredToolCalls) "
+                    "conflicts with Dex Steps"
+                )
+
+
+def requested_calls(output: DeferredToolRequests, turn_messages: Sequence[ModelMessage]) -> list[ToolCallPart]:
+    """Return the deferred calls in the order of the model response that asked for them."""
+    deferred = {call.tool_call_id: call for call in [*output.calls, *output.approvals]}
+    last_response = next((m for m in reversed(turn_messages) if isinstance(m, ModelResponse)), None)
+    parts = [] if last_response is None else last_response.parts
+    ordered = [
+        deferred.pop(part.tool_call_id)
+        for part in parts
+        if isinstance(part, ToolCallPart) and part.tool_call_id in deferred
+    ]
+    ordered.extend(deferred.values())
+    return ordered
+
+
+def _ran_out_of_retries(error: UnexpectedModelBehavior, tool_name: str) -> bool:
+    """Whether ``error`` is Pydantic AI giving up on the Step's own tool after its ``ModelRetry``s.
+
+    A sub-agent's model error escaping the tool's body has the same class; it
+    differs by naming another tool or having no ``ModelRetry`` cause.
+    """
+    return isinstance(error.__cause__, ModelRetry) and error.message.startswith(
+        f"Tool {tool_name!r} exceeded max retries"
+    )
+
+
+class PydanticAIRunner(Generic[DepsT]):
+    """Runs a Pydantic AI agent (an ``Agent`` or a ``WrapperAgent``) as a durable session's framework."""
+
+    def __init__(
+        self,
+        agent: AbstractAgent[DepsT, Any],
+        *,
+        deps_factory: Callable[[str], DepsT | Awaitable[DepsT]] | None = None,
+        model: Model | KnownModelName | str | None = None,
+    ) -> None:
+        """Check the agent and keep what every run needs.
+
+        Args:
+            agent: the agent; its code stays unchanged.
+            deps_factory: builds the agent's dependencies from the session ID
+                before every model and tool Step (sync or async); may run many
+                times per session, in parallel, and again after a crash.
+            model: the model to run instead of the agent's own.
+
+        Raises:
+            ValueError: the agent has output validators but no `DeferredToolRequests`
+                output type, uses Pydantic AI durable execution, or has a
+                capability ordering that conflicts with the runner's.
+        """
+        check_agent(agent)
+        self._agent = agent
+        self._deps_factory = deps_factory
+        self._model = model
+        self._output_type: list[object] | None = (
+            None if lists_deferred_tool_requests(agent.output_type) else [agent.output_type, DeferredToolRequests]
+        )
+        self._reinject_system_prompt = not has_reinject_system_prompt(agent)
+
+    @property
+    def agent(self) -> AbstractAgent[DepsT, Any]:
+        """The agent this runner runs."""
+        return self._agent
+
+    def build_user_message(self, text: str) -> FrameworkMessage:
+        """Return a ``ModelRequest`` holding ``text`` as the user prompt (role ``user``)."""
+        return _history.user_message(text)
+
+    async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
+        """Run the agent up to the end of one model response that asks for tools, or to its output."""
+        earlier = [message for message in turn.messages if message.turn_id != turn.turn_id]
+        opening = self._opening_message(turn)
+        prompt = _history.turn_prompt(opening)
+        history = _history.replay(earlier)
+        record = ModelStepRecord()
+        capabilities: list[AbstractCapability[Any]] = [ModelStepCapability(events=turn.events, record=record)]
+        if self._reinject_system_prompt:
+            capabilities.append(ReinjectSystemPrompt())
+        deps = await self._deps(turn.flow_id)
+        if turn.framework_run_state is None:
+            earlier_turn_messages: list[ModelMessage] = []
+            supplied: frozenset[str] = frozenset()
+            results = None
+            user_prompt: _history.UserPrompt | None = prompt
+        else:
+            state = _history.RunState.decode(turn.framework_run_state)
+            earlier_turn_messages = list(state.messages)
+            supplied = frozenset(state.tool_call_ids)
+            results = deferred_tool_results(
+                state.tool_call_ids, turn.tool_calls, typed=typed_call_ids(earlier_turn_messages)
+            )
+            user_prompt = None
+        result = await self._agent.run(
+            user_prompt,
+            message_history=[*history, *earlier_turn_messages],
+            deferred_tool_results=results,
+            output_type=self._output_type,
+            deps=cast(DepsT, deps),
+            model=self._model,
+            conversation_id=turn.flow_id,
+            capabilities=capabilities,
+        )
+        new_messages = result.new_messages()
+        check_answered_calls(new_messages, supplied, record.output_tool_names)
+        usage = agent_usage(result.usage)
+        turn_messages = [*earlier_turn_messages, *new_messages]
+        output: object = result.output
+        if isinstance(output, DeferredToolRequests):
+            calls = requested_calls(output, turn_messages)
+            approvals = frozenset(call.tool_call_id for call in output.approvals)
+            return ToolCallsRequested(
+                framework_run_state=_history.RunState(
+                    messages=turn_messages, tool_call_ids=[call.tool_call_id for call in calls]
+                ).encode(),
+                tool_calls=[self._deferred_call(call, turn, record, approvals) for call in calls],
+                usage=usage,
+            )
+        if turn_messages and _history.is_bare_prompt(turn_messages[0], prompt):
+            turn_messages = turn_messages[1:]
+        return TurnCompleted(new_messages=[_history.framework_message(m) for m in turn_messages], usage=usage)
+
+    async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
+        """Run one tool call through the agent, stopping before any model request."""
+        record = call.tool_call
+        tools = ToolDefinitions()
+        part = ToolCallPart(record.tool_name, record.arguments, tool_call_id=record.tool_call_id)
+        approved = record.status is ToolCallStatus.APPROVED
+        deps = await self._deps(call.flow_id)
+        try:
+            result = await self._agent.run(
+                None,
+                message_history=[ModelResponse(parts=[part])],
+                deferred_tool_results=(
+                    DeferredToolResults(approvals={record.tool_call_id: ToolApproved()}) if approved else None
+                ),
+                output_type=self._output_type,
+                deps=cast(DepsT, deps),
+                model=self._model,
+                conversation_id=call.flow_id,
+                metadata={IDEMPOTENCY_KEY_METADATA_KEY: call.idempotency_key},
+                capabilities=[ToolStepCapability(tools=tools), RevealToolCapability(tool_name=record.tool_name)],
+            )
+        except UnexpectedModelBehavior as error:
+            if _ran_out_of_retries(error, record.tool_name):
+                cause = error.__cause__
+                raise ToolExecutionError(str(cause) or error.message) from error
+            raise
+        except RuntimeError as error:
+            # An approved call of an external tool: Pydantic AI refuses to call it.
+            if tools.kind(record.tool_name) == "external":
+                raise ToolExecutionError(EXTERNAL_TOOL) from error
+            raise
+        return ToolExecutionResult(tool_step_output(result.output, record, tools))
+
+    def _opening_message(self, turn: AgentTurnContext) -> AgentMessage:
+        for message in turn.messages:
+            if message.turn_id == turn.turn_id:
+                return message
+        raise RunnerContractError(f"turn {turn.turn_id!r} has no stored user message")
+
+    def _deferred_call(
+        self,
+        call: ToolCallPart,
+        turn: AgentTurnContext,
+        record: ModelStepRecord,
+        approvals: frozenset[str],
+    ) -> DeferredToolCall:
+        definition = record.tools.by_name.get(call.tool_name)
+        if definition is None and call.tool_kind == SEARCH_TOOLS_KIND:
+            effect: ToolEffect | None = ToolEffect.READ
+        else:
+            effect = framework_effect(definition)
+        policy = turn.resolve_tool_policy(call.tool_name, effect)
+        asks_approval = call.tool_call_id in approvals or (definition is not None and definition.kind == "unapproved")
+        if asks_approval and policy.requires_approval is not True:
+            policy = attrs.evolve(policy, requires_approval=True)
+        return DeferredToolCall(
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            arguments=call.args_as_json_str(),
+            policy=policy,
+        )
+
+    async def _deps(self, session_id: str) -> object:
+        if self._deps_factory is None:
+            return None
+        deps = self._deps_factory(session_id)
+        if inspect.isawaitable(deps):
+            return await deps
+        return deps

@@ -1,0 +1,409 @@
+"""A real Pydantic AI agent as a durable session, with the Worker in a child process.
+
+Each test states its invariant through the `InvocationLog` (real model and
+tool calls across every Worker process) and the Step shape from the Flow's
+history.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic_ai.messages import ModelMessagesTypeAdapter, ToolReturnPart
+
+from dex_agents import (
+    OUTCOME_UNKNOWN_TOOL_RESULT,
+    AgentSessionFlow,
+    AgentSnapshot,
+    MessageRole,
+)
+from dex_agents.adapters.pydantic_ai._results import ASKED_FOR_APPROVAL, EXTERNAL_TOOL
+from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE
+from dex_agents.testing import (
+    EXECUTE_COMPLETED_EVENT,
+    AgentTestStack,
+    session_is_idle,
+    wait_for_agent_snapshot,
+)
+from tests.integration.pydantic_ai.conftest import PROJECT_ROOT, WORKER_MODULE
+from tests.integration.pydantic_ai.order_agent import DEADLINE_ENV, STATE_ENV, build_flows, gate, invocations
+from tests.unit.adapters.pydantic_ai.scripted_model import call, script
+
+pytestmark = pytest.mark.integration
+
+
+async def idle(stack: AgentTestStack, flow: AgentSessionFlow, session_id: str, turns: int = 1) -> AgentSnapshot:
+    def done(snapshot: AgentSnapshot) -> AgentSnapshot | None:
+        state = snapshot.state
+        return snapshot if state and state.turn_count == turns and state.active_turn_id is None else None
+
+    return await wait_for_agent_snapshot(stack.sessions(flow), session_id, done, description=f"turn {turns} to end")
+
+
+async def executed(stack: AgentTestStack, session_id: str) -> list[str]:
+    history = await stack.read_step_history(session_id)
+    return [entry.step_type for entry in history if entry.event_type == EXECUTE_COMPLETED_EVENT]
+
+
+async def approve_until_idle(
+    stack: AgentTestStack, flow: AgentSessionFlow, session_id: str, *, rejection: str | None = None
+) -> AgentSnapshot:
+    """Answer every approval as it appears (approve, or reject with ``rejection``) until the turn ends."""
+    sessions = stack.sessions(flow)
+
+    def next_step(snapshot: AgentSnapshot) -> AgentSnapshot | None:
+        return snapshot if snapshot.pending_interrupts or session_is_idle(snapshot) else None
+
+    while True:
+        snapshot = await wait_for_agent_snapshot(sessions, session_id, next_step, description="an approval or idle")
+        if session_is_idle(snapshot) is not None:
+            return snapshot
+        for interrupt in snapshot.pending_interrupts:
+            await sessions.resolve_interrupt(
+                session_id, interrupt.interrupt_id, approved=rejection is None, rejection_message=rejection
+            )
+
+
+def tool_returns(snapshot: AgentSnapshot) -> dict[str, str]:
+    """Return what the model was last given for each tool, as ``{"name[outcome]": text}``."""
+    last = next(m for m in reversed(snapshot.messages) if m.role is MessageRole.TOOL)
+    request = ModelMessagesTypeAdapter.validate_json(last.framework_item)[0]
+    return {
+        f"{part.tool_name}[{part.outcome}]": part.model_response_str(wrap_if_error=False)
+        for part in request.parts
+        if isinstance(part, ToolReturnPart)
+    }
+
+
+def answer(snapshot: AgentSnapshot) -> str:
+    text = snapshot.messages[-1].text
+    assert text is not None
+    return text
+
+
+async def test_the_order_example_finds_refunds_after_approval_and_emails_the_customer(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    await stack.sessions(flow).start_session(
+        "s",
+        script(
+            [call("f1", "find_order", order_id="7")],
+            [call("r1", "refund_order", order_id="7")],
+            [call("e1", "email_customer", order_id="7", text="Your refund is on its way.")],
+            "Order 7 is refunded and the customer knows.",
+            name="order",
+        ),
+    )
+    snapshot = await approve_until_idle(stack, flow, "s")
+    assert answer(snapshot) == "Order 7 is refunded and the customer knows."
+    assert await executed(stack, "s") == [
+        "StartAgentSession",
+        "RunModel",
+        "CallTool",
+        "ResumeTurn",
+        "RunModel",
+        "AwaitToolApproval",
+        "CallTool",
+        "ResumeTurn",
+        "RunModel",
+        "AwaitToolApproval",
+        "CallSingleAttemptTool",
+        "ResumeTurn",
+        "RunModel",
+    ]
+    assert [invocations().count("model", "order", step=n) for n in range(4)] == [1, 1, 1, 1]
+    tools = [(e["name"], e["key"]) for e in invocations().entries() if e["kind"] == "tool"]
+    assert tools == [("find_order", "s/turn-1/f1"), ("refund_order", "s/turn-1/r1"), ("email_customer", "s/turn-1/e1")]
+    assert snapshot.usage.model_calls == 4
+    assert snapshot.tool_calls == ()
+    roles = [(m.role, m.tool_call_id) for m in snapshot.messages]
+    assert roles == [
+        (MessageRole.USER, None),
+        (MessageRole.USER, None),  # the opening request with the system prompt
+        (MessageRole.ASSISTANT, "f1"),
+        (MessageRole.TOOL, "f1"),
+        (MessageRole.ASSISTANT, "r1"),
+        (MessageRole.TOOL, "r1"),
+        (MessageRole.ASSISTANT, "e1"),
+        (MessageRole.TOOL, "e1"),
+        (MessageRole.ASSISTANT, None),
+    ]
+    for message in snapshot.messages:
+        assert len(ModelMessagesTypeAdapter.validate_json(message.framework_item)) == 1
+    refund_return = ModelMessagesTypeAdapter.validate_json(snapshot.messages[5].framework_item)[0]
+    assert "refund of 7 with key s/turn-1/r1" in str(refund_return.parts[0])
+
+
+async def test_worker_killed_during_a_model_step_repeats_only_that_model_call(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    worker = await stack.start_worker()
+    await stack.sessions(flow).start_session(
+        "s", script([call("c1", "read_tool")], {"gate": "m1", "text": "@summary"}, name="kill")
+    )
+    await gate("m1").wait_until_reached()
+    worker.kill()
+    await stack.start_worker()
+    gate("m1").release()
+    snapshot = await idle(stack, flow, "s")
+    assert answer(snapshot) == "read_tool[success]=read done"
+    assert invocations().count("model", "kill", step=0) == 1
+    assert invocations().count("model", "kill", step=1) == 2
+    assert invocations().count("tool", "read_tool") == 1
+    history = await stack.read_step_history("s")
+    run_model = [e for e in history if e.step_type == "RunModel" and e.event_type == EXECUTE_COMPLETED_EVENT]
+    # The repeat is the same RunModel execution (redelivered, or a second attempt), not a new model Step.
+    assert [e.step_execution_id for e in run_model] == ["RunModel-1", "RunModel-2"]
+
+
+async def test_worker_killed_during_each_tool_effect_repeats_only_the_calls_whose_effect_allows_it(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    worker = await stack.start_worker()
+    sessions = stack.sessions(flow)
+    effects = ["read_tool", "idempotent_write", "write", "unclassified_write"]
+    await sessions.start_session("s", script([call(f"c{i}", name, gate=name) for i, name in enumerate(effects)]))
+    interrupt = await wait_for_agent_snapshot(
+        sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="the unclassified approval"
+    )
+    assert interrupt.tool_name == "unclassified_write"
+    await sessions.resolve_interrupt("s", interrupt.interrupt_id, approved=True)
+    for name in effects:
+        await gate(name).wait_until_reached()
+    worker.kill()
+    await stack.start_worker()
+    for name in effects:
+        gate(name).release()
+    snapshot = await idle(stack, flow, "s")
+    assert tool_returns(snapshot) == {
+        "read_tool[success]": "read done",
+        "idempotent_write[success]": "written with key s/turn-1/c1",
+        "write[failed]": OUTCOME_UNKNOWN_TOOL_RESULT,
+        "unclassified_write[failed]": OUTCOME_UNKNOWN_TOOL_RESULT,
+    }
+    keys = {name: [e["key"] for e in invocations().entries() if e["name"] == name] for name in effects}
+    assert keys == {
+        "read_tool": ["s/turn-1/c0", "s/turn-1/c0"],
+        "idempotent_write": ["s/turn-1/c1", "s/turn-1/c1"],
+        "write": ["s/turn-1/c2"],
+        "unclassified_write": ["s/turn-1/c3"],
+    }
+    assert (await executed(stack, "s")).count("RecordToolOutcomeUnknown") == 2
+    assert invocations().count("model") == 2
+
+
+async def test_every_row_of_the_tool_table_is_recorded_as_the_spec_says(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    rows = ["whoami", "retry_me", "fail_me", "external_lookup", "ask_approval", "defer_me", "sub_agent", "crash"]
+    await stack.sessions(flow).start_session("s", script([call(f"c{i}", name) for i, name in enumerate(rows)]))
+    snapshot = await idle(stack, flow, "s")
+    outcomes = tool_returns(snapshot)
+    assert outcomes["whoami[success]"] == "session s, conversation s"
+    assert outcomes["retry_me[failed]"] == "The tool call failed: give me an order ID"
+    assert outcomes["fail_me[failed]"] == "The tool call failed: the order is locked"
+    assert outcomes["external_lookup[failed]"] == f"The tool call failed: {EXTERNAL_TOOL}"
+    assert outcomes["ask_approval[failed]"] == f"The tool call failed: {ASKED_FOR_APPROVAL}"
+    assert "CallDeferred" in outcomes["defer_me[failed]"]
+    assert "Tool 'no_such_tool' exceeded max retries" in outcomes["sub_agent[failed]"]
+    assert "disk full" in outcomes["crash[failed]"]
+    # A failure the model sees runs once; a Step failure of a read is retried to three attempts.
+    counts = {name: invocations().count("tool", name) for name in rows}
+    assert counts == {
+        "whoami": 1,
+        "retry_me": 1,
+        "fail_me": 1,
+        "external_lookup": 0,
+        "ask_approval": 1,
+        "defer_me": 3,
+        "sub_agent": 3,
+        "crash": 3,
+    }
+    assert (await executed(stack, "s")).count("RecordToolFailure") == 3
+    # deps_factory runs before every model Step (2) and every tool Step attempt (5 single runs, 3 x 3 retries).
+    assert invocations().count("deps", "s") == 2 + 5 + 9
+
+
+async def test_a_rejected_approval_tells_the_model_and_runs_nothing(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    await stack.sessions(flow).start_session("s", script([call("r1", "refund_order", order_id="7")]))
+    snapshot = await approve_until_idle(stack, flow, "s", rejection="not today")
+    assert answer(snapshot) == "refund_order[denied]=not today"
+    assert invocations().count("tool") == 0
+    assert snapshot.pending_interrupts == ()
+
+
+async def test_an_approval_nobody_answers_expires_and_the_model_sees_a_denial(
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DEADLINE_ENV, "1")
+    flows = build_flows()
+    async with AgentTestStack(
+        tmp_path / "stack",
+        flows,
+        WORKER_MODULE,
+        worker_cwd=PROJECT_ROOT,
+        worker_env={STATE_ENV: str(state_dir), DEADLINE_ENV: "1"},
+        backend="fake",
+    ) as stack:
+        await stack.start_worker()
+        await stack.sessions(flows[0]).start_session("s", script([call("r1", "refund_order", order_id="7")]))
+        snapshot = await idle(stack, flows[0], "s")
+        assert answer(snapshot) == f"refund_order[denied]={EXPIRED_REJECTION_MESSAGE}"
+        assert invocations().count("tool") == 0
+
+
+async def test_a_failed_first_turn_is_replayed_with_its_note_and_the_system_prompt(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    sessions = stack.sessions(flow)
+    first = script([call("w1", "idempotent_write")], {"fail": "the model is down"}, name="one")
+    await sessions.start_session("s", first)
+    failed = await idle(stack, flow, "s")
+    assert failed.state is not None
+    assert failed.state.last_turn_error is not None
+    assert "the model is down" in failed.state.last_turn_error
+    note = answer(failed)
+    assert note.startswith("[Dex] The previous turn failed after these tool calls ran:\n- idempotent_write {}")
+    assert invocations().count("model", "one", step=1) == 3
+    second = script("@context", name="two")
+    await sessions.send_user_message("s", second)
+    snapshot = await idle(stack, flow, "s", turns=2)
+    seen = json.loads(answer(snapshot))
+    assert seen["system"] == ["You help customers with their orders."]
+    assert seen["users"] == [first, note, second]
+    assert snapshot.state is not None
+    assert snapshot.state.last_turn_error is None
+    assert invocations().count("tool", "idempotent_write") == 1
+
+
+async def test_tool_metadata_hints_decide_the_effect_of_prefixed_toolset_tools(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    await stack.sessions(flow).start_session(
+        "s",
+        script(
+            [
+                call("l1", "orders_lookup", order_id="7"),
+                call("u1", "orders_set_status", order_id="7", status="shipped"),
+                call("n1", "orders_send", text="hi"),
+            ]
+        ),
+    )
+    snapshot = await approve_until_idle(stack, flow, "s")
+    assert answer(snapshot) == (
+        "orders_lookup[success]=order 7 delivered; orders_set_status[success]=order 7 -> shipped; "
+        "orders_send[success]=sent"
+    )
+    effects = await deferred_effects(stack, flow, "s")
+    assert effects == {
+        "orders_lookup": ("read", False),
+        "orders_set_status": ("idempotent_write", False),
+        "orders_send": ("unclassified", True),
+    }
+    steps = await executed(stack, "s")
+    assert steps.count("CallTool") == 2
+    assert steps.count("AwaitToolApproval") == 1
+    assert steps.count("CallSingleAttemptTool") == 1
+
+
+async def deferred_effects(
+    stack: AgentTestStack, flow: AgentSessionFlow, session_id: str
+) -> dict[str, tuple[object, object]]:
+    sessions = stack.sessions(flow)
+    effects: dict[str, tuple[object, object]] = {}
+    token = ""
+    while True:
+        message = await sessions.read_agent_event(session_id, token)
+        token = message.resume_token
+        event = message.event
+        if event.type == "tool_call_deferred":
+            effects[str(event.payload["tool_name"])] = (event.payload["effect"], event.payload["requires_approval"])
+        if event.type == "turn_completed":
+            return effects
+
+
+async def test_tool_search_is_a_read_and_the_tool_it_reveals_runs_in_its_own_step(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    await stack.sessions(flow).start_session(
+        "s",
+        script([call("s1", "search_tools", queries=["refund"])], [call("h1", "hidden_refund", order_id="7")]),
+    )
+    snapshot = await idle(stack, flow, "s")
+    assert answer(snapshot) == "hidden_refund[success]=hidden refund of 7"
+    assert invocations().count("tool", "hidden_refund") == 1
+    assert (await executed(stack, "s")).count("CallTool") == 2
+    assert await deferred_effects(stack, flow, "s") == {
+        "search_tools": ("read", False),
+        "hidden_refund": ("idempotent_write", False),
+    }
+
+
+async def test_a_wrapper_agent_runs_every_step_through_its_own_run(
+    stack: AgentTestStack, flows: list[AgentSessionFlow]
+) -> None:
+    wrapped = flows[1]
+    await stack.start_worker()
+    await stack.sessions(wrapped).start_session("w", script([call("f1", "find_order", order_id="7")]))
+    snapshot = await idle(stack, wrapped, "w")
+    assert answer(snapshot) == "find_order[success]=order 7 delivered"
+    assert invocations().count("wrapper_run") == 3
+    assert invocations().count("tool", "find_order", key="w/turn-1/f1") == 1
+
+
+async def test_text_and_reasoning_stream_live_from_model_steps(stack: AgentTestStack, flow: AgentSessionFlow) -> None:
+    await stack.start_worker()
+    sessions = stack.sessions(flow)
+    await sessions.start_session(
+        "s",
+        script(
+            {
+                "think": "Let me check.",
+                "text": "Checking the order.",
+                "calls": [call("f1", "find_order", order_id="7")],
+            },
+            "All good.",
+        ),
+    )
+    await idle(stack, flow, "s")
+    pieces: list[tuple[str, str, str]] = []
+    token = ""
+    while True:
+        message = await sessions.read_agent_event("s", token)
+        token = message.resume_token
+        event = message.event
+        if event.type in ("text_delta", "reasoning_delta"):
+            pieces.append((event.type.value, str(event.payload["text"]), event.step_execution_id))
+        if event.type == "turn_completed":
+            break
+    first, second = sorted({execution for _, _, execution in pieces})
+    assert [(kind, text) for kind, text, execution in pieces if execution == first] == [
+        ("reasoning_delta", "Let me"),
+        ("reasoning_delta", " check."),
+        ("text_delta", "Checking "),
+        ("text_delta", "the order."),
+    ]
+    assert [(kind, text) for kind, text, execution in pieces if execution == second] == [
+        ("text_delta", "All "),
+        ("text_delta", "good."),
+    ]
+
+
+async def test_call_ids_may_repeat_across_turns(stack: AgentTestStack, flow: AgentSessionFlow) -> None:
+    await stack.start_worker()
+    sessions = stack.sessions(flow)
+    await sessions.start_session("s", script([call("c1", "find_order", order_id="1")]))
+    await idle(stack, flow, "s")
+    await sessions.send_user_message("s", script([call("c1", "find_order", order_id="2")]))
+    snapshot = await idle(stack, flow, "s", turns=2)
+    assert answer(snapshot) == "find_order[success]=order 2 delivered"
+    assert [e["key"] for e in invocations().entries() if e["kind"] == "tool"] == ["s/turn-1/c1", "s/turn-2/c1"]
+    assert snapshot.tool_calls == ()
