@@ -32,3 +32,10 @@ class ToolExecutionError(DexAgentsError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class StepAttemptError(DexAgentsError):
+    """A Step attempt failed with an error the engine would otherwise misreport.
+
+    The message names the original exception's type; the original is the cause.
+    """

@@ -39,6 +39,8 @@ SERVER_ADDRESS_ENV = "DEX_AGENTS_SERVER_ADDRESS"
 """The engine address a Worker child connects to."""
 READY_FILE_ENV = "DEX_AGENTS_WORKER_READY_FILE"
 """The file a Worker child creates once it serves."""
+CACHE_DIR_ENV = "DEX_AGENTS_WORKER_CACHE_DIR"
+"""The Worker child's blob cache directory (else a temporary one, removed on exit)."""
 DEXCLI_ENV = "DEXCLI"
 """Path of a ``dexcli`` binary; when set, tests also run on a private ``dexcli dev``."""
 DEXCLI_ARGS_ENV = "DEX_AGENTS_DEXCLI_ARGS"
@@ -68,7 +70,17 @@ def run_agent_worker(
 
 
 async def _serve(flows: list[AgentSessionFlow], address: str, max_tasks: int, ready_file: Path | None) -> None:
-    cache_dir = tempfile.mkdtemp(prefix="dex-agents-worker-")
+    given = os.environ.get(CACHE_DIR_ENV)
+    if given:
+        await _serve_with_cache(flows, address, max_tasks, ready_file, given)
+        return
+    with tempfile.TemporaryDirectory(prefix="dex-agents-worker-") as cache_dir:
+        await _serve_with_cache(flows, address, max_tasks, ready_file, cache_dir)
+
+
+async def _serve_with_cache(
+    flows: list[AgentSessionFlow], address: str, max_tasks: int, ready_file: Path | None, cache_dir: str
+) -> None:
     container = AgentContainer(
         flows=providers.Object(flows),
         server_address=providers.Object(address),
@@ -230,7 +242,14 @@ class AgentTestStack:
         index = len(self._workers) + 1
         ready = self._tmp / f"worker-{index}.ready"
         log_path = self._tmp / f"worker-{index}.log"
-        env = {**os.environ, **self._worker_env, SERVER_ADDRESS_ENV: self.address, READY_FILE_ENV: str(ready)}
+        env = {
+            **os.environ,
+            **self._worker_env,
+            SERVER_ADDRESS_ENV: self.address,
+            READY_FILE_ENV: str(ready),
+            # Under the test's folder, so a SIGKILLed Worker leaves nothing behind elsewhere.
+            CACHE_DIR_ENV: str(self._tmp / f"worker-{index}-cache"),
+        }
         cwd = self._worker_cwd or Path.cwd()
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), env.get("PYTHONPATH", "")]))
         with log_path.open("wb") as log:

@@ -138,6 +138,8 @@ class ScriptedAgentRunner:
             await gate(args["gate"]).wait_for_release()
         if "error" in args:
             raise ToolExecutionError(args["error"])
+        if "value_error" in args:
+            raise ValueError(args["value_error"])
         if args.get("crash"):
             raise RuntimeError(f"{call.tool_call.tool_name} crashed")
         return ToolExecutionResult(f"{call.tool_call.tool_name} done with key {call.idempotency_key}")

@@ -389,3 +389,16 @@ async def test_a_tool_step_heartbeats_in_the_background_while_the_tool_runs(
         await wait_until("background heartbeats", lambda: stack.fake.progress_frames("s", "CallTool-1") >= 5)
         gate("g").release()
         await idle(stack, flow, "s")
+
+
+async def test_a_value_error_in_a_tool_is_recorded_under_its_own_name_not_as_an_invalid_step_result(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    await stack.sessions(flow).start_session("s", turn(tool("c1", "read_tool", value_error="disk full")))
+    snapshot = await idle(stack, flow, "s")
+    outcome = answer(snapshot)["c1"]
+    assert outcome.startswith("failed: The tool call failed:")
+    assert "builtins.ValueError: disk full" in outcome
+    assert "invalid result" not in outcome
+    assert invocations().count("tool", id="c1") == 3

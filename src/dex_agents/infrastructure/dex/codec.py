@@ -10,15 +10,23 @@ built here:
 - unknown keys are ignored, so an older reader can read a newer value;
 - ``StrEnum`` fields are plain strings and datetimes ISO 8601 text.
 
+The SDK decodes a stored value on every read, and ``RunModel`` reads every
+stored message on every model call. The deeply immutable types read by every
+Step (`MEMOIZED_WIRE_TYPES`) therefore get a `MemoizingJsonCodec`: a Worker
+process decodes each distinct JSON text once and hands out the same frozen
+value afterwards, within a budget of JSON characters per type.
+
 An application builds its Registry with these codecs::
 
     registry = dex.Registry([flow], codec_registry(), allow_async_handlers=True)
 """
 
+import dataclasses
 import functools
+import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import cattrs
 import dex
@@ -53,6 +61,67 @@ WIRE_TYPES: tuple[object, ...] = (
     AgentMessagesPage,
 )
 """Every type dex-agents stores, streams or sends through an RPC."""
+
+MEMOIZED_WIRE_TYPES: tuple[type, ...] = (AgentMessage, AgentState, AgentToolCall, AgentUsage)
+"""Frozen types, immutable all the way down, that Steps read again and again: decoded once per JSON text."""
+
+DECODE_MEMO_CHARACTERS = 4 * 1024 * 1024
+"""JSON characters a `MemoizingJsonCodec` keeps by default (oldest out first); memory is about three times that."""
+
+
+class DecodeMemo(Generic[T]):
+    """Decoded values by their JSON text, first in first out within a character budget; thread-safe."""
+
+    def __init__(self, max_characters: int = DECODE_MEMO_CHARACTERS) -> None:
+        self._values: dict[str, T] = {}
+        self._characters = 0
+        self._max_characters = max_characters
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def get(self, text: str) -> T | None:
+        """Return the value decoded from ``text`` earlier, if it is still kept."""
+        return self._values.get(text)
+
+    def put(self, text: str, value: T) -> None:
+        """Keep ``value`` for ``text``, dropping the oldest entries to stay within the budget."""
+        size = len(text)
+        if size > self._max_characters:
+            return
+        with self._lock:
+            if text in self._values:
+                return
+            while self._characters + size > self._max_characters:
+                oldest = next(iter(self._values))
+                del self._values[oldest]
+                self._characters -= len(oldest)
+            self._values[text] = value
+            self._characters += size
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoizingJsonCodec(dex.JsonCodec[T]):
+    """A `dex.JsonCodec` that decodes each distinct JSON text once and then returns the same value.
+
+    Only for frozen types whose fields are immutable all the way down: every
+    reader shares the decoded object. Encoding is the plain `dex.JsonCodec`'s.
+    A text that fails to decode is not kept, so it fails again on every read.
+    """
+
+    memo: DecodeMemo[T] = dataclasses.field(default_factory=DecodeMemo, compare=False, repr=False)
+
+    def decode(self, value: dex.Value) -> T:
+        """Return the value of ``value``'s JSON text, decoding it only the first time it is seen."""
+        text = value.data
+        if value.kind is not dex.WireKind.JSON or not isinstance(text, str):
+            return super().decode(value)  # raises the SDK's TypeError
+        decoded = self.memo.get(text)
+        if decoded is None:
+            decoded = super().decode(value)
+            self.memo.put(text, decoded)
+        return decoded
 
 
 def _structure_datetime(value: Any, _type: object) -> datetime:
@@ -99,12 +168,13 @@ def _type_name(type_hint: object) -> str:
 
 
 def json_codec(type_hint: object) -> "dex.JsonCodec[Any]":
-    """Return the Dex codec of one wire type, backed by the converter."""
+    """Return the Dex codec of one wire type, backed by the converter (memoizing for `MEMOIZED_WIRE_TYPES`)."""
     conv = converter()
     unstructure = conv.get_unstructure_hook(type_hint)
     structure = conv.get_structure_hook(type_hint)
     name = f"dex_agents.{_type_name(type_hint)}"
-    return dex.JsonCodec(name, lambda data: structure(data, type_hint), unstructure)
+    codec = MemoizingJsonCodec if type_hint in MEMOIZED_WIRE_TYPES else dex.JsonCodec
+    return codec(name, lambda data: structure(data, type_hint), unstructure)
 
 
 @functools.cache

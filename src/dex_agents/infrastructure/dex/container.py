@@ -12,6 +12,8 @@ build use cases directly and never touch it::
 
 Workers pull their tasks (``PullWorkerOptions``): size ``max_concurrent_tasks``
 for the largest batch of parallel tool calls plus one slot Dex keeps for RPCs.
+Building a Worker applies `cache_sdk_version` (the pull Worker otherwise reads
+the SDK's package metadata for every task it takes).
 """
 
 from datetime import timedelta
@@ -21,12 +23,18 @@ from dependency_injector import containers, providers
 
 from dex_agents.infrastructure.dex.codec import codec_registry
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
+from dex_agents.infrastructure.dex.sdk_tuning import cache_sdk_version
 
 DEFAULT_MAX_CONCURRENT_TASKS = 16
 """Default Worker task slots."""
 
 DEFAULT_BLOB_CACHE_BYTES = 64 * 1024 * 1024
 """Default blob cache size."""
+
+
+def _async_worker(registry: dex.Registry, blob_cache: dex.BlobCache, options: dex.WorkerOptions) -> dex.AsyncWorker:
+    cache_sdk_version()
+    return dex.AsyncWorker(registry, blob_cache, options)
 
 
 def _pull_options(max_concurrent_tasks: int, stop_drain_seconds: int) -> dex.PullWorkerOptions:
@@ -57,7 +65,7 @@ class AgentContainer(containers.DeclarativeContainer):
     blob_cache = providers.Singleton(dex.open_blob_cache, blob_cache_config)
     pull = providers.Factory(_pull_options, max_concurrent_tasks, stop_drain_seconds)
     worker_options = providers.Factory(dex.WorkerOptions, server_address=server_address, pull=pull)
-    worker = providers.Factory(dex.AsyncWorker, registry, blob_cache, worker_options)
+    worker = providers.Factory(_async_worker, registry, blob_cache, worker_options)
     worker_target = providers.Factory(dex.WorkerTarget, pull=True)
     client_options = providers.Factory(dex.ClientOptions, server_address=server_address, worker_target=worker_target)
     client = providers.Factory(dex.AsyncClient, registry, blob_cache, client_options)

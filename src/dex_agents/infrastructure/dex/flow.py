@@ -19,7 +19,7 @@ that shape), hence the ``type: ignore[override]`` on every async handler.
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import timedelta
 from typing import Any, assert_never
 
@@ -44,6 +44,7 @@ from dex_agents.application.steps.record_turn_failure import RecordTurnFailure
 from dex_agents.application.steps.resume_turn import ResumeTurn
 from dex_agents.application.steps.run_model import RunModel
 from dex_agents.application.steps.start_agent_session import StartAgentSession
+from dex_agents.domain.errors import StepAttemptError
 from dex_agents.domain.events import AgentEvent
 from dex_agents.domain.interrupts import ResolveInterruptRequest
 from dex_agents.domain.messages import AgentUserMessage
@@ -108,7 +109,23 @@ class _Session:
             attempt=context.attempt,
         )
 
-    def decide(self, current: StepName, next_: Next, *, current_input: object = None) -> dex.StepDecision:
+    @contextlib.contextmanager
+    def attempt(self, context: dex.AsyncContext, turn_id: str | None) -> Iterator[AgentEventWriter]:
+        """Run one Step attempt's use case: hand it a writer, close the writer when it returns.
+
+        dex 1.23 reports any ``ValueError`` or ``TypeError`` escaping a handler as
+        an invalid Step result, which would misname a runner's or a tool's own
+        failure; they leave here as `StepAttemptError`, which says what failed.
+        """
+        events = self.writer(context, turn_id)
+        try:
+            yield events
+        except (ValueError, TypeError) as error:
+            raise StepAttemptError(f"{type(error).__module__}.{type(error).__qualname__}: {error}") from error
+        finally:
+            events.close()
+
+    def decide(self, current: StepName, next_: Next) -> dex.StepDecision:
         """Map a use case's decision to a Dex decision."""
         match next_:
             case GoTo():
@@ -197,8 +214,7 @@ class StartAgentSessionStep(_SessionStep, dex.Step[AgentSessionStartInput]):
     async def execute(self, context: dex.AsyncContext, input: AgentSessionStartInput) -> dex.StepDecision:  # type: ignore[override]
         """Initialize the session."""
         s = self._session
-        events = s.writer(context, None)
-        try:
+        with s.attempt(context, None) as events:
             next_ = await StartAgentSession(
                 runner=s.runner,
                 state=DexSessionStateStore(context),
@@ -207,8 +223,6 @@ class StartAgentSessionStep(_SessionStep, dex.Step[AgentSessionStartInput]):
                 interrupts=DexInterruptStore(context),
                 events=events,
             ).execute(input)
-        finally:
-            events.close()
         return s.decide(self.name, next_)
 
 
@@ -224,16 +238,13 @@ class AwaitUserMessageStep(_SessionStep, dex.Step[None]):
     async def execute(self, context: dex.AsyncContext, input: None) -> dex.StepDecision:  # type: ignore[override]
         """Start a turn with the message."""
         s = self._session
-        events = s.writer(context, None)
-        try:
+        with s.attempt(context, None) as events:
             next_ = await AwaitUserMessage(
                 runner=s.runner,
                 state=DexSessionStateStore(context),
                 messages=DexMessageLog(context),
                 events=events,
             ).execute(tuple(QUEUED_USER_MESSAGES.results(context)))
-        finally:
-            events.close()
         return s.decide(self.name, next_)
 
 
@@ -245,8 +256,7 @@ class RunModelStep(_SessionStep, dex.Step[None]):
     async def execute(self, context: dex.AsyncContext, input: None) -> dex.StepDecision:  # type: ignore[override]
         """Run one model call."""
         s = self._session
-        events = s.writer(context, _active_turn(context))
-        try:
+        with s.attempt(context, _active_turn(context)) as events:
             async with _heartbeating(context, s.heartbeat_interval):
                 next_ = await RunModel(
                     runner=s.runner,
@@ -261,8 +271,6 @@ class RunModelStep(_SessionStep, dex.Step[None]):
                     heartbeat=_heartbeat_fn(context),
                     clock=s.clock,
                 ).execute(_call(context))
-        finally:
-            events.close()
         return s.decide(self.name, next_)
 
 
@@ -295,8 +303,7 @@ class AwaitToolApprovalStep(_SessionStep, dex.Step[str]):
     async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:  # type: ignore[override]
         """Apply the answer or the deadline."""
         s = self._session
-        events = s.writer(context, _active_turn(context))
-        try:
+        with s.attempt(context, _active_turn(context)) as events:
             record = DexToolCallStore(context).get(input)
             resolutions = (
                 ()
@@ -308,8 +315,6 @@ class AwaitToolApprovalStep(_SessionStep, dex.Step[str]):
                 resolution=resolutions[0] if resolutions else None,
                 timer_fired=context.has_timer_fired(),
             )
-        finally:
-            events.close()
         return s.decide(self.name, next_)
 
 
@@ -319,8 +324,7 @@ class _ToolStep(_SessionStep):
     async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
         """Run the tool call once."""
         s = self._session
-        events = s.writer(context, _active_turn(context))
-        try:
+        with s.attempt(context, _active_turn(context)) as events:
             async with _heartbeating(context, s.heartbeat_interval):
                 next_ = await self.use_case(
                     runner=s.runner,
@@ -329,8 +333,6 @@ class _ToolStep(_SessionStep):
                     events=events,
                     heartbeat=_heartbeat_fn(context),
                 ).execute(_call(context), input)
-        finally:
-            events.close()
         return s.decide(self.name, next_)
 
 
@@ -354,13 +356,10 @@ class _ToolFailureStep(_SessionStep):
     async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
         """Record the call's failure."""
         s = self._session
-        events = s.writer(context, _active_turn(context))
-        try:
+        with s.attempt(context, _active_turn(context)) as events:
             next_ = await self.use_case(
                 tool_calls=DexToolCallStore(context), results=DexToolResultPublisher(context), events=events
             ).execute(input, recovery_error=_recovery_detail(context))
-        finally:
-            events.close()
         return s.decide(self.name, next_)
 
 
@@ -403,8 +402,7 @@ class RecordTurnFailureStep(_SessionStep, dex.Step[None]):
     async def execute(self, context: dex.AsyncContext, input: None) -> dex.StepDecision:  # type: ignore[override]
         """Record the failed turn."""
         s = self._session
-        events = s.writer(context, _active_turn(context))
-        try:
+        with s.attempt(context, _active_turn(context)) as events:
             next_ = await RecordTurnFailure(
                 runner=s.runner,
                 state=DexSessionStateStore(context),
@@ -414,8 +412,6 @@ class RecordTurnFailureStep(_SessionStep, dex.Step[None]):
                 interrupts=DexInterruptStore(context),
                 events=events,
             ).execute(recovery_error=_recovery_detail(context))
-        finally:
-            events.close()
         return s.decide(self.name, next_)
 
 

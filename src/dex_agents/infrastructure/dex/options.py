@@ -8,8 +8,12 @@ Dex 1.23 replaces, not merges, a Step's own options with per-movement ones, so
 the per-call options of ``AwaitToolApproval`` and the tool Steps (which load
 only their own ``AGENT_TOOL_CALLS`` instance) repeat durability, retries,
 timeouts and the failure route with its own instance load.
+
+``StepOptions`` are frozen, so each Step's static options are built once and
+shared: the SDK asks a Step for them on every movement to it.
 """
 
+import functools
 from dataclasses import replace
 from datetime import timedelta
 
@@ -57,6 +61,7 @@ def _with_policy(options: dex.StepOptions, policy: StepPolicy) -> dex.StepOption
     )
 
 
+@functools.cache
 def _base(step: StepName) -> dex.StepOptions:
     """Options of ``step`` without its failure route."""
     options = _with_policy(SYNC, STEP_POLICIES[step])
@@ -78,9 +83,16 @@ class StepOptionsTable:
 
     def __init__(self, step_classes: "dict[StepName, type[dex.Step[object]]]") -> None:
         self._classes = step_classes
+        self._static: dict[StepName, dex.StepOptions] = {}
 
     def static(self, step: StepName) -> dex.StepOptions:
-        """Return the Step's own options (used when a movement sets none)."""
+        """Return the Step's own options (used when a movement sets none); built once per Step."""
+        options = self._static.get(step)
+        if options is None:
+            options = self._static[step] = self._build_static(step)
+        return options
+
+    def _build_static(self, step: StepName) -> dex.StepOptions:
         options = _base(step)
         route = STEP_POLICIES[step].failure_route
         if route is None:
