@@ -1,32 +1,29 @@
 """The ``dex-agents`` command line.
 
-Sub-commands:
+Commands:
 
-- ``demo``: the main job. Until the order-agent demo lands it says so and
-  prints how to run the test suite.
-- ``dev-server``: starts fake Dex on a loopback port for Workers and Clients.
+- ``demo [--yes | --no] [--crash]``: the order agent (find an order, refund
+  it after an approval, email the customer) with a scripted model on fake Dex
+  started in this process, its Worker in a child process; ``--crash`` kills
+  that Worker in the middle of the refund Step and starts a replacement.
+- ``chat MODULE:FLOW_FACTORY [--server HOST:PORT]``: an interactive session
+  with streamed output, inline approvals, ``/snapshot``, ``/history``,
+  ``/stop``.
+- ``watch SESSION_ID --server HOST:PORT --flow MODULE:FLOW_FACTORY``: follow a
+  running session from a position (``--from TOKEN``) and answer its approvals
+  (``approve ID`` / ``reject ID "reason"``); ``approve SESSION_ID ID`` and
+  ``reject SESSION_ID ID [REASON]`` give one answer from the shell.
+- ``dev-server [--port N]``: fake Dex on 127.0.0.1 until Ctrl-C.
+
+Layout: `app` (click commands, failures and exit codes), `engine` (fake Dex or
+a server, Client, in-process Worker), `follow` (reading and answering a
+session's events), `render` and `transcript` (drawing them with rich, text
+grouped by ``(turn_id, step_execution_id, attempt)``), `terminal` (prompts
+without blocking the event loop), `loading` (``MODULE:FLOW_FACTORY``), `errors`,
+and one module per command: `demo` (with `order_agent`, its `shop` and
+`demo_worker`), `chat`, `watch` (also ``approve`` / ``reject``), `dev_server`.
 """
 
-import argparse
-import sys
-from collections.abc import Sequence
+from dex_agents.cli.app import cli, main
 
-_DEMO_PENDING = (
-    "dex-agents demo: the order-agent demo is not built yet.\n"
-    "Run the whole test suite with:  make check\n"
-)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line and return its exit code."""
-    parser = argparse.ArgumentParser(prog="dex-agents", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("demo", help="run the demo session")
-    args = parser.parse_args(argv)
-    assert args.command == "demo"
-    sys.stdout.write(_DEMO_PENDING)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+__all__ = ["cli", "main"]

@@ -1,0 +1,259 @@
+"""The ``dex-agents`` commands (click), and how each one runs and fails.
+
+Every command is a coroutine run by `asyncio.run`. A failure prints one line,
+``error: ...``, on standard error and exits non-zero (2 for malformed input, 1
+otherwise); ``--debug`` adds the traceback. Ctrl-C cancels the coroutine, so
+every Worker, server and child process it started is stopped on the way out,
+and exits 130.
+"""
+
+import asyncio
+import os
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.text import Text
+
+from dex_agents.cli.errors import EXIT_INTERRUPTED, EXIT_OK, CliError, explain
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+NON_TERMINAL_WIDTH = 100
+"""Columns used when standard output is not a terminal and ``COLUMNS`` is unset."""
+
+DEFAULT_SERVER = "127.0.0.1:8801"
+"""Where ``watch``, ``approve`` and ``reject`` look for Dex by default (``dex-agents dev-server``'s port)."""
+
+Command = Callable[[Console], Coroutine[Any, Any, None]]
+
+
+def make_console() -> Console:
+    """Return the console for standard output (100 columns when it is not a terminal)."""
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(highlight=False, width=NON_TERMINAL_WIDTH)
+    return console
+
+
+def run(command: Command, *, debug: bool) -> int:
+    """Run one command's coroutine and return the exit code (errors are printed, not raised)."""
+    errors = Console(stderr=True, highlight=False)
+    console = make_console()
+    try:
+        asyncio.run(command(console))
+    except KeyboardInterrupt:
+        if errors.is_terminal:
+            errors.print()  # after the ^C the terminal echoed
+        errors.print(Text("interrupted", style="yellow"))
+        return EXIT_INTERRUPTED
+    except Exception as error:  # noqa: BLE001 - the one place every failure becomes one line
+        if debug:
+            errors.print_exception()
+        problem = explain(error)
+        line = Text("error: ", style="bold red") + Text(problem.message)
+        if not debug and not isinstance(error, CliError):
+            line += Text(" (--debug prints the traceback)", style="dim")
+        errors.print(line, soft_wrap=True)
+        return problem.exit_code
+    return EXIT_OK
+
+
+def debug_option(function: F) -> F:
+    """Add ``--debug`` to a command."""
+    option = click.option(
+        "--debug", is_flag=True, default=False, help="Print the traceback of a failure.", is_eager=False
+    )
+    return option(function)
+
+
+def _debug(ctx: click.Context, debug: bool) -> bool:
+    return debug or bool(ctx.obj and ctx.obj.get("debug"))
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="Durable AI agent sessions on Dex: a demo, a chat, a watch with approvals, and a fake Dex server.",
+)
+@click.option("--debug", is_flag=True, default=False, help="Print the traceback of a failure.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """The command group."""
+    ctx.obj = {"debug": debug}
+
+
+@cli.command()
+@click.option("--yes", "approve_refund", is_flag=True, default=False, help="Approve the refund without asking.")
+@click.option("--no", "reject_refund", is_flag=True, default=False, help="Reject the refund without asking.")
+@click.option("--crash", is_flag=True, default=False, help="SIGKILL the Worker in the middle of the refund Step.")
+@debug_option
+@click.pass_context
+def demo(ctx: click.Context, approve_refund: bool, reject_refund: bool, crash: bool, debug: bool) -> int:
+    """Run the order agent (find, refund with approval, email) on fake Dex with a scripted model.
+
+    Asks "Approve refund_order ...? [y/N]" when standard input is a terminal;
+    otherwise answers no, unless --yes or --no says.
+    """
+    if approve_refund and reject_refund:
+        raise click.UsageError("--yes and --no exclude each other", ctx)
+    from dex_agents.cli.demo import run_demo
+
+    answer = True if approve_refund else (False if reject_refund else None)
+    return run(lambda console: run_demo(console, answer=answer, crash=crash), debug=_debug(ctx, debug))
+
+
+@cli.command()
+@click.argument("target", metavar="MODULE:FLOW_FACTORY")
+@click.option("--server", metavar="HOST:PORT", default=None, help="Dex to use (default: fake Dex in this process).")
+@click.option("--session", "session_id", metavar="ID", default=None, help="Session to start or join (default: new).")
+@click.option(
+    "--worker/--no-worker",
+    default=True,
+    help="Serve the Flow with a Worker in this process (default); --no-worker when your app's Worker serves it.",
+)
+@debug_option
+@click.pass_context
+def chat(ctx: click.Context, target: str, server: str | None, session_id: str | None, worker: bool, debug: bool) -> int:
+    """Talk to an agent session: streamed answers, approvals asked inline, /snapshot, /history, /stop.
+
+    MODULE:FLOW_FACTORY names a function returning an AgentSessionFlow (for
+    example dex_agents.cli.order_agent:build_order_flow); a Pydantic AI model
+    name such as openai:gpt-5.2 works too when its provider package and API key
+    are present.
+    """
+    from dex_agents.cli.chat import run_chat
+
+    return run(
+        lambda console: run_chat(console, target, server=server, session_id=session_id, serve_worker=worker),
+        debug=_debug(ctx, debug),
+    )
+
+
+def _server_option(function: F) -> F:
+    option = click.option(
+        "--server", metavar="HOST:PORT", default=DEFAULT_SERVER, show_default=True, help="The Dex server."
+    )
+    return option(function)
+
+
+def _flow_option(function: F) -> F:
+    option = click.option(
+        "--flow",
+        "flow_target",
+        metavar="MODULE:FLOW_FACTORY",
+        required=True,
+        help="The session's Flow (the same factory its Worker serves).",
+    )
+    return option(function)
+
+
+@cli.command()
+@click.argument("session_id")
+@_server_option
+@_flow_option
+@click.option("--from", "resume_token", metavar="TOKEN", default="", help="Resume token (default: the oldest event).")
+@click.option("--until-idle", is_flag=True, default=False, help="Exit once no turn runs and no approval waits.")
+@debug_option
+@click.pass_context
+def watch(
+    ctx: click.Context,
+    session_id: str,
+    server: str,
+    flow_target: str,
+    resume_token: str,
+    until_idle: bool,
+    debug: bool,
+) -> int:
+    """Follow a running session's events and answer its approvals.
+
+    Type approve ID, reject ID "reason", snapshot or quit while it runs.
+    """
+    from dex_agents.cli.watch import run_watch
+
+    return run(
+        lambda console: run_watch(
+            console,
+            session_id,
+            server=server,
+            flow_target=flow_target,
+            resume_token=resume_token,
+            until_idle=until_idle,
+        ),
+        debug=_debug(ctx, debug),
+    )
+
+
+@cli.command()
+@click.argument("session_id")
+@click.argument("interrupt_id")
+@_server_option
+@_flow_option
+@debug_option
+@click.pass_context
+def approve(ctx: click.Context, session_id: str, interrupt_id: str, server: str, flow_target: str, debug: bool) -> int:
+    """Approve one pending tool call of a session."""
+    from dex_agents.cli.watch import run_answer
+
+    return run(
+        lambda console: run_answer(
+            console, session_id, interrupt_id, server=server, flow_target=flow_target, approved=True, reason=None
+        ),
+        debug=_debug(ctx, debug),
+    )
+
+
+@cli.command()
+@click.argument("session_id")
+@click.argument("interrupt_id")
+@click.argument("reason", required=False)
+@_server_option
+@_flow_option
+@debug_option
+@click.pass_context
+def reject(
+    ctx: click.Context,
+    session_id: str,
+    interrupt_id: str,
+    reason: str | None,
+    server: str,
+    flow_target: str,
+    debug: bool,
+) -> int:
+    """Reject one pending tool call of a session, with an optional reason the model sees."""
+    from dex_agents.cli.watch import run_answer
+
+    return run(
+        lambda console: run_answer(
+            console, session_id, interrupt_id, server=server, flow_target=flow_target, approved=False, reason=reason
+        ),
+        debug=_debug(ctx, debug),
+    )
+
+
+@cli.command("dev-server")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=8801, show_default=True, help="Port on 127.0.0.1 (0: any)."
+)
+@debug_option
+@click.pass_context
+def dev_server(ctx: click.Context, port: int, debug: bool) -> int:
+    """Serve fake Dex on 127.0.0.1 until Ctrl-C (for people without dexcli)."""
+    from dex_agents.cli.dev_server import run_dev_server
+
+    return run(lambda console: run_dev_server(console, port), debug=_debug(ctx, debug))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line and return its exit code."""
+    try:
+        result = cli.main(args=list(argv) if argv is not None else None, prog_name="dex-agents", standalone_mode=False)
+    except click.exceptions.Exit as done:
+        return done.exit_code
+    except click.ClickException as error:
+        error.show()
+        return error.exit_code
+    except click.Abort:
+        Console(stderr=True).print(Text("interrupted", style="yellow"))
+        return EXIT_INTERRUPTED
+    return result if isinstance(result, int) else EXIT_OK

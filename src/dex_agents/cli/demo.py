@@ -1,0 +1,364 @@
+"""``dex-agents demo``: the order agent as one durable session, from the first event to the snapshot.
+
+The demo starts fake Dex in this process and the order agent's Worker
+(`dex_agents.cli.demo_worker`) as a child process in its own process group,
+starts session ``order-session-7`` with "Refund order 7 and tell the
+customer.", and draws its live events. The refund waits for approval: the
+demo asks at the terminal, or answers ``--yes`` / ``--no`` (no on a standard
+input that is not a terminal). It ends with the session's snapshot and what
+the shop's ledger says.
+
+``--crash`` kills the Worker (SIGKILL, whole process group) in the middle of
+the refund Step, after the refund is booked and before the Step reports it,
+and starts a replacement. Dex runs the Step again on the new Worker with the
+same idempotency key, the ledger recognises the key, and the session carries
+on: the refund ran once.
+
+Ctrl-C stops the Worker (SIGTERM to its group) before the demo exits; the
+Worker also stops by itself if the demo process dies.
+"""
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Awaitable
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from dex_agents.cli.engine import Engine, open_engine
+from dex_agents.cli.errors import CliError
+from dex_agents.cli.follow import Approver, SessionFollower
+from dex_agents.cli.render import EventRenderer, render_snapshot
+from dex_agents.cli.shop import CRASH_ENV, STATE_ENV, read_outbox, read_refunds, refund_gate, tool_runs
+from dex_agents.cli.terminal import FixedApprover, PromptApprover, TerminalLines
+from dex_agents.domain.events import AgentEvent, AgentEventType
+from dex_agents.domain.snapshot import AgentSnapshot
+from dex_agents.infrastructure.dex.flow import AgentSessionFlow
+from dex_agents.testing.fake_dex import FakeDex
+from dex_agents.testing.probes import wait_until
+from dex_agents.testing.stack import READY_FILE_ENV, SERVER_ADDRESS_ENV, WorkerProcess
+
+SESSION_ID = "order-session-7"
+"""The demo's session ID."""
+
+PROMPT = "Refund order 7 and tell the customer."
+"""The demo's first user message."""
+
+WORKER_MODULE = "dex_agents.cli.demo_worker"
+"""The Worker child's module."""
+
+DEMO_TIMEOUT = 120.0
+"""Seconds after which a stuck demo gives up."""
+
+WORKER_START_TIMEOUT = 30.0
+"""Seconds a Worker child may take to serve."""
+
+
+class WorkerSupervisor:
+    """Starts Worker children in their own process groups, and stops every one of them."""
+
+    def __init__(self, address: str, work_dir: Path, env: dict[str, str]) -> None:
+        """Create a supervisor.
+
+        Args:
+            address: the engine address the Workers connect to.
+            work_dir: where ready files and Worker logs go.
+            env: extra environment of the children.
+        """
+        self._address = address
+        self._work_dir = work_dir
+        self._env = env
+        self.workers: list[WorkerProcess] = []
+        self.killed: set[int] = set()
+
+    @property
+    def current(self) -> WorkerProcess:
+        """The Worker started last."""
+        return self.workers[-1]
+
+    async def start(self) -> WorkerProcess:
+        """Start a Worker child and wait until it serves.
+
+        Raises:
+            CliError: it exited or did not serve in time.
+        """
+        worker = await self.spawn()
+        await self.wait_serving(worker)
+        return worker
+
+    async def spawn(self) -> WorkerProcess:
+        """Start a Worker child (it needs a moment to import and register; see `wait_serving`)."""
+        index = len(self.workers) + 1
+        ready = self._work_dir / f"worker-{index}.ready"
+        log_path = self._work_dir / f"worker-{index}.log"
+        env = {**os.environ, **self._env, SERVER_ADDRESS_ENV: self._address, READY_FILE_ENV: str(ready)}
+        with log_path.open("wb") as log:
+            spawning = asyncio.ensure_future(
+                asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    WORKER_MODULE,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+            try:
+                process = await asyncio.shield(spawning)
+            except asyncio.CancelledError:
+                # Ctrl-C while the child starts: finish starting it so that `stop_all` can stop it.
+                self.workers.append(WorkerProcess(await spawning, log_path))
+                raise
+        worker = WorkerProcess(process, log_path)
+        self.workers.append(worker)
+        return worker
+
+    async def wait_serving(self, worker: WorkerProcess) -> None:
+        """Wait until ``worker`` serves.
+
+        Raises:
+            CliError: it exited or did not serve in time.
+        """
+        ready = self._work_dir / f"worker-{self.workers.index(worker) + 1}.ready"
+
+        def serving() -> bool:
+            if worker.returncode is not None:
+                raise CliError(f"the Worker exited with code {worker.returncode}: {_last_line(worker.output())}")
+            return ready.exists()
+
+        try:
+            await wait_until("the Worker to serve", serving, timeout=WORKER_START_TIMEOUT)
+        except TimeoutError as error:
+            raise CliError(f"the Worker did not serve within {WORKER_START_TIMEOUT:g} s") from error
+
+    async def kill(self, worker: WorkerProcess) -> None:
+        """SIGKILL ``worker``'s whole process group and reap it."""
+        self.killed.add(worker.pid)
+        worker.kill()
+        await worker.stop()
+
+    async def watch(self) -> None:
+        """Return never; raise once a Worker exits that the supervisor did not kill.
+
+        Raises:
+            CliError: a Worker died on its own.
+        """
+        while True:
+            for worker in self.workers:
+                if worker.returncode is not None and worker.pid not in self.killed:
+                    raise CliError(
+                        f"the Worker (pid {worker.pid}) exited with code {worker.returncode}: "
+                        f"{_last_line(worker.output())}"
+                    )
+            await asyncio.sleep(0.1)
+
+    async def stop_all(self) -> None:
+        """Stop every Worker still running (SIGTERM to its group, SIGKILL if it lingers)."""
+        for worker in self.workers:
+            await worker.stop()
+
+
+def _last_line(output: str) -> str:
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+def choose_approver(console: Console, answer: bool | None, lines: TerminalLines) -> Approver:
+    """Return who answers the refund's approval: ``--yes``, ``--no``, the person, or no (no terminal)."""
+    if answer is True:
+        return FixedApprover(console, approved=True, because="--yes", rejection_message="")
+    if answer is False:
+        return FixedApprover(console, approved=False, because="--no", rejection_message="Rejected with --no.")
+    if lines.is_terminal:
+        return PromptApprover(lines)
+    return FixedApprover(
+        console,
+        approved=False,
+        because="standard input is not a terminal: the default answer; --yes approves",
+        rejection_message="Nobody was at a terminal to approve it.",
+    )
+
+
+class Demo:
+    """One run of the demo on an engine."""
+
+    def __init__(
+        self, console: Console, engine: Engine, flow: AgentSessionFlow, supervisor: WorkerSupervisor, state: Path
+    ) -> None:
+        self.console = console
+        self.engine = engine
+        self.flow = flow
+        self.supervisor = supervisor
+        self.state = state
+        self.renderer = EventRenderer(console)
+        self.crash_task: asyncio.Task[None] | None = None
+
+    def _say(self, *objects: Text | str, highlight: bool = False) -> None:
+        self.console.print(*objects, soft_wrap=True, highlight=highlight)
+
+    def header(self, *, crash: bool) -> None:
+        """Print what runs where."""
+        rows = [
+            ("engine", self.engine.description),
+            ("worker", f"child process pid {self.supervisor.current.pid} (python -m {WORKER_MODULE})"),
+            ("model", "a scripted Pydantic AI FunctionModel: it streams text and needs no API key"),
+            ("session", f"{SESSION_ID} (Flow type {self.flow.get_flow_type()}): one Step per model call and per tool"),
+        ]
+        if crash:
+            rows.append(("crash", "the Worker will be SIGKILLed in the middle of the refund Step"))
+        self._say(Text("dex-agents demo: an order agent as one durable Dex session", style="bold"))
+        for name, value in rows:
+            self._say(Text(f"  {name:<8} ", style="dim") + Text(value), highlight=False)
+        self._say()
+
+    async def cancel_crash(self) -> None:
+        """Stop a crash still in progress (Ctrl-C), so that every Worker it started is known and stopped."""
+        task = self.crash_task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, CliError):
+                await task
+
+    def react(self, event: AgentEvent) -> None:
+        """Start the crash once the refund Step runs (``--crash`` only)."""
+        if (
+            self.crash_task is None
+            and event.type is AgentEventType.TOOL_CALL_STARTED
+            and event.payload.get("tool_name") == "refund_order"
+        ):
+            self.crash_task = asyncio.create_task(self.crash())
+
+    async def crash(self) -> None:
+        """Kill the Worker inside the refund Step, then start a replacement."""
+        gate = refund_gate(self.state)
+        try:
+            await gate.wait_until_reached(timeout=WORKER_START_TIMEOUT)
+        except TimeoutError as error:
+            raise CliError("the refund Step never reached the point where the demo kills the Worker") from error
+        victim = self.supervisor.current
+        self.renderer.line(
+            f"💥 the refund is booked; SIGKILL the Worker (pid {victim.pid}) before its Step can report it",
+            style="bold red",
+        )
+        await self.supervisor.kill(victim)
+        self.renderer.line("the Worker is gone (SIGKILL); the session's state is safe in Dex", style="red")
+        replacement = await self.supervisor.start()
+        self.renderer.line(
+            f"↻ a replacement Worker (pid {replacement.pid}) serves; Dex runs the refund Step again on it",
+            style="bold yellow",
+        )
+
+    async def run(self, approver: Approver, *, crash: bool) -> None:
+        """Start the session, follow its turn to the end, and print the snapshot and the ledger."""
+        sessions = self.engine.sessions(self.flow)
+        follower = SessionFollower(sessions, SESSION_ID, self.renderer, approver=approver)
+        if crash:
+            follower.on_event = self.react
+        await sessions.start_session(SESSION_ID, PROMPT)
+        snapshot = await self._race(follower.follow_turn(1))
+        if self.crash_task is not None:
+            await self.crash_task
+        self.renderer.close()
+        render_snapshot(self.console, SESSION_ID, snapshot, tool_outcomes=self.renderer.tool_outcomes)
+        self._say()
+        self.summary(snapshot, crash=crash)
+        await sessions.stop_session(SESSION_ID, "the demo is over")
+        state = snapshot.state
+        if state is not None and state.last_turn_error:
+            raise CliError(f"the demo's turn failed: {state.last_turn_error}")
+
+    async def _race(self, work: Awaitable[AgentSnapshot]) -> AgentSnapshot:
+        """Await ``work`` while watching the Workers; a Worker that dies on its own ends the demo."""
+        main = asyncio.ensure_future(work)
+        watchdog = asyncio.create_task(self.supervisor.watch())
+        try:
+            while True:
+                side = {watchdog} if self.crash_task is None else {watchdog, self.crash_task}
+                done, _ = await asyncio.wait({main, *side}, return_when=asyncio.FIRST_COMPLETED)
+                if main in done:
+                    return main.result()
+                for task in done:
+                    task.result()  # raises the side task's error
+        finally:
+            for task in (main, watchdog):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, CliError):
+                    await task
+
+    def summary(self, snapshot: AgentSnapshot, *, crash: bool) -> None:
+        """Print what the shop's files say happened (every claim is read from them or from the snapshot)."""
+        refunds = read_refunds(self.state)
+        runs = tool_runs("refund_order", self.state)
+        emails = read_outbox(self.state)
+        if not refunds:
+            ran = "refund_order never ran" if not runs else f"refund_order ran {len(runs)} times"
+            self._say(Text("No refund was issued: ", style="bold") + Text(f"the ledger is empty ({ran})."))
+        else:
+            first = refunds[0]
+            once = "ran once" if len(refunds) == 1 else f"was booked {len(refunds)} times"
+            self._say(
+                Text(f"The refund {once}: ", style="bold green" if len(refunds) == 1 else "bold red")
+                + Text(f"the ledger holds {len(refunds)} refund ({first.refund_id}, {first.amount} for order 7).")
+            )
+        if len(runs) > 1:
+            keys = sorted({str(run.get("key", "")) for run in runs})
+            pids = ", ".join(str(run["pid"]) for run in runs)
+            line = f"refund_order started {len(runs)} times (Worker pids {pids}) with "
+            if len(keys) == 1 and len(refunds) == 1:
+                line += f"one idempotency key ({keys[0]}); the second run found the refund booked under that key."
+            else:
+                line += f"the keys {', '.join(keys)}."
+            self._say(Text(line))
+        sent = "email was" if len(emails) == 1 else "emails were"
+        self._say(Text(f"{len(emails)} {sent} sent to the customer."))
+        state = snapshot.state
+        completed = state is not None and state.active_turn_id is None and state.last_turn_error is None
+        if crash and self.crash_task is None:
+            self._say(Text("--crash: the refund Step never ran, so there was no Worker to kill.", style="yellow"))
+        elif crash and completed:
+            self._say(
+                Text(
+                    "The session carried on: the Worker died inside the refund Step, Dex ran that one Step again "
+                    "on the replacement Worker, and the turn completed.",
+                    style="bold",
+                )
+            )
+
+
+async def run_demo(console: Console, *, answer: bool | None, crash: bool) -> None:
+    """Run ``dex-agents demo``."""
+    lines = TerminalLines(console)
+    approver = choose_approver(console, answer, lines)
+    with tempfile.TemporaryDirectory(prefix="dex-agents-demo-") as tmp:
+        work_dir = Path(tmp)
+        state = work_dir / "shop"
+        state.mkdir()
+        env = {STATE_ENV: str(state)}
+        if crash:
+            env[CRASH_ENV] = "1"
+        try:
+            async with asyncio.timeout(DEMO_TIMEOUT), contextlib.AsyncExitStack() as stack:
+                with console.status("starting fake Dex and the Worker process", spinner="dots"):
+                    fake = await stack.enter_async_context(FakeDex())
+                    supervisor = WorkerSupervisor(fake.address, work_dir, env)
+                    stack.push_async_callback(supervisor.stop_all)
+                    worker = await supervisor.spawn()
+                    # Load the agent here while the Worker process loads it there.
+                    from dex_agents.cli.order_agent import build_order_flow
+
+                    flow = build_order_flow()
+                    engine = await stack.enter_async_context(open_engine(fake.address, [flow], console, embedded=True))
+                    await supervisor.wait_serving(worker)
+                demo = Demo(console, engine, flow, supervisor, state)
+                stack.push_async_callback(demo.cancel_crash)  # runs before the Workers are stopped
+                demo.header(crash=crash)
+                await demo.run(approver, crash=crash)
+        except TimeoutError as error:
+            raise CliError(f"the demo did not finish within {DEMO_TIMEOUT:g} s") from error

@@ -1,0 +1,134 @@
+"""Connecting to Dex: an external server, or fake Dex started in this process.
+
+`open_engine` yields an `Engine`: the address, a Dex Client for the given
+Flows (assembled by `AgentContainer`) and, on request, a Worker serving those
+Flows in this process. It checks that the server answers before anything
+else, so an unreachable server is one clear error.
+"""
+
+import asyncio
+import contextlib
+import tempfile
+from collections.abc import AsyncIterator, Sequence
+from datetime import timedelta
+
+import dex
+from dependency_injector import providers
+from rich.console import Console
+
+from dex_agents.cli.errors import CliError, UsageError
+from dex_agents.infrastructure.dex.client import AgentSessionClient
+from dex_agents.infrastructure.dex.container import AgentContainer
+from dex_agents.infrastructure.dex.flow import AgentSessionFlow
+from dex_agents.testing.fake_dex import FakeDex
+
+HEALTH_TIMEOUT = timedelta(seconds=5)
+"""How long the first health check may take."""
+
+WORKER_REGISTRATION_TIMEOUT = 30.0
+"""Seconds a Worker may take to register with Dex."""
+
+
+def parse_server(address: str) -> str:
+    """Check a ``host:port`` address and return it.
+
+    Raises:
+        UsageError: it is not ``host:port`` with a port in 1..65535.
+    """
+    host, colon, port = address.rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"expected the server as HOST:PORT (for example 127.0.0.1:8801), got {address!r}")
+    return address
+
+
+class Engine:
+    """A Dex server to talk to, and a Client for some Flows."""
+
+    def __init__(self, address: str, container: AgentContainer, *, embedded: bool) -> None:
+        self.address = address
+        self.container = container
+        self.embedded = embedded
+        """Whether the server is fake Dex running inside this process."""
+        self.client: dex.AsyncClient = container.client()
+
+    @property
+    def description(self) -> str:
+        """What and where the server is, for a header line."""
+        return f"fake Dex in this process on {self.address}" if self.embedded else f"Dex on {self.address}"
+
+    def sessions(self, flow: AgentSessionFlow) -> AgentSessionClient:
+        """Return the session client of one of the Flows."""
+        return AgentSessionClient(self.client, flow)
+
+    @contextlib.asynccontextmanager
+    async def worker(self) -> AsyncIterator[None]:
+        """Serve the Flows with a Worker in this process while the block runs."""
+        worker = self.container.worker()
+        serving = asyncio.create_task(worker.start())
+        try:
+            registered = asyncio.create_task(worker.wait_pull_registered(timeout=WORKER_REGISTRATION_TIMEOUT))
+            done, _ = await asyncio.wait({serving, registered}, return_when=asyncio.FIRST_COMPLETED)
+            if serving in done:
+                registered.cancel()
+                serving.result()
+                raise CliError(f"the Worker stopped before it registered with {self.address}")
+            registered.result()
+            yield
+        finally:
+            await worker.stop()
+            with contextlib.suppress(Exception):
+                await serving
+
+
+@contextlib.asynccontextmanager
+async def open_engine(
+    server: str | None,
+    flows: Sequence[AgentSessionFlow],
+    console: Console,
+    *,
+    embedded: bool = False,
+) -> AsyncIterator[Engine]:
+    """Connect to ``server``, or start fake Dex here when it is ``None``, and yield the `Engine`.
+
+    Args:
+        server: ``host:port``, or ``None`` for fake Dex in this process.
+        flows: the Flows the Client (and an in-process Worker) know.
+        console: where the spinner of a slow start goes.
+        embedded: ``server`` is a fake Dex this process already runs.
+
+    Raises:
+        CliError: the server does not answer.
+    """
+    with tempfile.TemporaryDirectory(prefix="dex-agents-cli-") as cache_dir:
+        async with contextlib.AsyncExitStack() as stack:
+            if server is None:
+                with console.status("starting fake Dex", spinner="dots"):
+                    fake = await stack.enter_async_context(FakeDex())
+                address, embedded = fake.address, True
+            else:
+                address = parse_server(server)
+            container = AgentContainer(
+                flows=providers.Object(list(flows)),
+                server_address=providers.Object(address),
+                blob_cache_directory=providers.Object(cache_dir),
+                stop_drain_seconds=providers.Object(1),
+            )
+            stack.callback(container.blob_cache().close)
+            engine = Engine(address, container, embedded=embedded)
+            stack.push_async_callback(engine.client.close)
+            await check_reachable(engine)
+            yield engine
+
+
+async def check_reachable(engine: Engine) -> None:
+    """Raise a `CliError` unless the server answers its health check in time."""
+    try:
+        healthy = await asyncio.wait_for(engine.client.health_check(), HEALTH_TIMEOUT.total_seconds())
+    except TimeoutError as error:
+        raise CliError(f"cannot reach Dex at {engine.address}: no answer within {HEALTH_TIMEOUT.seconds} s") from error
+    except dex.DexServiceError as error:
+        detail = " ".join(error.detail.split())
+        why = "connection refused" if "connection refused" in detail.lower() else detail
+        raise CliError(f"cannot reach Dex at {engine.address} ({why})") from error
+    if not healthy:
+        raise CliError(f"Dex at {engine.address} reports that it is not healthy")

@@ -1,0 +1,334 @@
+"""Following a session's live events: read, look up what the events leave out, draw, answer approvals.
+
+`SessionFollower` reads the session's ``flow.agent_events`` Stream from a
+resume token, draws every event with an `EventRenderer`, and hands each
+approval that is still pending to an `Approver` (demo and chat ask at the
+terminal; ``watch`` passes none and takes typed commands instead). Events
+carry no tool arguments or results, so the follower reads them from the
+snapshot. Streams are best effort: while no event arrives the follower checks
+the snapshot, so a lost ``turn_completed`` cannot make it wait forever.
+"""
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, Callable
+from datetime import datetime, timedelta
+from typing import Protocol
+
+import attrs
+import dex
+from rich.console import Console
+from rich.status import Status
+
+from dex_agents.cli.render import EventExtras, EventRenderer
+from dex_agents.domain.events import AgentEvent, AgentEventType
+from dex_agents.domain.interrupts import AgentInterrupt
+from dex_agents.domain.snapshot import AgentSnapshot
+from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
+from dex_agents.infrastructure.dex.client import AgentEventMessage, AgentSessionClient
+
+DEFAULT_POLL = timedelta(seconds=1)
+"""How long one read waits for an event before the follower checks the snapshot."""
+
+_SETTLE_TRIES = 40
+_SETTLE_PAUSE = 0.05
+_TURN_ENDS = (AgentEventType.TURN_COMPLETED, AgentEventType.TURN_FAILED)
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalRequest:
+    """A pending approval, as a person is asked about it."""
+
+    session_id: str
+    """The session."""
+    interrupt_id: str
+    """What `AgentSessionClient.resolve_interrupt` takes."""
+    tool_name: str
+    """The tool waiting."""
+    arguments: str
+    """Its arguments (JSON text)."""
+    deadline: datetime | None
+    """When the session stops waiting, if ever."""
+
+    @classmethod
+    def of(cls, session_id: str, interrupt: AgentInterrupt) -> "ApprovalRequest":
+        """Build the request for one pending interrupt."""
+        return cls(
+            session_id=session_id,
+            interrupt_id=interrupt.interrupt_id,
+            tool_name=interrupt.tool_name,
+            arguments=interrupt.arguments,
+            deadline=interrupt.deadline,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalDecision:
+    """A person's answer."""
+
+    approved: bool
+    """Whether the call may run."""
+    rejection_message: str | None = None
+    """Why not (sent only with a rejection)."""
+
+
+class Approver(Protocol):
+    """Decides pending approvals; ``None`` leaves the approval pending."""
+
+    async def __call__(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        """Return the answer to ``request``."""
+        ...
+
+
+def turn_number(turn_id: str | None) -> int:
+    """Return ``n`` of ``turn-<n>`` (0 for anything else)."""
+    if turn_id is None or not turn_id.startswith("turn-"):
+        return 0
+    try:
+        return int(turn_id.removeprefix("turn-"))
+    except ValueError:
+        return 0
+
+
+def is_idle(snapshot: AgentSnapshot, *, min_turns: int = 0) -> bool:
+    """Whether no turn runs, at least ``min_turns`` turns ran and no approval is pending."""
+    state = snapshot.state
+    return (
+        state is not None
+        and state.active_turn_id is None
+        and state.turn_count >= min_turns
+        and not snapshot.pending_interrupts
+        and snapshot.queued_message_count == 0
+    )
+
+
+class SessionFollower:
+    """Reads, enriches and draws one session's events; answers its approvals through an `Approver`."""
+
+    def __init__(
+        self,
+        sessions: AgentSessionClient,
+        session_id: str,
+        renderer: EventRenderer,
+        *,
+        approver: Approver | None = None,
+        resume_token: str = "",
+        poll: timedelta = DEFAULT_POLL,
+    ) -> None:
+        """Create a follower.
+
+        Args:
+            sessions: the session client of the session's Flow.
+            session_id: the session.
+            renderer: where events are drawn.
+            approver: answers pending approvals; ``None`` only draws them.
+            resume_token: where to start reading (``""``: the oldest event kept).
+            poll: how long one read waits before the snapshot is checked.
+        """
+        self.sessions = sessions
+        self.session_id = session_id
+        self.renderer = renderer
+        self.approver = approver
+        self.resume_token = resume_token
+        self.poll = poll
+        self.on_event: Callable[[AgentEvent], None] | None = None
+        """Called after each event is drawn (the demo uses it to react to a tool starting)."""
+        self.last_snapshot: AgentSnapshot | None = None
+        """The latest snapshot the follower read."""
+        self._asked: set[str] = set()
+
+    @property
+    def console(self) -> Console:
+        """The renderer's console."""
+        return self.renderer.console
+
+    async def snapshot(self) -> AgentSnapshot:
+        """Read (and remember) the session's snapshot."""
+        self.last_snapshot = await self.sessions.get_agent_snapshot(self.session_id)
+        return self.last_snapshot
+
+    async def follow_turn(self, min_turns: int) -> AgentSnapshot:
+        """Follow until turn ``min_turns`` (or a later one) ended, and return the snapshot then."""
+
+        def done(event: AgentEvent) -> bool:
+            return event.type in _TURN_ENDS and turn_number(event.turn_id) >= min_turns
+
+        return await self.follow(until=done, idle_after_turns=min_turns)
+
+    async def follow(
+        self,
+        *,
+        until: Callable[[AgentEvent], bool] | None = None,
+        idle_after_turns: int | None = None,
+    ) -> AgentSnapshot:
+        """Follow events until ``until`` holds for one, or the session is idle.
+
+        Args:
+            until: stop after drawing an event it accepts.
+            idle_after_turns: also stop when a snapshot (read while no event
+                arrives) shows no running turn, no pending approval and at
+                least this many turns; ``None`` never stops on that.
+        """
+        async with contextlib.aclosing(self.events(idle_after_turns=idle_after_turns)) as events:
+            async for event in events:
+                if until is not None and until(event):
+                    break
+        self.renderer.flush()
+        return await self.snapshot()
+
+    async def events(self, *, idle_after_turns: int | None = None) -> AsyncGenerator[AgentEvent, None]:
+        """Yield each event after it was drawn (and its approval answered)."""
+        while True:
+            message = await self._next(idle_after_turns)
+            if message is None:
+                return
+            self.resume_token = message.resume_token
+            await self.handle(message.event)
+            yield message.event
+            if idle_after_turns is not None and message.event.type in _TURN_ENDS:
+                # The end of the session's latest turn: stop now if nothing else is going on.
+                snapshot = await self.snapshot()
+                latest = snapshot.state is not None and snapshot.state.turn_count <= turn_number(message.event.turn_id)
+                if latest and is_idle(snapshot, min_turns=idle_after_turns):
+                    return
+
+    async def _next(self, idle_after_turns: int | None) -> AgentEventMessage | None:
+        """Wait for the next event; ``None`` once the session is idle (when asked to stop then).
+
+        Between reads the snapshot is checked, and on a terminal a spinner says what the session waits for.
+        """
+        spinner: Status | None = None
+        try:
+            while True:
+                try:
+                    return await self.sessions.read_agent_event(self.session_id, self.resume_token, long_poll=self.poll)
+                except dex.LongPollTimeoutError:
+                    pass
+                snapshot = await self.snapshot()
+                if idle_after_turns is not None and is_idle(snapshot, min_turns=idle_after_turns):
+                    return None
+                unasked = [i for i in snapshot.pending_interrupts if i.interrupt_id not in self._asked]
+                if unasked and self.approver is not None:
+                    # Its event was lost or is still to come: the snapshot is the truth.
+                    if spinner is not None:
+                        spinner.stop()
+                        spinner = None
+                    for interrupt in unasked:
+                        await self.answer(ApprovalRequest.of(self.session_id, interrupt))
+                    continue
+                if spinner is not None:
+                    spinner.update(_waiting_for(snapshot))
+                elif self.renderer.can_show_spinner():
+                    spinner = self.console.status(_waiting_for(snapshot), spinner="dots")
+                    spinner.start()
+        finally:
+            if spinner is not None:
+                spinner.stop()
+
+    async def handle(self, event: AgentEvent) -> None:
+        """Look up what ``event`` leaves out, draw it, and answer its approval if it asks for one."""
+        extras = await self._extras(event)
+        self.renderer.handle(event, extras)
+        if event.type is AgentEventType.INTERRUPT_RAISED and extras.interrupt is not None:
+            await self.answer(ApprovalRequest.of(self.session_id, extras.interrupt))
+        if self.on_event is not None:
+            self.on_event(event)
+
+    async def answer(self, request: ApprovalRequest) -> None:
+        """Ask the approver about ``request`` and send its answer."""
+        if self.approver is None or request.interrupt_id in self._asked:
+            return
+        self._asked.add(request.interrupt_id)
+        self.renderer.flush()
+        decision = await self.approver(request)
+        if decision is None:
+            return
+        accepted = await self.sessions.resolve_interrupt(
+            self.session_id,
+            request.interrupt_id,
+            approved=decision.approved,
+            rejection_message=None if decision.approved else decision.rejection_message,
+        )
+        if not accepted:
+            self.renderer.line(
+                f"the session refused the answer: {request.interrupt_id} is no longer pending", style="red"
+            )
+
+    async def _user_text(self, sequence: int) -> str | None:
+        """Return the text of message ``sequence``, waiting briefly for the Step that stores it to commit."""
+        for _ in range(_SETTLE_TRIES):
+            page = await self.sessions.list_agent_messages(self.session_id, after_sequence=sequence - 1, limit=1)
+            if page.messages:
+                return page.messages[0].text
+            await asyncio.sleep(_SETTLE_PAUSE)
+        return None
+
+    async def _settled(self, ready: Callable[[AgentSnapshot], bool]) -> AgentSnapshot | None:
+        """Return the first snapshot ``ready`` accepts, or ``None`` after a short while.
+
+        A Step writes its events while it runs and commits its state when it ends, so
+        the snapshot read right after an event can still lack what the event announced.
+        """
+        for _ in range(_SETTLE_TRIES):
+            snapshot = await self.snapshot()
+            if ready(snapshot):
+                return snapshot
+            await asyncio.sleep(_SETTLE_PAUSE)
+        return None
+
+    async def _extras(self, event: AgentEvent) -> EventExtras:
+        turn_id = event.turn_id
+        call_id = event.payload.get("tool_call_id")
+
+        def turn_over(snapshot: AgentSnapshot) -> bool:
+            return snapshot.state is not None and snapshot.state.active_turn_id != turn_id
+
+        def record(snapshot: AgentSnapshot) -> AgentToolCall | None:
+            return next((r for r in snapshot.tool_calls if r.tool_call_id == call_id and r.turn_id == turn_id), None)
+
+        try:
+            match event.type:
+                case AgentEventType.TURN_STARTED:
+                    sequence = event.payload.get("sequence")
+                    if isinstance(sequence, int) and sequence >= 1:
+                        return EventExtras(user_text=await self._user_text(sequence))
+                case AgentEventType.TOOL_CALL_DEFERRED:
+                    deferred = await self._settled(lambda s: record(s) is not None or turn_over(s))
+                    return EventExtras(tool_call=None if deferred is None else record(deferred))
+                case AgentEventType.TOOL_CALL_FINISHED:
+                    finished = await self._settled(lambda s: (r := record(s)) is None or r.is_final)
+                    return EventExtras(tool_call=None if finished is None else record(finished))
+                case AgentEventType.INTERRUPT_RAISED:
+                    interrupt_id = event.payload.get("interrupt_id")
+
+                    def pending(snapshot: AgentSnapshot) -> AgentInterrupt | None:
+                        return next((i for i in snapshot.pending_interrupts if i.interrupt_id == interrupt_id), None)
+
+                    def known(snapshot: AgentSnapshot) -> bool:
+                        r = record(snapshot)
+                        answered = r is not None and r.status is not ToolCallStatus.AWAITING_APPROVAL
+                        return pending(snapshot) is not None or answered or turn_over(snapshot)
+
+                    raised = await self._settled(known)
+                    return EventExtras(interrupt=None if raised is None else pending(raised))
+                case AgentEventType.TURN_COMPLETED:
+                    ended = await self._settled(turn_over)
+                    if ended is None:
+                        return EventExtras()
+                    of_turn = [m for m in ended.messages if m.turn_id == turn_id]
+                    return EventExtras(stored_messages=tuple(of_turn[1:]))
+                case _:
+                    pass
+        except dex.DexServiceError:
+            # The extras only decorate the event; draw it without them.
+            return EventExtras()
+        return EventExtras()
+
+
+def _waiting_for(snapshot: AgentSnapshot) -> str:
+    if snapshot.pending_interrupts:
+        return "waiting for an approval"
+    state = snapshot.state
+    if state is None:
+        return "waiting for the session to start"
+    return f"waiting for the session ({state.status.value.replace('_', ' ')})"

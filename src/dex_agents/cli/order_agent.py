@@ -1,0 +1,219 @@
+"""The demo's order agent: a real Pydantic AI agent on a scripted model, run through the Pydantic AI adapter.
+
+It is the spec's order agent (``find_order``, ``refund_order`` with approval,
+``email_customer``) with three differences that make it a demo:
+
+- The model is a `pydantic_ai.models.function.FunctionModel` that streams its
+  text word by word and follows a fixed plan, so no API key is needed: look
+  the order up, refund it, email the customer, then answer. A rejected or
+  failed refund ends the plan early.
+- The shop (`dex_agents.cli.shop`) lives in files, because the Worker that
+  runs the tools is another process than the command that shows them: a
+  refund ledger keyed by the call's idempotency key, an outbox, and an
+  `InvocationLog` of every tool run.
+- With ``$DEX_AGENTS_DEMO_CRASH`` set, ``refund_order`` parks at a `FileGate`
+  after the refund is in the ledger and before it returns, the first time
+  only, so the demo can kill the Worker in the middle of the refund Step.
+
+Policies: ``find_order`` is a read; ``refund_order`` an idempotent write that
+needs approval (a retry reuses the ledger entry of its key);
+``email_customer`` a non-idempotent write, run once, without approval.
+
+``dex-agents chat dex_agents.cli.order_agent:build_order_flow`` talks to it.
+"""
+
+import asyncio
+import json
+import os
+import re
+from collections.abc import AsyncIterator
+
+import attrs
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+
+from dex_agents.adapters.pydantic_ai import deferred_tool_idempotency_key, pydantic_ai_session_flow
+from dex_agents.cli.shop import (
+    CHUNK_DELAY_ENV,
+    CRASH_ENV,
+    ORDERS,
+    invocations,
+    issue_refund,
+    refund_gate,
+    send_email,
+)
+from dex_agents.domain.tools import ToolEffect, ToolPolicy
+from dex_agents.infrastructure.dex.flow import AgentSessionFlow
+
+FLOW_TYPE = "OrderAgent"
+"""The order agent's Flow type."""
+
+TOOL_POLICIES = {
+    "find_order": ToolPolicy(ToolEffect.READ),
+    "refund_order": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=True),
+    "email_customer": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False),
+}
+"""How the session treats each tool."""
+
+
+# -- the scripted model --------------------------------------------------------------------------------------------
+
+
+@attrs.frozen(kw_only=True)
+class _Seen:
+    """What the model sees of the current request: the user's words and the tool results so far."""
+
+    prompt: str
+    results: dict[str, ToolReturnPart]
+
+
+def _latest_prompt(messages: list[ModelMessage]) -> _Seen:
+    prompt = ""
+    results: dict[str, ToolReturnPart] = {}
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                prompt, results = part.content, {}
+            elif isinstance(part, ToolReturnPart):
+                results[part.tool_name] = part
+    return _Seen(prompt=prompt, results=results)
+
+
+@attrs.frozen(kw_only=True)
+class _Reply:
+    text: str
+    tool: str | None = None
+    args: dict[str, str] = attrs.field(factory=dict)
+    call_id: str = ""
+
+
+def _succeeded(part: ToolReturnPart) -> bool:
+    return part.outcome == "success"
+
+
+def plan_reply(messages: list[ModelMessage]) -> _Reply:
+    """Decide the scripted model's next response from the conversation so far."""
+    seen = _latest_prompt(messages)
+    match = re.search(r"order\s*#?\s*(\w+)", seen.prompt, re.IGNORECASE)
+    if match is None:
+        return _Reply(
+            text="I am the demo's scripted model: I can look up and refund orders. "
+            "Try: Refund order 7 and tell the customer."
+        )
+    order_id = match.group(1)
+    wants_refund = "refund" in seen.prompt.lower()
+    found = seen.results.get("find_order")
+    if found is None:
+        return _Reply(
+            text=f"Let me look up order {order_id}.",
+            tool="find_order",
+            args={"order_id": order_id},
+            call_id="call-1",
+        )
+    order = ORDERS.get(order_id)
+    if order is None or not _succeeded(found):
+        return _Reply(text=f"I could not find order {order_id}, so there is nothing I can do with it.")
+    if not wants_refund:
+        return _Reply(text=f"Order {order_id} ({order.item}, {order.amount}) is {order.status}.")
+    refund = seen.results.get("refund_order")
+    if refund is None:
+        return _Reply(
+            text=f"Order {order_id} ({order.item}, {order.amount}) was {order.status}. "
+            "Refunding it needs your approval.",
+            tool="refund_order",
+            args={"order_id": order_id},
+            call_id="call-2",
+        )
+    if not _succeeded(refund):
+        why = "was not approved" if refund.outcome == "denied" else "failed"
+        reason = refund.model_response_str().rstrip(".")
+        return _Reply(
+            text=f"I did not refund order {order_id}: the refund {why} ({reason}). I have not emailed the customer."
+        )
+    refund_text = refund.model_response_str()
+    refund_id = re.search(r"R-\d+", refund_text)
+    email = seen.results.get("email_customer")
+    if email is None:
+        return _Reply(
+            text=f"{refund_text}. Now I will tell the customer.",
+            tool="email_customer",
+            args={"order_id": order_id, "text": f"Your refund of {order.amount} for order {order_id} is on its way."},
+            call_id="call-3",
+        )
+    told = "the customer has been emailed" if _succeeded(email) else "emailing the customer failed"
+    receipt = f"{refund_id.group(0)}, {order.amount}" if refund_id else order.amount
+    return _Reply(text=f"Done: order {order_id} is refunded ({receipt}) and {told}.")
+
+
+def _chunk_delay() -> float:
+    try:
+        return float(os.environ.get(CHUNK_DELAY_ENV, "0.03"))
+    except ValueError:
+        return 0.03
+
+
+async def scripted_stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+    """The scripted model: stream the reply's text word by word, then its tool call."""
+    reply = plan_reply(messages)
+    delay = _chunk_delay()
+    words = reply.text.split(" ")
+    for index, word in enumerate(words):
+        yield word if index == len(words) - 1 else word + " "
+        await asyncio.sleep(delay)
+    if reply.tool is not None:
+        yield {0: DeltaToolCall(name=reply.tool, json_args=json.dumps(reply.args), tool_call_id=reply.call_id)}
+
+
+# -- the agent ------------------------------------------------------------------------------------------------------
+
+
+def build_order_agent() -> Agent[None, str]:
+    """Return the order agent on the scripted model."""
+    agent: Agent[None, str] = Agent(
+        FunctionModel(stream_function=scripted_stream, model_name="scripted-order-model"),
+        instructions="You help customers with their orders.",
+    )
+
+    @agent.tool_plain
+    def find_order(order_id: str) -> str:
+        """Return the status of an order."""
+        invocations().record("tool", "find_order", order_id=order_id)
+        order = ORDERS.get(order_id)
+        return order.describe() if order is not None else f"unknown order {order_id}"
+
+    @agent.tool
+    async def refund_order(ctx: RunContext[None], order_id: str) -> str:
+        """Refund an order."""
+        key = deferred_tool_idempotency_key(ctx) or f"order-{order_id}"
+        invocations().record("tool", "refund_order", key=key)
+        order = ORDERS.get(order_id)
+        if order is None:
+            return f"unknown order {order_id}"
+        refund, again = issue_refund(order, key)
+        gate = refund_gate()
+        if os.environ.get(CRASH_ENV) and not gate.is_reached():
+            # The refund is booked; the Worker is killed here, before the Step can report it.
+            await gate.wait_for_release(timeout=60)
+        booked = " (booked before under the same key)" if again else ""
+        return f"Refund {refund.refund_id} of {refund.amount} issued for order {order_id}{booked}"
+
+    @agent.tool_plain
+    def email_customer(order_id: str, text: str) -> str:
+        """Email the customer who placed an order."""
+        invocations().record("tool", "email_customer", order_id=order_id)
+        order = ORDERS.get(order_id)
+        if order is None:
+            return f"unknown order {order_id}"
+        send_email(order.customer, text)
+        return f"emailed {order.customer}"
+
+    del find_order, refund_order, email_customer
+    return agent
+
+
+def build_order_flow() -> AgentSessionFlow:
+    """Return the order agent's session Flow (the demo's ``MODULE:FLOW_FACTORY``)."""
+    return pydantic_ai_session_flow(build_order_agent(), flow_type=FLOW_TYPE, tool_policies=TOOL_POLICIES)

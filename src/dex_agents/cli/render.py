@@ -1,0 +1,476 @@
+"""Drawing a session for a person: live events as they arrive, and the snapshot.
+
+`EventRenderer` draws one event at a time. Text deltas are grouped by
+`dex_agents.cli.transcript.LiveText`: the text of the Step execution that is
+writing stays open (on a terminal a `rich.live.Live` redraws it at every
+delta, so a retried attempt visibly replaces the partial text of the one it
+supersedes; elsewhere it is printed once the block ends) and is committed as
+soon as anything else happens. Tool calls print one line each as they are
+deferred, start, wait for approval and finish. At the end of a turn the stored
+messages replace the live text: when they differ from what was streamed
+(streams are best effort), the stored text is printed.
+
+`render_snapshot` prints a session's snapshot: state, messages, tool call
+outcomes and usage.
+"""
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+
+import attrs
+from rich import box
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from dex_agents.cli.transcript import DeltaOutcome, LiveText, TextBlock, TextKind
+from dex_agents.domain.events import AgentEvent, AgentEventType
+from dex_agents.domain.interrupts import AgentInterrupt, interrupt_id_for
+from dex_agents.domain.json_values import JsonValue
+from dex_agents.domain.messages import AgentMessage, MessageRole
+from dex_agents.domain.snapshot import AgentSnapshot
+from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
+from dex_agents.domain.usage import AgentUsage
+
+MARK = "\u203a"
+"""The mark after a speaker's name (a single right-pointing angle quotation mark)."""
+
+DETAIL_WIDTH = 110
+"""Tool results and arguments are cut to this many characters on one line."""
+
+_STATUS_STYLES = {
+    ToolCallStatus.SUCCEEDED.value: ("✓", "green"),
+    ToolCallStatus.FAILED.value: ("✗", "red"),
+    ToolCallStatus.REJECTED.value: ("✗", "yellow"),
+    ToolCallStatus.OUTCOME_UNKNOWN.value: ("?", "magenta"),
+}
+
+
+def one_line(text: str, width: int = DETAIL_WIDTH) -> str:
+    """Return ``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def compact_json(text: str) -> str:
+    """Return JSON text in a short canonical form (``{"order_id": "7"}``); other text unchanged."""
+    try:
+        value = json.loads(text)
+    except (ValueError, TypeError):
+        return text
+    return json.dumps(value, ensure_ascii=False)
+
+
+@attrs.define(kw_only=True)
+class ToolOutcome:
+    """What a person saw of one tool call, collected from its events."""
+
+    turn_id: str | None
+    """The call's turn."""
+    tool_call_id: str
+    """The call."""
+    tool_name: str
+    """The tool."""
+    arguments: str | None = None
+    """The arguments (JSON text), when known."""
+    effect: str | None = None
+    """The effect of its policy."""
+    requires_approval: bool = False
+    """Whether it waited for approval."""
+    approved: bool | None = None
+    """The answer, when it waited for one."""
+    attempts: int = 0
+    """The highest attempt of its tool Step that started."""
+    status: str | None = None
+    """Its final status, once finished."""
+    detail: str | None = None
+    """Its output, error or rejection message."""
+
+
+@attrs.frozen(kw_only=True)
+class EventExtras:
+    """What the caller looked up for an event, beyond its payload."""
+
+    tool_call: AgentToolCall | None = None
+    """The call's record (``tool_call_*`` events), from the snapshot of the active turn."""
+    interrupt: AgentInterrupt | None = None
+    """The pending interrupt (``interrupt_raised``); ``None`` when no longer pending."""
+    user_text: str | None = None
+    """The user message that started the turn (``turn_started``)."""
+    stored_messages: tuple[AgentMessage, ...] | None = None
+    """The messages the turn stored (``turn_completed``)."""
+
+
+def _payload_str(event: AgentEvent, key: str) -> str:
+    value: JsonValue = event.payload.get(key)
+    return "" if value is None else str(value)
+
+
+class EventRenderer:
+    """Draws a session's live events on a `rich.console.Console`."""
+
+    def __init__(self, console: Console, *, live: bool | None = None, echo_user_messages: bool = True) -> None:
+        """Create a renderer.
+
+        Args:
+            console: where to draw.
+            live: redraw the open text block at every delta; by default only
+                on a terminal.
+            echo_user_messages: print the user message that starts each turn
+                (off when the person just typed it).
+        """
+        self.console = console
+        self._echo_user = echo_user_messages
+        self._live_mode = console.is_terminal if live is None else live
+        self._text = LiveText()
+        self._open: TextBlock | None = None
+        self._live: Live | None = None
+        self._shown: dict[tuple[str | None, str, TextKind], tuple[int, int]] = {}
+        self._tools: dict[tuple[str | None, str], ToolOutcome] = {}
+        self._usage: AgentUsage | None = None
+
+    @property
+    def tool_outcomes(self) -> list[ToolOutcome]:
+        """Every tool call seen, in the order they were deferred."""
+        return list(self._tools.values())
+
+    @property
+    def session_usage(self) -> AgentUsage | None:
+        """The session usage of the last ``usage_recorded`` event."""
+        return self._usage
+
+    def handle(self, event: AgentEvent, extras: EventExtras | None = None) -> None:
+        """Draw one event."""
+        extras = extras or EventExtras()
+        match event.type:
+            case AgentEventType.TEXT_DELTA | AgentEventType.REASONING_DELTA:
+                self._delta(event)
+            case AgentEventType.TURN_STARTED:
+                self._turn_started(event, extras)
+            case AgentEventType.TURN_COMPLETED:
+                self._turn_completed(event, extras)
+            case AgentEventType.TURN_FAILED:
+                self.flush()
+                self._text.end_turn(event.turn_id)
+                self.line(f"✗ {event.turn_id} failed: {one_line(_payload_str(event, 'error'))}", style="bold red")
+            case AgentEventType.TOOL_CALL_DEFERRED:
+                self._tool_deferred(event, extras)
+            case AgentEventType.INTERRUPT_RAISED:
+                self._interrupt_raised(event, extras)
+            case AgentEventType.INTERRUPT_RESOLVED:
+                self._interrupt_resolved(event)
+            case AgentEventType.TOOL_CALL_STARTED:
+                self._tool_started(event)
+            case AgentEventType.TOOL_CALL_FINISHED:
+                self._tool_finished(event, extras)
+            case AgentEventType.USAGE_RECORDED:
+                self._usage_recorded(event)
+
+    # -- lines ---------------------------------------------------------------
+
+    def line(self, text: str | Text, *, style: str = "", indent: int = 2) -> None:
+        """Commit the open text, then print one line (plain text, never markup)."""
+        self.flush()
+        body = text if isinstance(text, Text) else Text(text, style=style)
+        self.console.print(Text(" " * indent) + body, soft_wrap=True)
+
+    def flush(self) -> None:
+        """Commit the open text block: it stays on screen and the next output goes below it."""
+        block = self._open
+        if block is None:
+            return
+        self._open = None
+        start = self._start_of(block)
+        self._shown[block.key] = (block.attempt, len(block.text))
+        if self._live is not None:
+            self._live.update(self._block_text(block, start), refresh=True)
+            self._live.stop()
+            self._live = None
+        elif block.text[start:]:
+            self.console.print(self._block_text(block, start), soft_wrap=True)
+
+    def can_show_spinner(self) -> bool:
+        """Whether a spinner may run now: only on a terminal, and not while text is streaming."""
+        return self.console.is_terminal and self._open is None
+
+    def close(self) -> None:
+        """Commit whatever is open; call before leaving."""
+        self.flush()
+
+    # -- text ----------------------------------------------------------------
+
+    def _start_of(self, block: TextBlock) -> int:
+        """How much of the block's text is on screen already (a block can resume after other output)."""
+        attempt, length = self._shown.get(block.key, (block.attempt, 0))
+        return length if attempt == block.attempt else 0
+
+    def _block_text(self, block: TextBlock, start: int = 0) -> Text:
+        label = "…" if start else (f"thinking {MARK}" if block.kind is TextKind.REASONING else f"assistant {MARK}")
+        if block.kind is TextKind.REASONING:
+            return Text(f"{label} ", style="dim") + Text(block.text[start:], style="dim italic")
+        return Text(f"{label} ", style="bold cyan") + Text(block.text[start:])
+
+    def _delta(self, event: AgentEvent) -> None:
+        result = self._text.apply(event)
+        block = result.block
+        if block is None:
+            return
+        if result.outcome is DeltaOutcome.REPLACED:
+            lower = block.discarded_attempts[-1]
+            where = "" if self._open is block else " above"
+            notice = Text(
+                f"  ↻ {block.step_execution_id} attempt {block.attempt} replaces the partial text of attempt {lower}"
+                + where,
+                style="yellow",
+            )
+            # Printed above the open block (a Live region keeps drawing below it).
+            self.console.print(notice, soft_wrap=False)
+        if self._open is not block:
+            self.flush()
+            self._open = block
+            if self._live_mode:
+                self._live = Live(
+                    self._block_text(block, self._start_of(block)),
+                    console=self.console,
+                    auto_refresh=False,
+                    transient=False,
+                    redirect_stdout=False,
+                    redirect_stderr=False,
+                )
+                self._live.start()
+        if self._live is not None:
+            self._live.update(self._block_text(block, self._start_of(block)), refresh=True)
+
+    # -- turns ---------------------------------------------------------------
+
+    def _turn_started(self, event: AgentEvent, extras: EventExtras) -> None:
+        self.flush()
+        if self._echo_user and extras.user_text is not None:
+            self.console.print(Text(f"you {MARK} ", style="bold green") + Text(extras.user_text), soft_wrap=True)
+        self.console.rule(Text(event.turn_id or "turn", style="dim"), style="dim", align="left")
+
+    def _turn_completed(self, event: AgentEvent, extras: EventExtras) -> None:
+        self.flush()
+        live = self._text.text(event.turn_id)
+        self._text.end_turn(event.turn_id)
+        stored = extras.stored_messages
+        if stored is not None:
+            answer = "\n\n".join(
+                m.text for m in stored if m.role is MessageRole.ASSISTANT and m.text and m.text.strip()
+            )
+            if " ".join(answer.split()) != " ".join(live.split()):
+                self.line("the stored messages differ from the live text; stored:", style="yellow")
+                self.console.print(Text(f"assistant {MARK} ", style="bold cyan") + Text(answer))
+        count = _payload_str(event, "message_count")
+        self.line(f"✓ {event.turn_id} completed · {count} messages stored", style="bold green")
+
+    # -- tools ---------------------------------------------------------------
+
+    def _outcome(self, event: AgentEvent) -> ToolOutcome:
+        call_id = _payload_str(event, "tool_call_id")
+        key = (event.turn_id, call_id)
+        outcome = self._tools.get(key)
+        if outcome is None:
+            name = _payload_str(event, "tool_name")
+            outcome = ToolOutcome(turn_id=event.turn_id, tool_call_id=call_id, tool_name=name)
+            self._tools[key] = outcome
+        return outcome
+
+    def _tool_deferred(self, event: AgentEvent, extras: EventExtras) -> None:
+        outcome = self._outcome(event)
+        outcome.effect = _payload_str(event, "effect")
+        outcome.requires_approval = event.payload.get("requires_approval") is True
+        if extras.tool_call is not None:
+            outcome.arguments = extras.tool_call.arguments
+        line = Text("▸ ", style="bold") + Text(outcome.tool_name, style="bold")
+        if outcome.arguments is not None:
+            line += Text(" " + one_line(compact_json(outcome.arguments), 90))
+        line += Text(f"  {outcome.effect}", style="dim")
+        if outcome.requires_approval:
+            line += Text(" · needs approval", style="yellow")
+        self.line(line)
+
+    def _interrupt_raised(self, event: AgentEvent, extras: EventExtras) -> None:
+        outcome = self._outcome(event)
+        interrupt_id = _payload_str(event, "interrupt_id")
+        deadline = event.payload.get("deadline")
+        until = f" until {deadline}" if deadline else ""
+        if extras.interrupt is None:
+            self.line(f"⏸ {outcome.tool_name} asked for approval ({interrupt_id}); no longer pending", style="dim")
+        else:
+            self.line(f"⏸ {outcome.tool_name} waits for approval{until} (interrupt {interrupt_id})", style="yellow")
+
+    def _interrupt_resolved(self, event: AgentEvent) -> None:
+        interrupt_id = _payload_str(event, "interrupt_id")
+        approved = event.payload.get("approved") is True
+        for outcome in self._tools.values():
+            if outcome.turn_id is not None and interrupt_id_for(outcome.turn_id, outcome.tool_call_id) == interrupt_id:
+                outcome.approved = approved
+        if approved:
+            self.line(f"✓ approved ({interrupt_id})", style="green")
+        else:
+            reason = event.payload.get("rejection_message")
+            because = f": {reason}" if reason else ""
+            self.line(f"✗ rejected ({interrupt_id}){because}", style="yellow")
+
+    def _tool_started(self, event: AgentEvent) -> None:
+        outcome = self._outcome(event)
+        outcome.attempts = max(outcome.attempts, event.attempt)
+        again = f" · attempt {event.attempt}, the same idempotency key" if event.attempt > 1 else ""
+        self.line(f"… {outcome.tool_name} running ({event.step_execution_id}{again})", style="dim")
+
+    def _tool_finished(self, event: AgentEvent, extras: EventExtras) -> None:
+        outcome = self._outcome(event)
+        outcome.status = _payload_str(event, "status")
+        record = extras.tool_call
+        if record is not None:
+            outcome.detail = record.output or record.error or record.rejection_message
+            if outcome.arguments is None:
+                outcome.arguments = record.arguments
+        mark, style = _STATUS_STYLES.get(outcome.status, ("•", ""))
+        line = Text(f"{mark} {outcome.tool_name} {outcome.status}", style=style)
+        if outcome.detail:
+            line += Text(" → " + one_line(outcome.detail))
+        self.line(line)
+
+    def _usage_recorded(self, event: AgentEvent) -> None:
+        session = event.payload.get("session")
+        if isinstance(session, Mapping):
+            fields = attrs.fields_dict(AgentUsage)
+            self._usage = AgentUsage(
+                **{key: value for key, value in session.items() if key in fields and isinstance(value, int)}
+            )
+
+
+def _message_content(message: AgentMessage) -> Text:
+    text = Text(message.text.strip()) if message.text else Text("")
+    if message.tool_name:
+        arrow = "→ " if message.role is MessageRole.ASSISTANT else "← "
+        text += Text((" " if message.text else "") + arrow + message.tool_name, style="dim")
+    if not text.plain:
+        text = Text("(no display text)", style="dim")
+    return text
+
+
+def describe_usage(usage: AgentUsage) -> str:
+    """Return usage as one line of words."""
+    calls = "call" if usage.model_calls == 1 else "calls"
+    line = f"{usage.model_calls} model {calls} · {usage.input_tokens} input tokens"
+    if usage.cached_input_tokens:
+        line += f" ({usage.cached_input_tokens} cached)"
+    line += f" · {usage.output_tokens} output tokens"
+    if usage.reasoning_tokens:
+        line += f" ({usage.reasoning_tokens} reasoning)"
+    return line
+
+
+def messages_table(messages: Sequence[AgentMessage], *, title: str = "Messages") -> Table:
+    """Return stored messages as a table."""
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, title_style="bold")
+    table.add_column("#", justify="right", style="dim", no_wrap=True)
+    table.add_column("turn", style="dim", no_wrap=True)
+    table.add_column("role", no_wrap=True)
+    table.add_column("content", overflow="fold")
+    for message in messages:
+        table.add_row(str(message.sequence), message.turn_id, message.role.value, _message_content(message))
+    return table
+
+
+def tool_outcome_lines(outcomes: Iterable[ToolOutcome]) -> Group:
+    """Return tool call outcomes, one line each: status, call, effect, approval, attempts and result."""
+    lines: list[Text] = [Text("Tool calls", style="bold")]
+    for outcome in outcomes:
+        mark, style = _STATUS_STYLES.get(outcome.status or "", ("…", "dim"))
+        line = Text(f"  {mark} ", style=style) + Text(outcome.tool_name, style="bold")
+        if outcome.arguments:
+            line += Text(" " + one_line(compact_json(outcome.arguments), 60))
+        facts = [outcome.turn_id or "", outcome.effect or ""]
+        if outcome.requires_approval:
+            facts.append({True: "approved", False: "rejected", None: "approval pending"}[outcome.approved])
+        if outcome.attempts:
+            facts.append(f"{outcome.attempts} attempt{'s' if outcome.attempts != 1 else ''}")
+        line += Text(" · " + " · ".join(fact for fact in facts if fact), style="dim")
+        line += Text(f" → {outcome.status or 'not finished'}", style=style)
+        if outcome.detail:
+            line += Text(": " + one_line(outcome.detail, 80))
+        lines.append(line)
+    return Group(*lines)
+
+
+def tool_records_as_outcomes(records: Iterable[AgentToolCall]) -> list[ToolOutcome]:
+    """Return the snapshot's tool call records (the active turn's) as outcomes."""
+    return [
+        ToolOutcome(
+            turn_id=record.turn_id,
+            tool_call_id=record.tool_call_id,
+            tool_name=record.tool_name,
+            arguments=record.arguments,
+            effect=record.policy.effect.value,
+            requires_approval=record.requires_approval,
+            approved=None
+            if record.status in (ToolCallStatus.AWAITING_APPROVAL, ToolCallStatus.PENDING)
+            else record.status is not ToolCallStatus.REJECTED,
+            status=record.status.value if record.is_final else None,
+            detail=record.output or record.error or record.rejection_message,
+        )
+        for record in records
+    ]
+
+
+def render_snapshot(
+    console: Console,
+    session_id: str,
+    snapshot: AgentSnapshot,
+    *,
+    tool_outcomes: Sequence[ToolOutcome] = (),
+) -> None:
+    """Print a session snapshot: state, messages, tool call outcomes and usage.
+
+    Args:
+        console: where to print.
+        session_id: the session.
+        snapshot: what ``get_agent_snapshot`` returned.
+        tool_outcomes: tool calls seen live; the snapshot itself holds only the
+            active turn's records (a finished turn's records are deleted).
+    """
+    state = snapshot.state
+    parts: list[Text | Table | Group] = []
+    if state is None:
+        parts.append(Text(f"Snapshot of session {session_id}: not started yet", style="bold"))
+    else:
+        turns = "turn" if state.turn_count == 1 else "turns"
+        header = Text(f"Snapshot of session {session_id}", style="bold") + Text(
+            f" · {state.status.value} · {state.turn_count} {turns} · {state.message_count} messages"
+            f" · {snapshot.queued_message_count} queued"
+        )
+        parts.append(header)
+        if state.active_turn_id:
+            parts.append(Text(f"active turn: {state.active_turn_id}"))
+        if state.last_turn_error:
+            parts.append(Text(f"last turn failed: {one_line(state.last_turn_error)}", style="red"))
+    if snapshot.messages:
+        parts.append(messages_table(snapshot.messages))
+    seen = {(o.turn_id, o.tool_call_id) for o in tool_outcomes}
+    outcomes = list(tool_outcomes) + [
+        o for o in tool_records_as_outcomes(snapshot.tool_calls) if (o.turn_id, o.tool_call_id) not in seen
+    ]
+    if outcomes:
+        parts.append(tool_outcome_lines(outcomes))
+    parts.extend(
+        Text(
+            f"pending approval {interrupt.interrupt_id}: {interrupt.tool_name} {compact_json(interrupt.arguments)}",
+            style="yellow",
+        )
+        for interrupt in snapshot.pending_interrupts
+    )
+    parts.append(Text("Usage: ", style="bold") + Text(describe_usage(snapshot.usage)))
+    console.print()
+    for part in parts:
+        if isinstance(part, Text):
+            console.print(part, soft_wrap=True)
+        elif isinstance(part, Group):
+            for line in part.renderables:
+                console.print(line, soft_wrap=True)
+        else:
+            console.print(part)

@@ -1,0 +1,234 @@
+"""``dex-agents watch``, ``approve`` and ``reject``: follow a running session and answer its approvals.
+
+``watch`` draws a session's events from a position in its event stream (the
+oldest kept by default, or a resume token it printed before) and reads
+commands meanwhile: ``approve ID``, ``reject ID "reason"``, ``snapshot``,
+``quit``. A malformed command is reported in one line; when standard input is
+not a terminal (a script) it also ends the watch with exit code 2.
+``approve`` and ``reject`` answer one approval and exit.
+"""
+
+import asyncio
+import contextlib
+import shlex
+from typing import Literal
+
+import attrs
+import dex
+from rich.console import Console
+from rich.text import Text
+
+from dex_agents.cli.engine import open_engine
+from dex_agents.cli.errors import CliError, UsageError
+from dex_agents.cli.follow import SessionFollower
+from dex_agents.cli.loading import load_flow
+from dex_agents.cli.render import EventRenderer, compact_json, render_snapshot
+from dex_agents.cli.terminal import TerminalLines
+from dex_agents.domain.snapshot import AgentSnapshot
+from dex_agents.infrastructure.dex.client import AgentSessionClient
+
+COMMANDS_HELP = 'commands: approve ID · reject ID "reason" · snapshot · quit'
+"""The commands ``watch`` reads."""
+
+Action = Literal["approve", "reject", "snapshot", "quit", "help"]
+
+
+@attrs.frozen(kw_only=True)
+class WatchCommand:
+    """One parsed ``watch`` command."""
+
+    action: Action
+    """What to do."""
+    interrupt_id: str | None = None
+    """The approval answered (``approve`` / ``reject``)."""
+    reason: str | None = None
+    """The rejection message (``reject``)."""
+
+
+def parse_watch_command(line: str) -> WatchCommand | None:
+    """Parse one typed line; ``None`` for a blank line.
+
+    Raises:
+        UsageError: the line is not one of the commands.
+    """
+    try:
+        words = shlex.split(line)
+    except ValueError as error:
+        raise UsageError(f"malformed command {line.strip()!r}: {error} ({COMMANDS_HELP})") from error
+    if not words:
+        return None
+    verb, *rest = words
+    verb = verb.lower()
+    if verb in ("snapshot", "quit", "help") and not rest:
+        return WatchCommand(action=verb)  # type: ignore[arg-type]
+    if verb == "approve" and len(rest) == 1:
+        return WatchCommand(action="approve", interrupt_id=rest[0])
+    if verb == "reject" and rest:
+        reason = " ".join(rest[1:]) or None
+        return WatchCommand(action="reject", interrupt_id=rest[0], reason=reason)
+    raise UsageError(f"malformed command {line.strip()!r} ({COMMANDS_HELP})")
+
+
+async def require_session(sessions: AgentSessionClient, session_id: str, address: str) -> AgentSnapshot:
+    """Return the session's snapshot.
+
+    Raises:
+        CliError: no session has that ID.
+    """
+    try:
+        return await sessions.get_agent_snapshot(session_id)
+    except (dex.FlowNotFoundError, dex.FlowNotActiveOrNotFoundError) as error:
+        raise CliError(f"unknown session {session_id!r} on Dex at {address}") from error
+
+
+async def answer_interrupt(
+    sessions: AgentSessionClient,
+    session_id: str,
+    interrupt_id: str,
+    *,
+    approved: bool,
+    reason: str | None = None,
+) -> None:
+    """Approve or reject one pending approval.
+
+    Raises:
+        CliError: the approval is not pending (the message lists those that are).
+    """
+    if await sessions.resolve_interrupt(session_id, interrupt_id, approved=approved, rejection_message=reason):
+        return
+    snapshot = await sessions.get_agent_snapshot(session_id)
+    pending = ", ".join(i.interrupt_id for i in snapshot.pending_interrupts) or "none"
+    raise CliError(f"no pending approval {interrupt_id!r} in session {session_id!r} (pending: {pending})")
+
+
+def print_pending(console: Console, snapshot: AgentSnapshot) -> None:
+    """Print the session's pending approvals and how to answer them."""
+    for interrupt in snapshot.pending_interrupts:
+        console.print(
+            Text(f"pending approval {interrupt.interrupt_id}: ", style="yellow")
+            + Text(f"{interrupt.tool_name} {compact_json(interrupt.arguments)}")
+            + Text(f'  (approve {interrupt.interrupt_id} | reject {interrupt.interrupt_id} "reason")', style="dim")
+        )
+
+
+class Watch:
+    """Follows one session and carries out typed commands."""
+
+    def __init__(
+        self,
+        sessions: AgentSessionClient,
+        session_id: str,
+        console: Console,
+        lines: TerminalLines,
+        *,
+        resume_token: str = "",
+    ) -> None:
+        """Create the watch (see `run_watch` for the arguments)."""
+        self.sessions = sessions
+        self.session_id = session_id
+        self.console = console
+        self.lines = lines
+        self.renderer = EventRenderer(console)
+        self.follower = SessionFollower(sessions, session_id, self.renderer, resume_token=resume_token)
+
+    async def run(self, *, until_idle: bool) -> None:
+        """Follow events and read commands until ``quit``, Ctrl-C, or (with ``until_idle``) an idle session."""
+        following = asyncio.create_task(self.follower.follow(idle_after_turns=0 if until_idle else None))
+        commands = asyncio.create_task(self.read_commands())
+        try:
+            done, _ = await asyncio.wait({following, commands}, return_when=asyncio.FIRST_COMPLETED)
+            if commands in done and commands.exception() is None and not commands.result():
+                # End of input: keep following.
+                done, _ = await asyncio.wait({following}, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()
+        finally:
+            for task in (following, commands):
+                task.cancel()
+            for task in (following, commands):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            self.renderer.close()
+            token = self.follower.resume_token
+            if token:
+                self.console.print(Text(f"resume with --from {token}", style="dim"), highlight=False)
+
+    async def read_commands(self) -> bool:
+        """Carry out typed commands; return ``True`` after ``quit``, ``False`` at the end of input.
+
+        Raises:
+            UsageError: a malformed command when the input is not a terminal.
+        """
+        while True:
+            line = await self.lines.readline("")
+            if line is None:
+                return False
+            try:
+                command = parse_watch_command(line)
+            except UsageError as error:
+                if not self.lines.is_terminal:
+                    raise
+                self.console.print(Text(f"error: {error.message}", style="red"))
+                continue
+            if command is None:
+                continue
+            if command.action == "quit":
+                return True
+            try:
+                await self.carry_out(command)
+            except CliError as error:
+                self.console.print(Text(f"error: {error.message}", style="red"))
+
+    async def carry_out(self, command: WatchCommand) -> None:
+        """Carry out one command."""
+        match command.action:
+            case "approve" | "reject":
+                assert command.interrupt_id is not None
+                approved = command.action == "approve"
+                await answer_interrupt(
+                    self.sessions, self.session_id, command.interrupt_id, approved=approved, reason=command.reason
+                )
+                self.console.print(Text(f"sent: {command.action} {command.interrupt_id}", style="dim"))
+            case "snapshot":
+                snapshot = await self.sessions.get_agent_snapshot(self.session_id)
+                render_snapshot(self.console, self.session_id, snapshot, tool_outcomes=self.renderer.tool_outcomes)
+            case "help" | "quit":
+                self.console.print(Text(COMMANDS_HELP, style="dim"))
+
+
+async def run_watch(
+    console: Console, session_id: str, *, server: str, flow_target: str, resume_token: str, until_idle: bool
+) -> None:
+    """Run ``dex-agents watch``."""
+    loaded = load_flow(flow_target)
+    async with open_engine(server, [loaded.flow], console) as engine:
+        sessions = engine.sessions(loaded.flow)
+        snapshot = await require_session(sessions, session_id, engine.address)
+        state = "not started" if snapshot.state is None else snapshot.state.status.value
+        console.print(
+            Text(f"watching session {session_id} ", style="bold")
+            + Text(f"· {state} · {engine.description} · {COMMANDS_HELP}", style="dim")
+        )
+        print_pending(console, snapshot)
+        watch = Watch(sessions, session_id, console, TerminalLines(console), resume_token=resume_token)
+        await watch.run(until_idle=until_idle)
+
+
+async def run_answer(
+    console: Console,
+    session_id: str,
+    interrupt_id: str,
+    *,
+    server: str,
+    flow_target: str,
+    approved: bool,
+    reason: str | None,
+) -> None:
+    """Run ``dex-agents approve`` or ``dex-agents reject``."""
+    loaded = load_flow(flow_target)
+    async with open_engine(server, [loaded.flow], console) as engine:
+        sessions = engine.sessions(loaded.flow)
+        await require_session(sessions, session_id, engine.address)
+        await answer_interrupt(sessions, session_id, interrupt_id, approved=approved, reason=reason)
+        verb = "approved" if approved else "rejected"
+        console.print(Text(f"{verb} {interrupt_id} in session {session_id}"))

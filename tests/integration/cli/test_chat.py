@@ -1,0 +1,114 @@
+"""`dex-agents chat`: its core driven line by line, and the real command through a pseudo-terminal."""
+
+import io
+import os
+import pty
+import select
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from dex_agents.cli.chat import ChatSession
+from dex_agents.cli.shop import STATE_ENV, read_outbox, read_refunds
+from dex_agents.cli.terminal import ScriptedLines
+from tests.integration.cli.support import ASSISTANT, ORDER_FLOW, PROMPT, YOU, OrderStack, cli_env, command, strip_ansi
+
+pytestmark = pytest.mark.integration
+
+
+async def test_chat_approves_one_refund_rejects_another_and_shows_snapshot_history_and_stop(
+    stack: OrderStack,
+) -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=200, highlight=False)
+    lines = ScriptedLines(
+        console, [PROMPT, "y", "Refund order 8", "n", "/snapshot", "/history", "/nonsense", "/stop", "never read"]
+    )
+    chat = ChatSession(stack.sessions, "chat-1", console, lines)
+    assert await chat.start()
+    await chat.run()
+    printed = out.getvalue()
+
+    def after(anchor: str, *lines: str) -> None:
+        start = printed.index(anchor)
+        for line in lines:
+            assert line in printed[start:], f"{line!r} after {anchor!r} in:\n{printed}"
+
+    after(
+        YOU + PROMPT,
+        'Approve refund_order {"order_id": "7"}? [y/N] y',
+        "✓ approved (turn-1.call-2)",
+        "✓ refund_order succeeded → Refund R-1 of 42.00 EUR issued for order 7",
+        ASSISTANT + "Done: order 7 is refunded (R-1, 42.00 EUR) and the customer has been emailed.",
+        "✓ turn-1 completed",
+    )
+    after(
+        YOU + "Refund order 8",
+        'Approve refund_order {"order_id": "8"}? [y/N] n',
+        "✗ rejected (turn-2.call-2): Rejected at the terminal.",
+        ASSISTANT + "I did not refund order 8: the refund was not approved (Rejected at the terminal).",
+        "✓ turn-2 completed",
+    )
+    after(
+        YOU + "/snapshot",
+        "Snapshot of session chat-1 · waiting_for_user_message · 2 turns · 14 messages",
+        "Usage: 7 model calls",
+    )
+    after(YOU + "/history", "History of chat-1", "14   turn-2   assistant   I did not refund order 8")
+    after(YOU + "/nonsense", "unknown command /nonsense (try /help)")
+    after(YOU + "/stop", "session chat-1 stopped")
+    assert "never read" not in printed
+    assert printed.count(YOU + PROMPT) == 1  # what the person typed is not echoed again
+    assert [(r.refund_id, r.order_id) for r in read_refunds(stack.shop)] == [("R-1", "7")]
+    assert [mail["to"] for mail in read_outbox(stack.shop)] == ["ada@example.com"]
+    assert chat.stopped
+
+
+def read_until(fd: int, needle: str, screen: list[str], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while needle not in strip_ansi("".join(screen)):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"{needle!r} never appeared on the terminal:\n{strip_ansi(''.join(screen))}")
+        ready, _, _ = select.select([fd], [], [], remaining)
+        if ready:
+            try:
+                screen.append(os.read(fd, 65536).decode(errors="replace"))
+            except OSError:  # the child closed the terminal
+                break
+
+
+def test_chat_in_a_terminal_streams_the_answer_and_asks_for_approval_inline(tmp_path: Path) -> None:
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        command("chat", ORDER_FLOW, "--session", "pty-chat"),
+        env=cli_env(TERM="xterm", COLUMNS="120", LINES="40", **{STATE_ENV: str(tmp_path)}),
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        start_new_session=True,
+    )
+    os.close(terminal)
+    screen: list[str] = []
+    try:
+        read_until(controller, YOU, screen)
+        os.write(controller, f"{PROMPT}\n".encode())
+        read_until(controller, 'Approve refund_order {"order_id": "7"}? [y/N]', screen)
+        os.write(controller, b"y\n")
+        read_until(controller, "turn-1 completed", screen)
+        os.write(controller, b"/stop\n")
+        read_until(controller, "session pty-chat stopped", screen)
+        assert process.wait(timeout=20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(controller)
+    shown = strip_ansi("".join(screen))
+    assert "chat with OrderAgent · session pty-chat (new) · fake Dex in this process" in shown
+    assert "✓ refund_order succeeded → Refund R-1 of 42.00 EUR issued for order 7" in shown
+    assert ASSISTANT + "Done: order 7 is refunded (R-1, 42.00 EUR) and the customer has been emailed." in shown
+    assert [refund.order_id for refund in read_refunds(tmp_path)] == ["7"]

@@ -1,0 +1,243 @@
+"""How live events and snapshots look: lines per tool call, text per Step execution, stored text at turn end."""
+
+import io
+import re
+from datetime import UTC, datetime
+
+from rich.console import Console
+
+from dex_agents import (
+    AgentEventType,
+    AgentInterrupt,
+    AgentMessage,
+    AgentSnapshot,
+    AgentState,
+    AgentUsage,
+    MessageRole,
+    ToolCallStatus,
+    ToolEffect,
+    ToolPolicy,
+)
+from dex_agents.cli.render import EventExtras, EventRenderer, render_snapshot
+from dex_agents.testing import make_tool_call
+from tests.unit.cli.events import ASSISTANT, YOU, event, text
+
+REFUND = make_tool_call(
+    "call-2",
+    "refund_order",
+    arguments='{"order_id":"7"}',
+    policy=ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=True),
+    status=ToolCallStatus.AWAITING_APPROVAL,
+    interrupt_id="turn-1.call-2",
+)
+
+
+def renderer(*, live: bool = False) -> tuple[EventRenderer, io.StringIO]:
+    out = io.StringIO()
+    console = Console(file=out, width=200, force_terminal=live, color_system=None, highlight=False)
+    return EventRenderer(console, live=live), out
+
+
+def message(sequence: int, role: MessageRole, text: str | None, tool: str | None = None) -> AgentMessage:
+    return AgentMessage(sequence=sequence, turn_id="turn-1", role=role, framework_item="{}", text=text, tool_name=tool)
+
+
+def test_text_is_printed_as_one_block_once_something_else_happens() -> None:
+    view, out = renderer()
+    view.handle(text("Let me "))
+    view.handle(text("look."))
+    assert out.getvalue() == ""
+    view.handle(
+        event(
+            AgentEventType.TOOL_CALL_DEFERRED,
+            tool_call_id="call-1",
+            tool_name="find_order",
+            effect="read",
+            requires_approval=False,
+        )
+    )
+    assert out.getvalue().splitlines() == [ASSISTANT + "Let me look.", "  ▸ find_order  read"]
+
+
+def test_tool_call_lines_show_arguments_effect_attempts_and_result() -> None:
+    view, out = renderer()
+    view.handle(
+        event(
+            AgentEventType.TOOL_CALL_DEFERRED,
+            tool_call_id="call-2",
+            tool_name="refund_order",
+            effect="idempotent_write",
+            requires_approval=True,
+        ),
+        EventExtras(tool_call=REFUND),
+    )
+    view.handle(
+        event(
+            AgentEventType.TOOL_CALL_STARTED,
+            step="CallTool-2",
+            attempt=2,
+            tool_call_id="call-2",
+            tool_name="refund_order",
+        )
+    )
+    done = make_tool_call("call-2", "refund_order", arguments='{"order_id":"7"}', output="Refund R-1 issued")
+    view.handle(
+        event(
+            AgentEventType.TOOL_CALL_FINISHED,
+            step="CallTool-2",
+            tool_call_id="call-2",
+            tool_name="refund_order",
+            status="succeeded",
+        ),
+        EventExtras(tool_call=done),
+    )
+    assert out.getvalue().splitlines() == [
+        '  ▸ refund_order {"order_id": "7"}  idempotent_write · needs approval',
+        "  … refund_order running (CallTool-2 · attempt 2, the same idempotency key)",
+        "  ✓ refund_order succeeded → Refund R-1 issued",
+    ]
+    [outcome] = view.tool_outcomes
+    assert (outcome.attempts, outcome.status, outcome.detail) == (2, "succeeded", "Refund R-1 issued")
+
+
+def test_a_retried_model_call_shows_only_the_new_attempts_text() -> None:
+    view, out = renderer()
+    view.handle(text("Half of an answ", attempt=1))
+    view.handle(text("The whole answer.", attempt=2))
+    view.handle(text("Stale", attempt=1))
+    view.close()
+    assert out.getvalue().splitlines() == [
+        "  ↻ RunModel-1 attempt 2 replaces the partial text of attempt 1",
+        ASSISTANT + "The whole answer.",
+    ]
+
+
+def test_a_retry_after_the_text_was_committed_says_that_the_text_above_is_discarded() -> None:
+    view, out = renderer()
+    view.handle(text("Half", attempt=1))
+    view.handle(event(AgentEventType.USAGE_RECORDED, recorded={}, session={"model_calls": 1}))
+    view.flush()
+    view.handle(text("Whole.", attempt=2))
+    view.close()
+    assert out.getvalue().splitlines() == [
+        ASSISTANT + "Half",
+        "  ↻ RunModel-1 attempt 2 replaces the partial text of attempt 1 above",
+        ASSISTANT + "Whole.",
+    ]
+    assert view.session_usage == AgentUsage(model_calls=1)
+
+
+def test_text_that_resumes_after_other_output_continues_without_repeating_itself() -> None:
+    view, out = renderer()
+    view.handle(text("One, "))
+    view.line("a notice")
+    view.handle(text("two."))
+    view.close()
+    assert out.getvalue().splitlines() == [ASSISTANT + "One, ", "  a notice", "… two."]
+
+
+def test_on_a_terminal_the_open_text_is_redrawn_and_left_on_screen() -> None:
+    view, out = renderer(live=True)
+    view.handle(text("Half", attempt=1))
+    view.handle(text("Whole answer.", attempt=2))
+    view.close()
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
+    assert ASSISTANT + "Whole answer." in screen
+    assert "replaces the partial text of attempt 1" in screen
+
+
+def test_turn_end_prints_the_stored_answer_only_when_the_live_text_missed_it() -> None:
+    view, out = renderer()
+    view.handle(text("Done."))
+    stored = (message(2, MessageRole.ASSISTANT, "Done."),)
+    view.handle(event(AgentEventType.TURN_COMPLETED, message_count=1), EventExtras(stored_messages=stored))
+    assert out.getvalue().splitlines() == [ASSISTANT + "Done.", "  ✓ turn-1 completed · 1 messages stored"]
+
+    view, out = renderer()
+    stored = (message(2, MessageRole.ASSISTANT, "Stored answer."),)
+    view.handle(event(AgentEventType.TURN_COMPLETED, message_count=1), EventExtras(stored_messages=stored))
+    assert out.getvalue().splitlines() == [
+        "  the stored messages differ from the live text; stored:",
+        ASSISTANT + "Stored answer.",
+        "  ✓ turn-1 completed · 1 messages stored",
+    ]
+
+
+def test_turn_start_echoes_the_user_message_and_a_failure_is_one_line() -> None:
+    view, out = renderer()
+    view.handle(event(AgentEventType.TURN_STARTED, sequence=1), EventExtras(user_text="Refund order 7"))
+    view.handle(event(AgentEventType.TURN_FAILED, error="the model\nis down"))
+    lines = out.getvalue().splitlines()
+    assert lines[0] == YOU + "Refund order 7"
+    assert lines[1].startswith("turn-1 ─")
+    assert lines[2] == "  ✗ turn-1 failed: the model is down"
+
+
+def test_approval_lines_say_whether_the_approval_is_still_pending_and_how_it_was_answered() -> None:
+    view, out = renderer()
+    raised = event(
+        AgentEventType.INTERRUPT_RAISED,
+        step="AwaitToolApproval-1",
+        interrupt_id="turn-1.call-2",
+        tool_call_id="call-2",
+        tool_name="refund_order",
+        deadline=None,
+    )
+    interrupt = AgentInterrupt(
+        interrupt_id="turn-1.call-2",
+        turn_id="turn-1",
+        tool_call_id="call-2",
+        tool_name="refund_order",
+        arguments="{}",
+        raised_at=datetime.now(UTC),
+    )
+    view.handle(raised, EventExtras(interrupt=interrupt))
+    view.handle(raised)
+    view.handle(
+        event(
+            AgentEventType.INTERRUPT_RESOLVED,
+            interrupt_id="turn-1.call-2",
+            approved=False,
+            rejection_message="too expensive",
+        )
+    )
+    assert out.getvalue().splitlines() == [
+        "  ⏸ refund_order waits for approval (interrupt turn-1.call-2)",
+        "  ⏸ refund_order asked for approval (turn-1.call-2); no longer pending",
+        "  ✗ rejected (turn-1.call-2): too expensive",
+    ]
+    assert view.tool_outcomes[0].approved is False
+
+
+def test_snapshot_shows_state_messages_tool_outcomes_pending_approvals_and_usage() -> None:
+    view, out = renderer()
+    snapshot = AgentSnapshot(
+        state=AgentState(turn_count=1, message_count=3, last_turn_error="boom"),
+        messages=(
+            message(1, MessageRole.USER, "Refund order 7"),
+            message(2, MessageRole.ASSISTANT, "Looking.", tool="find_order"),
+            message(3, MessageRole.TOOL, None, tool="find_order"),
+        ),
+        pending_interrupts=(
+            AgentInterrupt(
+                interrupt_id="turn-1.call-2",
+                turn_id="turn-1",
+                tool_call_id="call-2",
+                tool_name="refund_order",
+                arguments='{"order_id":"7"}',
+                raised_at=datetime.now(UTC),
+            ),
+        ),
+        tool_calls=(REFUND,),
+        usage=AgentUsage(model_calls=2, input_tokens=100, output_tokens=40),
+        queued_message_count=0,
+    )
+    render_snapshot(view.console, "s-1", snapshot)
+    printed = out.getvalue()
+    assert "Snapshot of session s-1 · waiting_for_user_message · 1 turn · 3 messages · 0 queued" in printed
+    assert "last turn failed: boom" in printed
+    assert re.search(r"2\s+turn-1\s+assistant\s+Looking\. → find_order", printed)
+    assert re.search(r"3\s+turn-1\s+tool\s+← find_order", printed)
+    assert '… refund_order {"order_id": "7"} · turn-1 · idempotent_write · approval pending → not finished' in printed
+    assert 'pending approval turn-1.call-2: refund_order {"order_id": "7"}' in printed
+    assert "Usage: 2 model calls · 100 input tokens · 40 output tokens" in printed
