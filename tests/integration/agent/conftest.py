@@ -1,4 +1,3 @@
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -6,24 +5,11 @@ import pytest
 
 from dex_agents import AgentSessionFlow
 from dex_agents.testing import AgentTestStack
-from dex_agents.testing.stack import DEXCLI_ENV, Backend
+from dex_agents.testing.stack import Backend
 from tests.integration.agent.scripted_agent import STATE_ENV, build_flow
+from tests.integration.conftest import PROJECT_ROOT
 
-PROJECT_ROOT = Path(__file__).resolve().parents[3]
 WORKER_MODULE = "tests.integration.agent.worker"
-
-_NO_DEXCLI = f"no real Dex server: set {DEXCLI_ENV} to a dexcli binary to run this case on 'dexcli dev'"
-
-
-@pytest.fixture(
-    params=[
-        "fake",
-        pytest.param("dexcli", marks=pytest.mark.skipif(not os.environ.get(DEXCLI_ENV), reason=_NO_DEXCLI)),
-    ]
-)
-def backend(request: pytest.FixtureRequest) -> Backend:
-    value: Backend = request.param
-    return value
 
 
 @pytest.fixture

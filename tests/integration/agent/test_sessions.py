@@ -4,7 +4,9 @@ Each test states its invariant through the `InvocationLog`: how many real model
 and tool calls ran, across every Worker process.
 """
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,8 +20,9 @@ from dex_agents.testing import (
     wait_for_agent_snapshot,
     wait_until,
 )
-from tests.integration.agent.conftest import PROJECT_ROOT, WORKER_MODULE
+from tests.integration.agent.conftest import WORKER_MODULE
 from tests.integration.agent.scripted_agent import DEADLINE_ENV, HEARTBEAT_ENV, STATE_ENV, build_flow, gate, invocations
+from tests.integration.conftest import PROJECT_ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -41,6 +44,25 @@ async def idle(stack: AgentTestStack, flow: AgentSessionFlow, session_id: str) -
 async def executed(stack: AgentTestStack, session_id: str) -> list[str]:
     history = await stack.read_step_history(session_id)
     return [entry.step_type for entry in history if entry.event_type == EXECUTE_COMPLETED_EVENT]
+
+
+@contextlib.asynccontextmanager
+async def fake_stack_with(
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+) -> AsyncIterator[tuple[AgentTestStack, AgentSessionFlow]]:
+    """A fake-Dex stack whose Flow (in this process and in the Worker children) is built under ``env``."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    flow = build_flow()
+    async with AgentTestStack(
+        tmp_path / "stack",
+        [flow],
+        WORKER_MODULE,
+        worker_cwd=PROJECT_ROOT,
+        worker_env={STATE_ENV: str(state_dir)},
+        backend="fake",  # these cases read fake Dex's own records
+    ) as stack:
+        yield stack, flow
 
 
 def answer(snapshot: AgentSnapshot) -> dict[str, str]:
@@ -314,16 +336,7 @@ async def test_live_events_carry_the_envelope_and_every_tool_call_finishes_once(
 async def test_an_approval_nobody_answers_expires_at_its_deadline_and_is_recorded_rejected(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(DEADLINE_ENV, "1")
-    flow = build_flow()
-    async with AgentTestStack(
-        tmp_path / "stack",
-        [flow],
-        WORKER_MODULE,
-        worker_cwd=PROJECT_ROOT,
-        worker_env={STATE_ENV: str(state_dir), DEADLINE_ENV: "1"},
-        backend="fake",
-    ) as stack:
+    async with fake_stack_with(tmp_path, state_dir, monkeypatch, {DEADLINE_ENV: "1"}) as (stack, flow):
         await stack.start_worker()
         sessions = stack.sessions(flow)
         await sessions.start_session("s", turn(tool("c1", "approved_write")))
@@ -372,16 +385,7 @@ async def idle_turns(stack: AgentTestStack, flow: AgentSessionFlow, session_id: 
 async def test_a_tool_step_heartbeats_in_the_background_while_the_tool_runs(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(HEARTBEAT_ENV, "0.05")
-    flow = build_flow()
-    async with AgentTestStack(
-        tmp_path / "stack",
-        [flow],
-        WORKER_MODULE,
-        worker_cwd=PROJECT_ROOT,
-        worker_env={STATE_ENV: str(state_dir), HEARTBEAT_ENV: "0.05"},
-        backend="fake",
-    ) as stack:
+    async with fake_stack_with(tmp_path, state_dir, monkeypatch, {HEARTBEAT_ENV: "0.05"}) as (stack, flow):
         await stack.start_worker()
         await stack.sessions(flow).start_session("s", turn(tool("c1", "read_tool", gate="g")))
         await gate("g").wait_until_reached()

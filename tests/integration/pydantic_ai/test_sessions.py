@@ -25,7 +25,8 @@ from dex_agents.testing import (
     session_is_idle,
     wait_for_agent_snapshot,
 )
-from tests.integration.pydantic_ai.conftest import PROJECT_ROOT, WORKER_MODULE
+from tests.integration.conftest import PROJECT_ROOT
+from tests.integration.pydantic_ai.conftest import WORKER_MODULE
 from tests.integration.pydantic_ai.order_agent import DEADLINE_ENV, STATE_ENV, build_flows, gate, invocations
 from tests.unit.adapters.pydantic_ai.scripted_model import call, script
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dex_agents.testing import FakeDex
-from tests.integration.pydantic_ai.conftest import PROJECT_ROOT
+from tests.integration.conftest import PROJECT_ROOT
 
 pytestmark = pytest.mark.integration
 
