@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: demo check lint test unit integration bench clean
+.PHONY: demo check lint test unit integration bench bench-peers clean
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -40,8 +40,25 @@ test: $(VENV)/.synced
 
 check: lint test
 
-bench: $(VENV)/.synced
+# `make bench` runs the peer benchmark (bench-peers), then the binding benchmarks.
+bench: $(VENV)/.synced bench-peers
 	$(BIN)/python -m benchmarks
 
+# The peer benchmark needs DBOS and Temporal: its own venv, so `make check` stays light. The
+# project's locked versions constrain the peers' install (same pydantic-ai, pydantic, protobuf...).
+BENCH_VENV := .bench-venv
+PEERS := benchmarks/peers
+
+$(BENCH_VENV)/.synced: $(UV) pyproject.toml uv.lock $(PEERS)/requirements.txt
+	UV_PROJECT_ENVIRONMENT=$(BENCH_VENV) $(UV) sync --locked --no-dev --quiet --python $(PYTHON)
+	$(UV) export --locked --no-dev --no-hashes --no-emit-project --quiet -o $(BENCH_VENV)/constraints.txt
+	$(UV) pip install --quiet --python $(BENCH_VENV)/bin/python -r $(PEERS)/requirements.txt \
+		-c $(BENCH_VENV)/constraints.txt
+	touch $@
+
+# Side by side with Pydantic AI plain / DBOS / Temporal (5-8 min); writes $(PEERS)/results/latest.md.
+bench-peers: $(BENCH_VENV)/.synced
+	$(BENCH_VENV)/bin/python -m benchmarks.peers.bench --out $(PEERS)/results $(ARGS)
+
 clean:
-	rm -rf $(TOOLS) $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(TOOLS) $(VENV) $(BENCH_VENV) .bench-out .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,291 @@
+"""Configurations ``dex`` and ``dex-inproc``: the same agent as a dex-agents session on fake Dex.
+
+The agent is `benchmarks.peers.scenario.make_agent`'s, run through the Pydantic AI adapter
+(`pydantic_ai_session_flow`), with ``work`` classified ``read`` (a ``CallTool`` Step, no
+approval). The session keeps the history, not the caller:
+
+- a *fresh* turn is ``start_session`` with the prompt on a new session;
+- a *session* turn is ``send_user_message`` on the current session (its first turn starts it).
+
+Either way the turn ends when ``turn_completed`` arrives on the session's live event Stream,
+followed with ``read_agent_event`` from the last resume token (no polling). At that moment the
+turn's messages are being committed by the last ``RunModel``; the CPU accounting of bench.py
+charges that tail to the turn (see ``docs/benchmarks.md``).
+
+- ``dex``: fake Dex (``python -m benchmarks.peers.fake_dex_server``, i.e. ``dex_agents.testing.fake_dex``
+  plus a CPU probe) and the dex Worker (``python -m benchmarks.peers.dex_worker``, i.e.
+  ``run_agent_worker``) each in its own child process; the Client in the worker process.
+- ``dex-inproc``: fake Dex, the ``AsyncWorker`` and the Client in the worker process.
+"""
+
+import argparse
+import asyncio
+import collections
+import os
+import sys
+import tempfile
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import IO
+
+import dex
+from dependency_injector import providers
+from dex.dexpb import dex_pb2 as pb
+
+from benchmarks.peers.procstat import CpuProbe, proc_mem_kib
+from benchmarks.peers.runners import Describe, Runner
+from benchmarks.peers.scenario import TOOL_NAME, make_agent
+from benchmarks.peers.steps import DEX_TASK_SLOTS
+from dex_agents import AgentContainer, AgentEventType, AgentSessionClient, AgentSessionFlow, ToolEffect, ToolPolicy
+from dex_agents.adapters.pydantic_ai import pydantic_ai_session_flow
+from dex_agents.testing.fake_dex import EXECUTE_COMPLETED_EVENT, FakeDex, read_history_events, step_history
+from dex_agents.testing.stack import READY_FILE_ENV, SERVER_ADDRESS_ENV
+
+FLOW_TYPE = "PeerBenchAgent"
+MAX_CONCURRENT_TASKS = DEX_TASK_SLOTS
+EVENT_WAIT = timedelta(seconds=60)
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def build_flow() -> AgentSessionFlow:
+    """The session Flow of the bench agent (the Worker child builds the same one)."""
+    return pydantic_ai_session_flow(
+        make_agent("bench_dex"), flow_type=FLOW_TYPE, tool_policies={TOOL_NAME: ToolPolicy(ToolEffect.READ)}
+    )
+
+
+def stored_state_bytes(events: list[pb.FlowHistoryEvent]) -> tuple[int, int]:
+    """Replay the history's Attribute writes; return (bytes, count) of the Attributes stored now.
+
+    Counts key plus serialized value of every Attribute (map instances included) that the last
+    write left set: what the session keeps, as opposed to the history of every write.
+    """
+    state: dict[str, int] = {}
+
+    def apply(key: str, value: pb.Value) -> None:
+        if value.WhichOneof("kind") in (None, "null_value"):
+            state.pop(key, None)
+        else:
+            state[key] = len(key.encode()) + value.ByteSize()
+
+    for event in events:
+        kind = event.WhichOneof("payload")
+        if kind == "flow_started_or_continued":
+            for kv in event.flow_started_or_continued.initial_start.initial_attributes:
+                apply(kv.key, kv.value)
+        elif kind == "step_wait_for_completed":
+            for write in event.step_wait_for_completed.output.upsert_attributes:
+                apply(write.key, write.value)
+        elif kind == "step_execute_completed":
+            for write in event.step_execute_completed.output.upsert_attributes:
+                apply(write.key, write.value)
+        elif kind == "rpc_execution_completed":
+            for write in event.rpc_execution_completed.upsert_attributes:
+                apply(write.key, write.value)
+    return sum(state.values()), len(state)
+
+
+class _DexRunner(Runner):
+    """Turn logic shared by both dex-agents configurations."""
+
+    def __init__(self) -> None:
+        self.flow = build_flow()
+        self.address = ""
+        self._container: AgentContainer | None = None
+        self._client: dex.AsyncClient | None = None
+        self._sessions: AgentSessionClient | None = None
+        self._session_id: str | None = None
+        self._token = ""
+        self._cache_dir = tempfile.mkdtemp(prefix="peerbench-dex-client-")
+
+    def _open_client(self) -> AgentSessionClient:
+        self._container = AgentContainer(
+            flows=providers.Object([self.flow]),
+            server_address=providers.Object(self.address),
+            blob_cache_directory=providers.Object(os.path.join(self._cache_dir, "client")),
+            max_concurrent_tasks=providers.Object(MAX_CONCURRENT_TASKS),
+            stop_drain_seconds=providers.Object(1),
+        )
+        self._client = self._container.client()
+        self._sessions = AgentSessionClient(self._client, self.flow)
+        return self._sessions
+
+    async def _close_client(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+        if self._container is not None:
+            self._container.blob_cache().close()
+
+    async def _follow(self, session_id: str, token: str) -> str:
+        """Read live events from ``token`` until this turn's ``turn_completed``; return the new token."""
+        assert self._sessions is not None
+        started = False
+        while True:
+            message = await self._sessions.read_agent_event(session_id, token, long_poll=EVENT_WAIT)
+            token = message.resume_token
+            kind = message.event.type
+            if kind == AgentEventType.TURN_STARTED:
+                started = True
+            elif started and kind == AgentEventType.TURN_COMPLETED:
+                return token
+            elif started and kind == AgentEventType.TURN_FAILED:
+                raise RuntimeError(f"turn failed: {message.event.payload}")
+
+    async def fresh_turn(self, prompt: str) -> str:
+        assert self._sessions is not None
+        session_id = f"fresh-{uuid.uuid4()}"
+        await self._sessions.start_session(session_id, prompt)
+        await self._follow(session_id, "")
+        return session_id
+
+    async def session_turn(self, prompt: str) -> str:
+        assert self._sessions is not None
+        if self._session_id is None:
+            self._session_id = f"session-{uuid.uuid4()}"
+            await self._sessions.start_session(self._session_id, prompt)
+            self._token = await self._follow(self._session_id, "")
+        else:
+            if not await self._sessions.send_user_message(self._session_id, prompt):
+                raise RuntimeError("send_user_message refused the prompt")
+            self._token = await self._follow(self._session_id, self._token)
+        return self._session_id
+
+    def reset_session(self) -> None:
+        self._session_id = None
+        self._token = ""
+
+    async def describe(self, ref: str, *, session: bool) -> Describe:
+        # What read_step_history(address, flow_id) returns, from the one read we also size.
+        events = await read_history_events(self.address, ref)
+        steps = collections.Counter(
+            entry.step_type for entry in step_history(events) if entry.event_type == EXECUTE_COMPLETED_EVENT
+        )
+        state_bytes, attributes = stored_state_bytes(events)
+        return {
+            "model_steps": steps.get("RunModel", 0),
+            "tool_steps": steps.get("CallTool", 0),
+            "recorded_steps": sum(steps.values()),
+            "step_names": dict(steps),
+            "history_events": len(events),
+            "history_bytes": sum(event.ByteSize() for event in events),
+            "state_bytes": state_bytes,
+            "state_attributes": attributes,
+        }
+
+
+class DexInProcessRunner(_DexRunner):
+    """``dex-inproc``: fake Dex, Worker and Client share this process and its event loop."""
+
+    name = "dex-inproc"
+
+    async def start(self, args: argparse.Namespace) -> None:
+        self._fake = FakeDex()
+        await self._fake.start()
+        self.address = self._fake.address
+        self._open_client()
+        assert self._container is not None
+        self._worker = self._container.worker()
+        self._serving = asyncio.create_task(self._worker.start())
+        await self._worker.wait_pull_registered(timeout=30)
+
+    async def stop(self) -> None:
+        await self._close_client()
+        await self._worker.stop()
+        await self._serving
+        await self._fake.stop()
+
+
+class _Child:
+    """A child process of the ``dex`` configuration, with its CPU probe and log."""
+
+    def __init__(self, label: str, log_path: str) -> None:
+        self.label = label
+        self.probe = CpuProbe()
+        self.log_path = log_path
+        self._log: IO[bytes] = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def spawn(
+        self, module: str, *args: str, env: dict[str, str] | None = None, stdout: int | None = None
+    ) -> None:
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            module,
+            *args,
+            cwd=str(PROJECT_ROOT),
+            env={**os.environ, **(env or {}), **self.probe.child_env()},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=stdout if stdout is not None else self._log,
+            stderr=self._log,
+            pass_fds=self.probe.child_fds(),
+        )
+        self.probe.started()
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def exited(self) -> int | None:
+        return None if self.process is None else self.process.returncode
+
+    async def stop(self) -> None:
+        """SIGTERM this child (by its own handle), then SIGKILL after 15 s."""
+        process = self.process
+        if process is not None and process.returncode is None:
+            process.terminate()
+            try:
+                await asyncio.wait_for(process.wait(), 15)
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+        self.probe.close()
+        self._log.close()
+
+
+class DexProcessRunner(_DexRunner):
+    """``dex``: fake Dex and the Worker in their own child processes; the Client here."""
+
+    name = "dex"
+
+    async def start(self, args: argparse.Namespace) -> None:
+        self._server = _Child("server", os.path.join(args.workdir, "dex-fake-server.log"))
+        self._worker = _Child("worker", os.path.join(args.workdir, "dex-worker.log"))
+        await self._server.spawn("benchmarks.peers.fake_dex_server", "--port", "0", stdout=asyncio.subprocess.PIPE)
+        assert self._server.process is not None
+        assert self._server.process.stdout is not None
+        line = await asyncio.wait_for(self._server.process.stdout.readline(), 60)
+        self.address = line.decode().strip()
+        if not self.address.startswith("127.0.0.1:"):
+            raise RuntimeError(f"fake Dex did not print its address (got {line!r}); see {self._server.log_path}")
+        ready = Path(args.workdir) / f"dex-worker-{os.getpid()}.ready"
+        ready.unlink(missing_ok=True)
+        await self._worker.spawn(
+            "benchmarks.peers.dex_worker",
+            env={SERVER_ADDRESS_ENV: self.address, READY_FILE_ENV: str(ready)},
+        )
+        for _ in range(600):
+            if ready.exists():
+                break
+            if self._worker.exited() is not None:
+                raise RuntimeError(f"the dex Worker exited; see {self._worker.log_path}")
+            await asyncio.sleep(0.05)
+        else:
+            raise RuntimeError(f"the dex Worker did not serve within 30 s; see {self._worker.log_path}")
+        self._open_client()
+
+    def cpu_marks(self) -> dict[str, float]:
+        return {"worker": self._worker.probe.read(), "server": self._server.probe.read()}
+
+    def memory(self) -> dict[str, dict[str, int]]:
+        return {"worker": proc_mem_kib(self._worker.pid), "server": proc_mem_kib(self._server.pid)}
+
+    def pids(self) -> dict[str, int]:
+        return {"worker": self._worker.pid, "server": self._server.pid}
+
+    async def stop(self) -> None:
+        await self._close_client()
+        await self._worker.stop()  # Workers stop before the server (docs/fake-dex.md)
+        await self._server.stop()

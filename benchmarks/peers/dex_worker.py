@@ -1,0 +1,19 @@
+"""The dex Worker child of the ``dex`` configuration: ``run_agent_worker`` with the bench agent's Flow.
+
+Started by `benchmarks.peers.app_dex.DexProcessRunner` with the server address and ready file in
+the environment (``dex_agents.testing.stack`` conventions) and a CPU probe pipe.
+"""
+
+from benchmarks.peers.app_dex import MAX_CONCURRENT_TASKS, build_flow
+from benchmarks.peers.procstat import serve_cpu_probe_from_env
+from dex_agents.testing import run_agent_worker
+
+
+def main() -> None:
+    """Serve the bench agent's Flow until SIGTERM."""
+    serve_cpu_probe_from_env()
+    run_agent_worker([build_flow()], max_concurrent_tasks=MAX_CONCURRENT_TASKS)
+
+
+if __name__ == "__main__":
+    main()
