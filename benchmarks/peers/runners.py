@@ -1,5 +1,6 @@
 """What every configuration implements, so `benchmarks.peers.worker` can drive it."""
 
+import abc
 import argparse
 import time
 from typing import Any
@@ -10,7 +11,7 @@ Describe = dict[str, Any]
 """What a runner recorded for one turn or session (its engine's own step counts, sizes)."""
 
 
-class Runner:
+class Runner(abc.ABC):
     """One configuration: a fresh turn, a turn of the current session, and what the engine recorded.
 
     A *turn* is measured from "user message sent" until the runner knows the turn ended:
@@ -20,23 +21,23 @@ class Runner:
 
     name = ""
 
-    async def start(self, args: argparse.Namespace) -> None:
+    async def start(self, args: argparse.Namespace) -> None:  # noqa: B027 - an optional hook: nothing to do by default
         """Start the engine (excluded from every measurement)."""
 
+    @abc.abstractmethod
     async def fresh_turn(self, prompt: str) -> str:
         """Run one turn of a new session; return the reference `describe` takes."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     async def session_turn(self, prompt: str) -> str:
         """Run the next turn of the current session (the first one starts it); return a reference."""
-        raise NotImplementedError
 
-    def reset_session(self) -> None:
+    def reset_session(self) -> None:  # noqa: B027 - an optional hook: nothing to do by default
         """Forget the current session: the next `session_turn` starts a new one."""
 
+    @abc.abstractmethod
     async def describe(self, ref: str, *, session: bool) -> Describe:
         """Return what the engine recorded for ``ref`` (a turn, or the session so far)."""
-        raise NotImplementedError
 
     def cpu_marks(self) -> dict[str, float]:
         """Exact CPU seconds so far of the child processes this runner owns, by role."""
@@ -50,7 +51,7 @@ class Runner:
         """``{role: {"VmHWM": KiB, "VmRSS": KiB}}`` of the child processes this runner owns."""
         return {}
 
-    async def stop(self) -> None:
+    async def stop(self) -> None:  # noqa: B027 - an optional hook: nothing to do by default
         """Stop the engine and every child process the runner started."""
 
 
@@ -60,9 +61,9 @@ class CallerHeldHistory(Runner):
     def __init__(self) -> None:
         self.history: list[ModelMessage] = []
 
+    @abc.abstractmethod
     async def run(self, prompt: str, history: list[ModelMessage]) -> tuple[list[ModelMessage], str]:
         """Run one ``agent.run``; return its new messages and the engine's run reference."""
-        raise NotImplementedError
 
     async def fresh_turn(self, prompt: str) -> str:
         _, ref = await self.run(prompt, [])
