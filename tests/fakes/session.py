@@ -185,11 +185,12 @@ class FakeSession:
         *,
         resolution: AgentInterruptResolution | None = None,
         timer_fired: bool = False,
+        attempt: int = 1,
     ) -> Next:
         use_case, events = self.approval()
         self._ran(StepName.AWAIT_TOOL_APPROVAL, tool_call_id)
         try:
-            return await use_case.execute(tool_call_id, resolution=resolution, timer_fired=timer_fired)
+            return await use_case.execute(tool_call_id, resolution=resolution, timer_fired=timer_fired, attempt=attempt)
         finally:
             events.close()
 

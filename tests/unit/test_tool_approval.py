@@ -297,3 +297,32 @@ async def test_resolving_just_before_the_deadline_is_accepted() -> None:
     session = await waiting_for_approval(deadline=timedelta(seconds=90))
     session.clock.advance(timedelta(seconds=89, microseconds=999999))
     assert await session.resolve_interrupt(INTERRUPT, approved=True) is True
+
+
+async def test_a_retried_expiry_does_not_write_back_interrupts_resolved_since_its_first_attempt() -> None:
+    # Two approvals share PENDING_INTERRUPTS. The lock is held per attempt, and a
+    # retry reads the snapshot of the first attempt: an interrupt resolved between
+    # the attempts is still in it, and writing the list back would resurrect it.
+    calls = [deferred_tool_call(call_id, "refund", policy=NON_IDEMPOTENT) for call_id in ("c1", "c2")]
+    runner = ScriptedRunner([tool_calls_requested(*calls)])
+    session = FakeSession(runner, options=AgentSessionOptions(interrupt_deadline=timedelta(seconds=90)))
+    await session.start("Refund")
+    await session.run_model()
+    first_attempt_snapshot = session.interrupts.value
+    session.clock.advance(89)
+    assert await session.resolve_interrupt("turn-1.c2", approved=True)  # between the attempts
+    committed = session.interrupts.value
+    session.clock.advance(1)
+
+    session.interrupts.value = first_attempt_snapshot  # what the retry reads
+    decision = await session.await_tool_approval("c1", timer_fired=True, attempt=2)
+
+    assert decision == WaitAgain(input="c1")
+    assert session.tool_calls["c1"].status is ToolCallStatus.AWAITING_APPROVAL
+    assert session.results.published == []
+
+    # The new execution reads the committed list and expires only its own interrupt.
+    session.interrupts.value = committed
+    assert await session.await_tool_approval("c1", timer_fired=True) == End()
+    assert session.interrupts.value == ()
+    assert [r.tool_call_id for r in session.results.published] == ["c1"]

@@ -9,7 +9,10 @@ rounded up to whole seconds (`plan_wait`). Then:
   and ends;
 - the Timer fired before the deadline (clocks differ), or the answer was
   accepted just as the Timer fired: waits again, and the answer is applied
-  when it arrives.
+  when it arrives;
+- the deadline passed on a retried attempt: waits again, because a retry
+  reads the first attempt's (possibly stale) pending interrupts and must not
+  write them back; the new execution expires the interrupt.
 
 A record that is already final ends without publishing anything.
 """
@@ -71,9 +74,14 @@ class AwaitToolApproval:
         return ApprovalWait(interrupt_id=record.interrupt_id, timer=timer)
 
     async def execute(
-        self, tool_call_id: str, *, resolution: AgentInterruptResolution | None, timer_fired: bool
+        self,
+        tool_call_id: str,
+        *,
+        resolution: AgentInterruptResolution | None,
+        timer_fired: bool,
+        attempt: int = 1,
     ) -> Next:
-        """Apply what the wait delivered."""
+        """Apply what the wait delivered; ``attempt`` is this ``execute`` call's attempt, from 1."""
         record = self._record(tool_call_id)
         if record.is_final:
             return End()
@@ -84,6 +92,12 @@ class AwaitToolApproval:
             return self._apply(record, resolution)
         interrupt = self._pending(record.interrupt_id)
         if interrupt is None or not timer_fired or not interrupt.is_expired(self._clock.now()):
+            return WaitAgain(input=tool_call_id)
+        if attempt > 1:
+            # A retry reads the first attempt's snapshot, but the lock on the pending
+            # interrupts is held per attempt: an answer or expiry committed in between
+            # is missing from it, and writing the list back would resurrect that
+            # interrupt. A new execution reads the list afresh and expires this one.
             return WaitAgain(input=tool_call_id)
         self._interrupts.set([i for i in self._interrupts.get() if i.interrupt_id != interrupt.interrupt_id])
         expired = AgentInterruptResolution(

@@ -314,6 +314,7 @@ class AwaitToolApprovalStep(_SessionStep, dex.Step[str]):
                 input,
                 resolution=resolutions[0] if resolutions else None,
                 timer_fired=context.has_timer_fired(),
+                attempt=context.attempt,
             )
         return s.decide(self.name, next_)
 
