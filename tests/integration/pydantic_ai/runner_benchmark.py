@@ -19,6 +19,13 @@ close to zero and the same on both sides):
 
 Each row is the median over ``--rounds`` rounds after one warm-up round; the
 ratio is runner turn / plain turn.
+
+``--memo`` sets how ``RunModel`` reads the stored history (see the parse memo in
+`dex_agents.adapters.pydantic_ai._history`): ``warm`` (default) as a Worker does
+once it has run a model Step of the session (only new texts are parsed),
+``cold`` with the memo emptied before every turn (everything parsed once, then
+the resuming ``RunModel`` hits), ``off`` without the memo (every ``RunModel``
+parses the whole history, the behaviour before the memo).
 """
 
 import argparse
@@ -39,7 +46,7 @@ from pydantic_ai.messages import (
 )
 
 from dex_agents import AgentMessage, ToolCallsRequested, TurnCompleted
-from dex_agents.adapters.pydantic_ai import PydanticAIRunner
+from dex_agents.adapters.pydantic_ai import PydanticAIRunner, _history
 from dex_agents.adapters.pydantic_ai._history import framework_message
 from dex_agents.testing import make_tool_call, make_tool_execution, make_turn_context
 from tests.unit.adapters.pydantic_ai.scripted_model import ScriptedModel, call, script
@@ -92,7 +99,11 @@ async def plain_turn(agent: Agent[None, str], earlier: list[ModelMessage]) -> fl
     return await timed(lambda: agent.run(PROMPT, message_history=list(earlier)))
 
 
-async def runner_turn(runner: PydanticAIRunner[None], earlier: list[AgentMessage]) -> tuple[float, float, float]:
+async def runner_turn(
+    runner: PydanticAIRunner[None], earlier: list[AgentMessage], memo: str
+) -> tuple[float, float, float]:
+    if memo == "cold":
+        _history.MESSAGE_MEMO.clear()
     turn_id = f"turn-{len(earlier) // 4 + 2}"
     user = AgentMessage.stored(runner.build_user_message(PROMPT), sequence=len(earlier) + 1, turn_id=turn_id)
     messages = [*earlier, user]
@@ -117,7 +128,9 @@ async def runner_turn(runner: PydanticAIRunner[None], earlier: list[AgentMessage
     return model_step, tool_step, resume_step
 
 
-async def main(rounds: int) -> None:
+async def main(rounds: int, memo: str) -> None:
+    if memo == "off":
+        _history.load_messages = _history.parse_messages  # the read before the memo
     agent = build_agent()
     runner = PydanticAIRunner(agent)
     inputs = {size: (history(size), stored(history(size))) for size in SIZES}
@@ -126,7 +139,7 @@ async def main(rounds: int) -> None:
         for size in SIZES:
             objects, messages = inputs[size]
             plain = await plain_turn(agent, objects)
-            model_step, tool_step, resume_step = await runner_turn(runner, messages)
+            model_step, tool_step, resume_step = await runner_turn(runner, messages, memo)
             if round_index:
                 samples[size].append((plain, model_step, tool_step, resume_step))
     columns = ("history", 8), ("plain turn", 11), ("RunModel", 9), ("tool Step", 10), ("RunModel", 9)
@@ -146,4 +159,6 @@ async def main(rounds: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
-    asyncio.run(main(parser.parse_args().rounds))
+    parser.add_argument("--memo", choices=("warm", "cold", "off"), default="warm")
+    arguments = parser.parse_args()
+    asyncio.run(main(arguments.rounds, arguments.memo))

@@ -21,11 +21,25 @@ place of the turn's user message, which it already contains.
 
 Run state: the turn's messages so far plus the IDs of the calls the last model
 response requested, as JSON text (see `RunState`).
+
+Parse memo: every ``RunModel`` replays all earlier turns, so without a memo a
+Worker re-validates the whole stored history on every model Step (about 25 µs
+a message: the dominant adapter cost, and the part that grows with the
+session). `load_messages` keeps the parsed messages of each ``framework_item``
+text in a bounded per-process LRU (`MessageMemo`) and hands out copies:
+Pydantic AI assigns fields of history messages during a run (``run_id``,
+``instructions``, ``parts``, ``metadata`` of the last request), so each load
+returns new message objects with their own ``parts`` list and their own
+mutable fields; the parts themselves are shared (Pydantic AI replaces parts,
+it does not change them).
 """
 
+import copy
 import json
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from itertools import groupby
+from typing import TypeVar
 
 import attrs
 from pydantic_ai import ModelMessagesTypeAdapter
@@ -42,6 +56,8 @@ from pydantic_ai.messages import (
 from dex_agents.domain.errors import RunnerContractError
 from dex_agents.domain.messages import AgentMessage, FrameworkMessage, MessageRole
 
+_T = TypeVar("_T")
+
 UserPrompt = str | Sequence[UserContent]
 """What a `UserPromptPart` holds."""
 
@@ -51,13 +67,117 @@ def dump_message(message: ModelMessage) -> str:
     return ModelMessagesTypeAdapter.dump_json([message]).decode()
 
 
-def load_messages(items: Sequence[str]) -> list[ModelMessage]:
-    """Return the messages of ``framework_item`` texts, in order.
+def parse_messages(items: Sequence[str]) -> list[ModelMessage]:
+    """Return the messages of ``framework_item`` texts, in order, without the memo.
 
     Every item is a JSON array; the arrays are joined and read in one pass.
     """
     bodies = [body for item in items if (body := _array_body(item))]
     return ModelMessagesTypeAdapter.validate_json("[" + ",".join(bodies) + "]")
+
+
+def load_messages(items: Sequence[str]) -> list[ModelMessage]:
+    """Return the messages of ``framework_item`` texts, in order: `parse_messages`, through `MESSAGE_MEMO`.
+
+    The result equals `parse_messages` and holds new message objects on every call.
+    """
+    return MESSAGE_MEMO.load(items)
+
+
+_MUTABLE_FIELDS = ("metadata", "provider_details", "failed_attempts")
+"""Container fields of `ModelRequest` and `ModelResponse` besides ``parts``, copied deeply when set."""
+
+
+def _shallow(value: _T) -> _T:
+    """Return a shallow copy of a plain (``__dict__``) object, bypassing ``__init__`` as `copy.copy` does."""
+    if not hasattr(value, "__dict__"):
+        return copy.copy(value)
+    fresh = object.__new__(type(value))
+    fresh.__dict__.update(value.__dict__)
+    return fresh
+
+
+def _fresh(message: ModelMessage) -> ModelMessage:
+    """Return a copy of a memoized message that a run may change without changing the memo.
+
+    New message object, new ``parts`` list, new ``usage`` and deep copies of its
+    other container fields (``metadata``, ``provider_details``,
+    ``failed_attempts``); the parts themselves are shared.
+    """
+    fresh = _shallow(message)
+    if isinstance(fresh, ModelResponse):
+        fresh.parts = list(fresh.parts)
+        fresh.usage = _shallow(fresh.usage)
+    else:
+        fresh.parts = list(fresh.parts)
+    for name in _MUTABLE_FIELDS:
+        if value := getattr(message, name, None):
+            setattr(fresh, name, copy.deepcopy(value))
+    return fresh
+
+
+class MessageMemo:
+    """A bounded LRU of parsed ``framework_item`` texts, keyed by the exact text.
+
+    Holds at most ``max_items`` texts; the least recently loaded go first. Safe
+    because a text always parses to the same messages and `load` never hands out
+    the memoized objects themselves (see `_fresh`).
+    """
+
+    def __init__(self, max_items: int) -> None:
+        """Make an empty memo of at most ``max_items`` texts."""
+        self.max_items = max_items
+        self._parsed: OrderedDict[str, tuple[ModelMessage, ...]] = OrderedDict()
+
+    def __len__(self) -> int:
+        """Return how many texts the memo holds."""
+        return len(self._parsed)
+
+    def clear(self) -> None:
+        """Forget every text."""
+        self._parsed.clear()
+
+    def items(self) -> list[tuple[str, tuple[ModelMessage, ...]]]:
+        """Return the memoized texts and their messages, least recently loaded first."""
+        return list(self._parsed.items())
+
+    def load(self, items: Sequence[str]) -> list[ModelMessage]:
+        """Return the messages of ``items`` as `parse_messages` would, parsing only texts not memoized.
+
+        Raises:
+            RunnerContractError: an item is not a JSON array.
+            pydantic.ValidationError: an item does not hold Pydantic AI messages.
+        """
+        parsed = self._parsed
+        missing = [item for item in dict.fromkeys(items) if item not in parsed]
+        found = self._parse(missing)
+        loaded: list[ModelMessage] = []
+        for item in items:
+            messages = found[item] if item in found else parsed[item]
+            parsed[item] = messages
+            parsed.move_to_end(item)
+            loaded.extend(_fresh(message) for message in messages)
+        while len(parsed) > self.max_items:
+            parsed.popitem(last=False)
+        return loaded
+
+    @staticmethod
+    def _parse(items: list[str]) -> dict[str, tuple[ModelMessage, ...]]:
+        if not items:
+            return {}
+        bodies = [_array_body(item) for item in items]
+        together = parse_messages(items)
+        if len(together) == len(items) and all(bodies):
+            # One message per item (the storage form): split the one-pass parse.
+            return {item: (message,) for item, message in zip(items, together, strict=True)}
+        return {item: tuple(parse_messages([item])) for item in items}
+
+
+MESSAGE_MEMO_MAX_ITEMS = 20_000
+"""How many ``framework_item`` texts a Worker process keeps parsed (~2 KB each for a short message: ~40 MB full)."""
+
+MESSAGE_MEMO = MessageMemo(MESSAGE_MEMO_MAX_ITEMS)
+"""The per-process memo `load_messages` reads through."""
 
 
 def _array_body(item: str) -> str:
