@@ -249,11 +249,13 @@ class Demo:
         )
         await self.supervisor.kill(victim)
         self.renderer.line("the Worker is gone (SIGKILL); the session's state is safe in Dex", style="red")
-        replacement = await self.supervisor.start()
+        # Say so before the replacement can serve: its first events must not come before this line.
+        replacement = await self.supervisor.spawn()
         self.renderer.line(
-            f"↻ a replacement Worker (pid {replacement.pid}) serves; Dex runs the refund Step again on it",
+            f"↻ a replacement Worker (pid {replacement.pid}) starts; Dex runs the refund Step again on it",
             style="bold yellow",
         )
+        await self.supervisor.wait_serving(replacement)
 
     async def run(self, approver: Approver, *, crash: bool) -> None:
         """Start the session, follow its turn to the end, and print the snapshot and the ledger."""

@@ -106,7 +106,7 @@ def test_demo_with_crash_kills_the_worker_inside_the_refund_and_the_refund_still
         "… refund_order running (CallTool-2)",
         f"💥 the refund is booked; SIGKILL the Worker (pid {first}) before its Step can report it",
         "the Worker is gone (SIGKILL); the session's state is safe in Dex",
-        f"↻ a replacement Worker (pid {second}) serves; Dex runs the refund Step again on it",
+        f"↻ a replacement Worker (pid {second}) starts; Dex runs the refund Step again on it",
         "… refund_order running (CallTool-2 · attempt 2, the same idempotency key)",
         "✓ refund_order succeeded → Refund R-1 of 42.00 EUR issued for order 7 (booked before under the same key)",
         "✓ email_customer succeeded",
