@@ -33,13 +33,19 @@ Steps (input; what it does; next):
 
 Every tool call publishes exactly one result when its record becomes final.
 
-Effects (`ToolEffect`): ``read`` and ``idempotent_write`` run in ``CallTool``
-and are retried (a write that exhausted its attempts is ``outcome_unknown``,
-since it may have taken effect); ``non_idempotent_write`` and ``unclassified``
-run once in ``CallSingleAttemptTool``, need approval by default, and a crash
-makes them ``outcome_unknown``, never a second run. `ToolPolicy` overrides per
-tool name; policies resolve explicit policy, then framework metadata, then the
-default effect.
+Effects (`ToolEffect`):
+
+| effect                 | Step                    | attempts | after exhausted retries | approval |
+|------------------------|-------------------------|----------|-------------------------|----------|
+| ``read``               | ``CallTool``            | 3        | ``failed``              | no       |
+| ``idempotent_write``   | ``CallTool``            | 3        | ``outcome_unknown``     | no       |
+| ``non_idempotent_write`` | ``CallSingleAttemptTool`` | 1    | ``outcome_unknown``     | yes      |
+| ``unclassified``       | ``CallSingleAttemptTool`` | 1      | ``outcome_unknown``     | yes      |
+
+A write that exhausted its attempts may have taken effect, so it is
+``outcome_unknown``, never run again; a crash in a single-attempt call is
+``outcome_unknown`` at once. `ToolPolicy` overrides per tool name; policies
+resolve explicit policy, then framework metadata, then the default effect.
 
 Idempotency key: ``<flow_id>/<turn_id>/<tool_call_id>``, the same on every
 attempt of one call, so an idempotent write can deduplicate its retries.
