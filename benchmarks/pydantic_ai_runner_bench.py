@@ -1,6 +1,6 @@
 """Worker-side cost of the Pydantic AI runner against a plain ``agent.run`` (issue 5, item 9).
 
-Run ``python -m tests.integration.pydantic_ai.runner_benchmark [--rounds N]``. It
+Run ``python -m benchmarks.pydantic_ai_runner_bench [--rounds N]``. It
 prints one table; it is not a test and asserts nothing about speed.
 
 What is compared, at 20 and 2,000 messages of earlier history, with the same
@@ -44,12 +44,12 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
+from tests.unit.adapters.pydantic_ai.scripted_model import ScriptedModel, call, script
 
 from dex_agents import AgentMessage, ToolCallsRequested, TurnCompleted
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner, _history
 from dex_agents.adapters.pydantic_ai._history import framework_message
 from dex_agents.testing import make_tool_call, make_tool_execution, make_turn_context
-from tests.unit.adapters.pydantic_ai.scripted_model import ScriptedModel, call, script
 
 SIZES = (20, 2000)
 PROMPT = script([call("c1", "find_order", order_id="7")], "Order 7 is delivered.")
@@ -144,13 +144,13 @@ async def main(rounds: int, memo: str) -> None:
                 samples[size].append((plain, model_step, tool_step, resume_step))
     columns = ("history", 8), ("plain turn", 11), ("RunModel", 9), ("tool Step", 10), ("RunModel", 9)
     header = " ".join(f"{name:>{width}}" for name, width in (*columns, ("runner turn", 12), ("ratio", 6)))
-    print(header)  # noqa: T201
+    print(header)
     for size in SIZES:
         plain, model_step, tool_step, resume_step = (
             statistics.median(sample[i] for sample in samples[size]) for i in range(4)
         )
         total = model_step + tool_step + resume_step
-        print(  # noqa: T201
+        print(
             f"{size:>8} {plain * 1e3:>9.2f}ms {model_step * 1e3:>7.2f}ms {tool_step * 1e3:>8.2f}ms "
             f"{resume_step * 1e3:>7.2f}ms {total * 1e3:>10.2f}ms {total / plain:>6.2f}"
         )
