@@ -122,20 +122,6 @@ def model_and_tool_steps(shape: tuple[int, int]) -> int:
     return k + 1 + k * m
 
 
-def fit_line(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
-    """Least squares y = a + b x; return (a, b)."""
-    n = len(points)
-    if n < 2:
-        return None
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    if sxx == 0:
-        return None
-    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
-    return my - slope * mx, slope
-
-
 def machine_info(python: str) -> dict[str, Any]:
     cpu = ""
     try:

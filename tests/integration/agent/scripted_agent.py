@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dex_agents import (
+    DEFAULT_EVENT_STREAM_CAPACITY_BYTES,
     AgentSessionFlow,
     AgentSessionOptions,
     AgentTurnContext,
@@ -41,6 +42,7 @@ from dex_agents.testing import FileGate, InvocationLog
 STATE_ENV = "AGENT_TEST_STATE"
 DEADLINE_ENV = "AGENT_TEST_INTERRUPT_DEADLINE_SECONDS"
 HEARTBEAT_ENV = "AGENT_TEST_HEARTBEAT_SECONDS"
+EVENT_CAPACITY_ENV = "AGENT_TEST_EVENT_CAPACITY_BYTES"
 FLOW_TYPE = "ScriptedAgent"
 
 TOOL_POLICIES = {
@@ -147,9 +149,11 @@ class ScriptedAgentRunner:
 
 def build_flow() -> AgentSessionFlow:
     deadline = os.environ.get(DEADLINE_ENV)
+    capacity = os.environ.get(EVENT_CAPACITY_ENV)
     options = AgentSessionOptions(
         tool_policies=TOOL_POLICIES,
         interrupt_deadline=None if deadline is None else timedelta(seconds=float(deadline)),
+        event_stream_capacity_bytes=DEFAULT_EVENT_STREAM_CAPACITY_BYTES if capacity is None else int(capacity),
     )
     heartbeat = os.environ.get(HEARTBEAT_ENV)
     if heartbeat is None:

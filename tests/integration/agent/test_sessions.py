@@ -21,7 +21,15 @@ from dex_agents.testing import (
     wait_until,
 )
 from tests.integration.agent.conftest import WORKER_MODULE
-from tests.integration.agent.scripted_agent import DEADLINE_ENV, HEARTBEAT_ENV, STATE_ENV, build_flow, gate, invocations
+from tests.integration.agent.scripted_agent import (
+    DEADLINE_ENV,
+    EVENT_CAPACITY_ENV,
+    HEARTBEAT_ENV,
+    STATE_ENV,
+    build_flow,
+    gate,
+    invocations,
+)
 from tests.integration.conftest import PROJECT_ROOT
 
 pytestmark = pytest.mark.integration
@@ -406,3 +414,20 @@ async def test_a_value_error_in_a_tool_is_recorded_under_its_own_name_not_as_an_
     assert "builtins.ValueError: disk full" in outcome
     assert "invalid result" not in outcome
     assert invocations().count("tool", id="c1") == 3
+
+
+async def test_the_event_stream_keeps_within_its_capacity_by_dropping_the_oldest_events(
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with fake_stack_with(tmp_path, state_dir, monkeypatch, {EVENT_CAPACITY_ENV: "2048"}) as (stack, flow):
+        assert flow.events_stream.stream_capacity_bytes == 2048
+        await stack.start_worker()
+        sessions = stack.sessions(flow)
+        await sessions.start_session("s", turn(*(tool(f"c{n}", "read_tool") for n in range(12))))
+        await idle(stack, flow, "s")
+        retained = await stack.client.list_stream_messages("s", flow.events_stream, 1000)
+        assert retained.messages[0].value.type == "turn_completed"  # newest first
+        # The turn wrote over 40 events of about 150 bytes: 2 KiB keeps only the newest few.
+        assert len(retained.messages) < 20
+        oldest = await sessions.read_agent_event("s")
+        assert oldest.event.type != "turn_started"  # the turn's first events were trimmed

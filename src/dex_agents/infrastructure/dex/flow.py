@@ -290,9 +290,8 @@ class AwaitToolApprovalStep(_SessionStep, dex.Step[str]):
 
     async def wait_for(self, context: dex.AsyncContext, input: str) -> dex.Wait:  # type: ignore[override]
         """Wait for the answer, and for the deadline while the interrupt is pending."""
-        events = self._session.writer(context, _active_turn(context))
-        events.close()  # wait_for writes no events
-        plan = self._use_case(context, events).plan_wait(input)
+        with self._session.attempt(context, _active_turn(context)) as events:
+            plan = self._use_case(context, events).plan_wait(input)
         if plan is None:
             return dex.Wait.skip_immediately()
         answer = INTERRUPT_RESOLUTIONS.for_one(plan.interrupt_id)

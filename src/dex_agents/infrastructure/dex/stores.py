@@ -205,14 +205,6 @@ class StreamEventSink:
             self._loop.call_soon_threadsafe(self._stream.write, self._context, event)
 
 
-class DiscardingEventSink:
-    """An event sink for contexts that cannot write Streams (RPCs)."""
-
-    def emit(self, event: AgentEvent) -> None:
-        """Drop ``event``."""
-        del event
-
-
 class SystemClock:
     """The Worker's clock, in UTC."""
 
