@@ -10,7 +10,7 @@ returns the Steps left waiting.
 """
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from itertools import count
 
 from dex_agents.application.events import AgentEventWriter
@@ -101,7 +101,11 @@ class FakeSession:
         if turn_id is None and self.state.value is not None:
             turn_id = self.state.value.active_turn_id
         writer = AgentEventWriter(
-            self.sink, turn_id=turn_id, step_execution_id=call.step_execution_id, attempt=call.attempt
+            self.sink,
+            turn_id=turn_id,
+            step_execution_id=call.step_execution_id,
+            attempt=call.attempt,
+            max_event_bytes=self.options.max_event_bytes,
         )
         self.writers.append(writer)
         return writer
@@ -118,6 +122,7 @@ class FakeSession:
         try:
             return await StartAgentSession(
                 runner=self.runner,
+                options=self.options,
                 state=self.state,
                 messages=self.messages,
                 usage=self.usage,
@@ -133,7 +138,7 @@ class FakeSession:
         self._ran(StepName.AWAIT_USER_MESSAGE, None)
         try:
             return await AwaitUserMessage(
-                runner=self.runner, state=self.state, messages=self.messages, events=events
+                runner=self.runner, options=self.options, state=self.state, messages=self.messages, events=events
             ).execute(delivered)
         finally:
             events.close()
@@ -210,6 +215,7 @@ class FakeSession:
         try:
             return await kind(
                 runner=self.runner,
+                options=self.options,
                 tool_calls=self.tool_calls,
                 results=self.results,
                 events=events,
@@ -244,10 +250,16 @@ class FakeSession:
         self._ran(StepName.RESUME_TURN, len(delivered))
         return await ResumeTurn(state=self.state, tool_calls=self.tool_calls).execute(delivered)
 
-    async def record_turn_failure(self, *, recovery_error: str = "model failed") -> Next:
-        call = self.step_call(StepName.RECORD_TURN_FAILURE)
+    async def record_turn_failure(
+        self,
+        *,
+        recovery_error: str = "model failed",
+        start: AgentSessionStartInput | None = None,
+        step: StepName = StepName.RECORD_TURN_FAILURE,
+    ) -> Next:
+        call = self.step_call(step)
         events = self.writer(call)
-        self._ran(StepName.RECORD_TURN_FAILURE, None)
+        self._ran(step, start)
         try:
             return await RecordTurnFailure(
                 runner=self.runner,
@@ -256,8 +268,9 @@ class FakeSession:
                 run_state=self.run_state,
                 tool_calls=self.tool_calls,
                 interrupts=self.interrupts,
+                usage=self.usage,
                 events=events,
-            ).execute(recovery_error=recovery_error)
+            ).execute(recovery_error=recovery_error, start=start)
         finally:
             events.close()
 
@@ -268,7 +281,7 @@ class FakeSession:
     # -- RPCs -----------------------------------------------------------------
 
     async def send_user_message(self, text: str) -> bool:
-        return await SendUserMessage(queue=self.queue).execute(AgentUserMessage(text=text))
+        return await SendUserMessage(queue=self.queue, options=self.options).execute(AgentUserMessage(text=text))
 
     async def resolve_interrupt(
         self, interrupt_id: str, *, approved: bool, rejection_message: str | None = None
@@ -277,7 +290,7 @@ class FakeSession:
             interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message
         )
         return await ResolveInterrupt(
-            interrupts=self.interrupts, resolutions=self.resolutions, clock=self.clock
+            interrupts=self.interrupts, resolutions=self.resolutions, clock=self.clock, options=self.options
         ).execute(request)
 
     async def get_agent_snapshot(self) -> AgentSnapshot:
@@ -325,7 +338,9 @@ class FakeSession:
         match move.step:
             case StepName.AWAIT_USER_MESSAGE:
                 message = self.queue.take_one()
-                return None if message is None else await self.await_user_message([message])
+                if message is None:
+                    return None
+                return await self._with_retries(move, lambda _attempt, _execution: self.await_user_message([message]))
             case StepName.AWAIT_TOOL_APPROVAL:
                 assert isinstance(move.input, str)
                 wait = self.plan_approval(move.input)
@@ -340,32 +355,37 @@ class FakeSession:
                 assert isinstance(move.input, int)
                 if self.results.available < move.input:
                     return None
-                return await self.resume_turn(self.results.take(move.input))
+                delivered = self.results.take(move.input)
+                return await self._with_retries(move, lambda _attempt, _execution: self.resume_turn(delivered))
             case StepName.RUN_MODEL:
-                return await self._with_retries(move)
+                return await self._with_retries(
+                    move, lambda attempt, execution: self.run_model(attempt=attempt, step_execution_id=execution)
+                )
             case StepName.CALL_TOOL | StepName.CALL_SINGLE_ATTEMPT_TOOL:
-                return await self._with_retries(move)
+                assert isinstance(move.input, str)
+                tool_call_id = move.input
+                return await self._with_retries(
+                    move, lambda attempt, execution: self._tool_step(move.step, tool_call_id, attempt, execution)
+                )
             case _:
                 raise AssertionError(f"the driver does not start {move.step.value}")
 
-    async def _with_retries(self, move: GoTo) -> Next:
+    async def _with_retries(self, move: GoTo, run: Callable[[int, str], Awaitable[Next]]) -> Next:
+        """Run ``run(attempt, step_execution_id)`` under the Step's policy, then its failure route."""
         policy = STEP_POLICIES[move.step]
         attempts = policy.maximum_attempts or 1
         execution = self.step_call(move.step).step_execution_id
         error: Exception | None = None
         for attempt in range(1, attempts + 1):
             try:
-                if move.step is StepName.RUN_MODEL:
-                    return await self.run_model(attempt=attempt, step_execution_id=execution)
-                assert isinstance(move.input, str)
-                return await self._tool_step(move.step, move.input, attempt, execution)
+                return await run(attempt, execution)
             except Exception as failure:  # noqa: BLE001 - an engine retries whatever a Step raises
                 error = failure
         assert policy.failure_route is not None
         detail = f"{type(error).__name__}: {error}"
         match policy.failure_route:
-            case StepName.RECORD_TURN_FAILURE:
-                return await self.record_turn_failure(recovery_error=detail)
+            case StepName.RECORD_TURN_FAILURE | StepName.RECORD_RESUME_FAILURE:
+                return await self.record_turn_failure(recovery_error=detail, step=policy.failure_route)
             case StepName.RECORD_TOOL_FAILURE:
                 assert isinstance(move.input, str)
                 return await self.record_tool_failure(move.input, recovery_error=detail)

@@ -2,14 +2,11 @@
 
 from datetime import UTC, datetime
 
-import pytest
-
 from dex_agents.application.next import GoTo, StepName
-from dex_agents.domain.errors import RunnerContractError
 from dex_agents.domain.events import AgentEventType
 from dex_agents.domain.failure_note import OUTCOME_UNKNOWN_TOOL_RESULT
 from dex_agents.domain.interrupts import AgentInterrupt
-from dex_agents.domain.messages import MessageRole
+from dex_agents.domain.messages import FrameworkMessage, MessageRole
 from dex_agents.domain.session import AgentStatus
 from dex_agents.domain.tools import ToolEffect, ToolPolicy
 from dex_agents.domain.turns import TurnCompleted
@@ -122,19 +119,39 @@ async def test_a_failed_turn_clears_only_its_own_interrupts() -> None:
     assert session.interrupts.ids == ("turn-0.c9",)
 
 
-async def test_a_note_built_with_another_role_breaks_the_contract_and_changes_nothing() -> None:
+async def test_a_note_the_runner_builds_with_another_role_goes_into_the_error_and_the_turn_still_ends() -> None:
     roles = iter([MessageRole.USER, MessageRole.ASSISTANT])
     runner = ScriptedRunner(build_user_message=lambda text: framework_message(next(roles), text))
     session = await failed_after_tools(runner)
-    state_before = session.state.current
 
-    with pytest.raises(RunnerContractError):
-        await session.record_turn_failure(recovery_error="boom")
+    await session.record_turn_failure(recovery_error="boom")
 
-    assert session.state.current == state_before
-    assert len(session.tool_calls.all()) == 2
-    assert session.run_state.value == "resume-here"
+    state = session.state.current
+    assert state.active_turn_id is None
+    assert state.last_turn_error is not None
+    assert state.last_turn_error.startswith("boom\n(the runner could not store the turn-failure note: ")
+    assert "RunnerContractError" in state.last_turn_error
+    assert "[Dex] The previous turn failed after these tool calls ran:" in state.last_turn_error
+    assert session.tool_calls.all() == ()
+    assert session.run_state.value is None
     assert session.messages.texts == ("Refund my open order",)
+
+
+async def test_a_note_whose_runner_raises_goes_into_the_error_and_the_turn_still_ends() -> None:
+    def build(text: str) -> FrameworkMessage:
+        if text.startswith("[Dex]"):
+            raise UnicodeEncodeError("utf-8", text, 0, 1, "surrogates not allowed")
+        return framework_message(MessageRole.USER, text)
+
+    session = await failed_after_tools(ScriptedRunner(build_user_message=build))
+
+    next_ = await session.record_turn_failure(recovery_error="boom")
+
+    assert next_ == GoTo(step=StepName.AWAIT_USER_MESSAGE)
+    error = session.state.current.last_turn_error
+    assert error is not None
+    assert "UnicodeEncodeError" in error
+    assert [e.type for e in session.sink.events][-1] is AgentEventType.TURN_FAILED
 
 
 async def test_a_model_step_that_keeps_failing_ends_the_turn_through_record_turn_failure() -> None:

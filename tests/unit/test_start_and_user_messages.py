@@ -3,7 +3,6 @@
 import pytest
 
 from dex_agents.application.next import GoTo, StepName, WaitAgain
-from dex_agents.domain.errors import RunnerContractError
 from dex_agents.domain.events import AgentEventType
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import AgentUserMessage, MessageRole
@@ -91,26 +90,34 @@ async def test_a_blank_delivered_message_starts_no_turn_and_waits_again() -> Non
     assert session.messages.all == ()
 
 
-async def test_a_user_message_built_with_another_role_breaks_the_contract_at_start() -> None:
+async def test_a_user_message_built_with_another_role_fails_the_first_turn_and_keeps_the_session() -> None:
     session = FakeSession(
         ScriptedRunner(build_user_message=lambda text: framework_message(MessageRole.ASSISTANT, text))
     )
 
-    with pytest.raises(RunnerContractError, match="build_user_message must return a user message"):
-        await session.start("hi")
+    next_ = await session.start("hi")
 
+    assert next_ == GoTo(step=StepName.AWAIT_USER_MESSAGE)
     assert session.messages.all == ()
+    state = session.state.current
+    assert (state.status, state.turn_count, state.active_turn_id) == (AgentStatus.WAITING_FOR_USER_MESSAGE, 1, None)
+    assert state.last_turn_error is not None
+    assert "RunnerContractError: build_user_message must return a user message" in state.last_turn_error
+    (failed,) = session.sink.events
+    assert (failed.type, failed.turn_id) == (AgentEventType.TURN_FAILED, "turn-1")
 
 
-async def test_a_user_message_built_with_another_role_breaks_the_contract_when_delivered() -> None:
+async def test_a_user_message_built_with_another_role_fails_its_turn_when_delivered() -> None:
     session = FakeSession(ScriptedRunner(build_user_message=lambda text: framework_message(MessageRole.SYSTEM, text)))
     await session.start(None)
 
-    with pytest.raises(RunnerContractError):
-        await session.await_user_message([AgentUserMessage(text="hi")])
+    next_ = await session.await_user_message([AgentUserMessage(text="hi")])
 
+    assert next_ == GoTo(step=StepName.AWAIT_USER_MESSAGE)
     assert session.messages.all == ()
     assert session.state.current.active_turn_id is None
+    assert session.state.current.turn_count == 1
+    assert session.state.current.last_turn_error is not None
 
 
 @pytest.mark.parametrize("text", ["", " ", "\n\t"])

@@ -41,6 +41,8 @@ def test_the_step_names_are_the_specified_ones() -> None:
         "RecordToolOutcomeUnknown",
         "ResumeTurn",
         "RecordTurnFailure",
+        "RecordResumeFailure",
+        "RecordStartFailure",
     ]
 
 
@@ -82,9 +84,35 @@ def test_the_policies_of_model_and_tool_steps_match_the_spec(step: StepName) -> 
         assert policy.heartbeat_timeout == heartbeat
 
 
-@pytest.mark.parametrize("step", [step for step in StepName if step not in SPEC_POLICIES])
-def test_every_other_step_keeps_the_engine_defaults_and_has_no_failure_route(step: StepName) -> None:
-    assert STEP_POLICIES[step] == StepPolicy()
+HARDENED_POLICIES = {
+    StepName.START_AGENT_SESSION: (3, StepName.RECORD_START_FAILURE),
+    StepName.AWAIT_USER_MESSAGE: (3, StepName.RECORD_TURN_FAILURE),
+    StepName.RESUME_TURN: (3, StepName.RECORD_RESUME_FAILURE),
+    StepName.AWAIT_TOOL_APPROVAL: (5, None),
+    StepName.RECORD_TOOL_FAILURE: (5, None),
+    StepName.RECORD_TOOL_OUTCOME_UNKNOWN: (5, None),
+    StepName.RECORD_TURN_FAILURE: (5, None),
+    StepName.RECORD_RESUME_FAILURE: (5, None),
+    StepName.RECORD_START_FAILURE: (5, None),
+}
+"""(attempts, failure route) of the Steps the spec leaves on the engine's defaults."""
+
+
+def test_every_step_is_in_exactly_one_policy_table() -> None:
+    assert set(SPEC_POLICIES) | set(HARDENED_POLICIES) == set(StepName)
+    assert not set(SPEC_POLICIES) & set(HARDENED_POLICIES)
+
+
+@pytest.mark.parametrize("step", list(HARDENED_POLICIES))
+def test_no_other_step_is_left_on_the_engines_four_hours_of_retries(step: StepName) -> None:
+    attempts, route = HARDENED_POLICIES[step]
+    assert STEP_POLICIES[step] == StepPolicy(maximum_attempts=attempts, failure_route=route)
+
+
+def test_every_step_of_a_turn_has_a_failure_route_that_keeps_the_session() -> None:
+    turn_steps = (StepName.START_AGENT_SESSION, StepName.AWAIT_USER_MESSAGE, StepName.RUN_MODEL, StepName.RESUME_TURN)
+    routes = {STEP_POLICIES[step].failure_route for step in turn_steps}
+    assert routes == {StepName.RECORD_START_FAILURE, StepName.RECORD_TURN_FAILURE, StepName.RECORD_RESUME_FAILURE}
 
 
 def test_tool_steps_beat_well_within_their_heartbeat_timeout() -> None:

@@ -79,6 +79,7 @@ LEGAL_SESSION_MOVES = {
     (AgentStatus.RUNNING_MODEL, AgentStatus.RUNNING_TOOLS),
     (AgentStatus.RUNNING_MODEL, AgentStatus.WAITING_FOR_USER_MESSAGE),
     (AgentStatus.RUNNING_TOOLS, AgentStatus.RUNNING_MODEL),
+    (AgentStatus.RUNNING_TOOLS, AgentStatus.WAITING_FOR_USER_MESSAGE),  # a failure route ends a turn anywhere
 }
 
 SESSION_PAIRS = list(itertools.product(AgentStatus, repeat=2))

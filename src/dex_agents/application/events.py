@@ -3,16 +3,19 @@
 It adds the envelope (turn, Step execution, attempt) to every event, may be
 called from any thread (the sink it writes to must be thread-safe), and drops
 every write once the Step call it belongs to has returned. Events are best
-effort: a sink that fails is logged and the Step goes on.
+effort: a sink that fails is logged and the Step goes on. No event exceeds
+``max_event_bytes`` as JSON (`fit_event_body`): a long delta becomes several
+deltas, other long texts are cut with a notice.
 """
 
 import logging
 import threading
 from collections.abc import Mapping
 
+from dex_agents.application.options import DEFAULT_MAX_EVENT_BYTES
 from dex_agents.application.ports import EventSink
 from dex_agents.domain import events as ev
-from dex_agents.domain.events import AgentEvent, AgentEventBody, AgentEventType
+from dex_agents.domain.events import AgentEvent, AgentEventBody, AgentEventType, fit_event_body
 from dex_agents.domain.json_values import JsonValue
 from dex_agents.domain.tools import ToolCallStatus
 
@@ -22,8 +25,17 @@ _log = logging.getLogger(__name__)
 class AgentEventWriter:
     """Writes live events of one Step attempt."""
 
-    def __init__(self, sink: EventSink, *, turn_id: str | None, step_execution_id: str, attempt: int) -> None:
+    def __init__(
+        self,
+        sink: EventSink,
+        *,
+        turn_id: str | None,
+        step_execution_id: str,
+        attempt: int,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
         self._sink = sink
+        self._max_event_bytes = max_event_bytes
         self._turn_id = turn_id
         self._step_execution_id = step_execution_id
         self._attempt = attempt
@@ -45,19 +57,20 @@ class AgentEventWriter:
 
         ``turn_id`` overrides the writer's turn, for the event that starts a turn.
         """
-        event = AgentEvent.enveloped(
-            body,
-            turn_id=self._turn_id if turn_id is None else turn_id,
-            step_execution_id=self._step_execution_id,
-            attempt=self._attempt,
-        )
-        with self._lock:
-            if self._closed:
-                return
-            try:
-                self._sink.emit(event)
-            except Exception:  # noqa: BLE001 - live events are best effort by contract
-                _log.warning("dropped live event %s", event.type, exc_info=True)
+        for fitted in fit_event_body(body, self._max_event_bytes):
+            event = AgentEvent.enveloped(
+                fitted,
+                turn_id=self._turn_id if turn_id is None else turn_id,
+                step_execution_id=self._step_execution_id,
+                attempt=self._attempt,
+            )
+            with self._lock:
+                if self._closed:
+                    return
+                try:
+                    self._sink.emit(event)
+                except Exception:  # noqa: BLE001 - live events are best effort by contract
+                    _log.warning("dropped live event %s", event.type, exc_info=True)
 
     def write_text_delta(self, text: str) -> None:
         """Write a piece of the model's text."""

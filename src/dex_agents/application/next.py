@@ -24,6 +24,8 @@ class StepName(StrEnum):
     RECORD_TOOL_OUTCOME_UNKNOWN = "RecordToolOutcomeUnknown"
     RESUME_TURN = "ResumeTurn"
     RECORD_TURN_FAILURE = "RecordTurnFailure"
+    RECORD_RESUME_FAILURE = "RecordResumeFailure"
+    RECORD_START_FAILURE = "RecordStartFailure"
 
 
 StepInput = str | int | None

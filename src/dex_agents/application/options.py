@@ -6,10 +6,17 @@ from types import MappingProxyType
 
 import attrs
 
+from dex_agents.domain.limits import DEFAULT_MAX_INPUT_TEXT_BYTES, DEFAULT_MAX_TOOL_OUTPUT_BYTES
 from dex_agents.domain.tools import ToolEffect, ToolPolicy
 
 DEFAULT_EVENT_STREAM_CAPACITY_BYTES = 10 * 1024 * 1024
 """Default byte budget of the live event Stream (10 MiB)."""
+
+DEFAULT_MAX_EVENT_BYTES = 64 * 1024
+"""Default limit of one live event as stored (64 KiB; real Dex refuses Stream messages over 100 KiB)."""
+
+MIN_TEXT_LIMIT_BYTES = 1024
+"""The smallest text limit an option accepts (room for a truncation notice)."""
 
 
 def _frozen_policies(policies: Mapping[str, ToolPolicy] | None) -> Mapping[str, ToolPolicy]:
@@ -28,6 +35,11 @@ def _check_capacity(_instance: object, _attribute: "attrs.Attribute[int]", value
         raise ValueError(f"event_stream_capacity_bytes must be positive, got {value!r}")
 
 
+def _check_text_limit(_instance: object, attribute: "attrs.Attribute[int]", value: int) -> None:
+    if value < MIN_TEXT_LIMIT_BYTES:
+        raise ValueError(f"{attribute.name} must be at least {MIN_TEXT_LIMIT_BYTES}, got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class AgentSessionOptions:
     """How one agent's sessions treat tools, approvals and live events."""
@@ -42,3 +54,16 @@ class AgentSessionOptions:
     """Byte budget of the live event Stream, shared by the agent's sessions."""
     interrupt_deadline: timedelta | None = attrs.field(default=None, validator=_check_deadline)
     """How long an approval may wait before the call counts as rejected; ``None``: forever."""
+    max_input_text_bytes: int = attrs.field(default=DEFAULT_MAX_INPUT_TEXT_BYTES, validator=_check_text_limit)
+    """Limit of each client text (user message, first message, rejection reason), in UTF-8 bytes.
+
+    A longer text is refused at the client and by the RPC; nothing is queued.
+    """
+    max_tool_output_bytes: int = attrs.field(default=DEFAULT_MAX_TOOL_OUTPUT_BYTES, validator=_check_text_limit)
+    """Limit of each stored tool output or tool error, in UTF-8 bytes.
+
+    A longer one is stored as its start plus a notice saying how much was cut,
+    and the model reads that.
+    """
+    max_event_bytes: int = attrs.field(default=DEFAULT_MAX_EVENT_BYTES, validator=_check_text_limit)
+    """Limit of one live event's payload, as JSON: longer text deltas are split, other long texts cut with a marker."""

@@ -2,12 +2,21 @@
 
 | Step                    | attempts      | method timeout | heartbeat timeout | failure route              |
 |-------------------------|---------------|----------------|-------------------|----------------------------|
+| `StartAgentSession`     | 3             | default        | default           | `RecordStartFailure`       |
+| `AwaitUserMessage`      | 3             | default        | default           | `RecordTurnFailure`        |
 | `RunModel`              | 3 in 30 min   | 15 min         | 2 min             | `RecordTurnFailure`        |
+| `AwaitToolApproval`     | 5             | default        | default           | none                       |
 | `CallTool`              | 3             | default        | 2 min             | `RecordToolFailure`        |
 | `CallSingleAttemptTool` | 1             | default        | 2 min             | `RecordToolOutcomeUnknown` |
-| every other Step        | default       | default        | default           | none                       |
+| `ResumeTurn`            | 3             | default        | default           | `RecordResumeFailure`      |
+| every `Record…` Step    | 5             | default        | default           | none                       |
 
-"default" is the engine's default.
+"default" is the engine's default (on Dex: a 1-minute heartbeat timeout
+for a Step that does not beat, which bounds every attempt). No Step is left
+on the engine's default retries (on Dex: 4 hours of back-off), so every
+failure ends within minutes: in a failure route that fails the turn and
+keeps the session, or, for the Steps without one, which run only dex-agents
+code, in a failed session whose error names the bug.
 Every Step persists its results synchronously (the host must set that
 explicitly). `HEARTBEAT_INTERVAL` is how often model and tool Steps beat in the
 background.
@@ -42,9 +51,19 @@ class StepPolicy:
 
 _TOOL_HEARTBEAT_TIMEOUT = timedelta(minutes=2)
 
+_TURN_STEP_ATTEMPTS = 3
+"""Attempts of a Step that belongs to a turn; a runner bug fails the turn inside the Step, so these cover crashes."""
+
+_RECORD_ATTEMPTS = 5
+"""Attempts of a Step that runs only dex-agents code and has nowhere else to go."""
+
 STEP_POLICIES: Mapping[StepName, StepPolicy] = {
-    StepName.START_AGENT_SESSION: StepPolicy(),
-    StepName.AWAIT_USER_MESSAGE: StepPolicy(),
+    StepName.START_AGENT_SESSION: StepPolicy(
+        maximum_attempts=_TURN_STEP_ATTEMPTS, failure_route=StepName.RECORD_START_FAILURE
+    ),
+    StepName.AWAIT_USER_MESSAGE: StepPolicy(
+        maximum_attempts=_TURN_STEP_ATTEMPTS, failure_route=StepName.RECORD_TURN_FAILURE
+    ),
     StepName.RUN_MODEL: StepPolicy(
         maximum_attempts=3,
         total_retry_duration=timedelta(minutes=30),
@@ -52,7 +71,7 @@ STEP_POLICIES: Mapping[StepName, StepPolicy] = {
         heartbeat_timeout=timedelta(minutes=2),
         failure_route=StepName.RECORD_TURN_FAILURE,
     ),
-    StepName.AWAIT_TOOL_APPROVAL: StepPolicy(),
+    StepName.AWAIT_TOOL_APPROVAL: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
     StepName.CALL_TOOL: StepPolicy(
         maximum_attempts=3,
         heartbeat_timeout=_TOOL_HEARTBEAT_TIMEOUT,
@@ -63,9 +82,13 @@ STEP_POLICIES: Mapping[StepName, StepPolicy] = {
         heartbeat_timeout=_TOOL_HEARTBEAT_TIMEOUT,
         failure_route=StepName.RECORD_TOOL_OUTCOME_UNKNOWN,
     ),
-    StepName.RECORD_TOOL_FAILURE: StepPolicy(),
-    StepName.RECORD_TOOL_OUTCOME_UNKNOWN: StepPolicy(),
-    StepName.RESUME_TURN: StepPolicy(),
-    StepName.RECORD_TURN_FAILURE: StepPolicy(),
+    StepName.RECORD_TOOL_FAILURE: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
+    StepName.RECORD_TOOL_OUTCOME_UNKNOWN: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
+    StepName.RESUME_TURN: StepPolicy(
+        maximum_attempts=_TURN_STEP_ATTEMPTS, failure_route=StepName.RECORD_RESUME_FAILURE
+    ),
+    StepName.RECORD_TURN_FAILURE: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
+    StepName.RECORD_RESUME_FAILURE: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
+    StepName.RECORD_START_FAILURE: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
 }
 """The policy of every Step."""

@@ -6,6 +6,8 @@ retry raises. Runner contract violations raise `RunnerContractError`, illegal
 record or session transitions raise `InvalidTransitionError`.
 """
 
+from dex_agents.domain.limits import InputProblem
+
 
 class DexAgentsError(Exception):
     """Root of every error dex-agents raises on purpose."""
@@ -39,3 +41,21 @@ class StepAttemptError(DexAgentsError):
 
     The message names the original exception's type; the original is the cause.
     """
+
+
+class InvalidInputError(DexAgentsError, ValueError):
+    """A client input the session refuses: nothing was sent or stored.
+
+    ``problem`` says why (an `InputProblem`), ``field`` which input: for
+    example ``"text"``, ``"initial_message"``, ``"rejection_message"``,
+    ``"interrupt_id"`` or ``"session_id"``.
+    """
+
+    def __init__(self, message: str, *, problem: "InputProblem", field: str) -> None:
+        super().__init__(message)
+        self.problem = problem
+        self.field = field
+
+
+class StepResultTooLargeError(DexAgentsError):
+    """What a Step would write does not fit in one engine frame; the attempt fails instead of sending it."""

@@ -7,8 +7,15 @@ one Step execution) and the Step ``attempt``. A UI groups live text by
 only the highest attempt's text. After ``turn_completed`` or ``turn_failed`` the
 stored messages replace the turn's live text. Streams are best effort; the
 snapshot is the truth.
+
+Size: a Stream message has a limit (real Dex refuses messages over 100 KiB
+by default), so `fit_event_body` bounds each event's payload as JSON: a text
+or reasoning delta too long for one event is split into several, in order,
+losing nothing; in any other event each long text is cut, keeping its start
+and a notice of how much was cut.
 """
 
+import json
 from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
@@ -16,6 +23,7 @@ from enum import StrEnum
 import attrs
 
 from dex_agents.domain.json_values import JsonObject, JsonValue
+from dex_agents.domain.limits import cap_text, json_text_size
 from dex_agents.domain.tools import ToolCallStatus, ToolPolicy, is_approval_required
 from dex_agents.domain.usage import AgentUsage
 
@@ -187,3 +195,87 @@ def usage_payload(usage: AgentUsage) -> dict[str, JsonValue]:
         "cached_input_tokens": usage.cached_input_tokens,
         "reasoning_tokens": usage.reasoning_tokens,
     }
+
+
+_ENVELOPE_BYTES = 512
+"""Room kept for the envelope (type, turn, Step execution, attempt) and the JSON around the payload."""
+
+_JSON_BYTES_PER_CHARACTER = 12
+"""The most a character can take as escaped JSON text (an astral character: two ``\\uXXXX`` escapes)."""
+
+
+def fit_event_body(body: AgentEventBody, max_bytes: int) -> tuple[AgentEventBody, ...]:
+    """Return ``body`` as events whose payloads each take at most ``max_bytes`` as JSON, envelope included.
+
+    Text and reasoning deltas are split into consecutive deltas; other events
+    keep their keys and have their long texts cut with a notice.
+    """
+    budget = max(max_bytes - _ENVELOPE_BYTES, 64)
+    if body.type in (AgentEventType.TEXT_DELTA, AgentEventType.REASONING_DELTA):
+        text = body.payload.get("text")
+        if isinstance(text, str) and len(text) * _JSON_BYTES_PER_CHARACTER > budget:
+            return tuple(AgentEventBody(type=body.type, payload={"text": piece}) for piece in _split(text, budget))
+        return (body,)
+    if _longest_bound(body.payload) <= budget or _json_size(body.payload) <= budget:
+        return (body,)
+    capped = _cap_strings(body.payload, budget)
+    if not isinstance(capped, Mapping) or _json_size(capped) > budget:
+        capped = dict.fromkeys(body.payload)  # keys that alone overflow: keep the shape, drop values
+    return (AgentEventBody(type=body.type, payload=dict(capped)),)
+
+
+def _split(text: str, budget: int) -> list[str]:
+    pieces: list[str] = []
+    start = 0
+    while start < len(text):
+        size = max(budget - 2, 1)  # the quotes
+        while True:
+            piece = text[start : start + size]
+            if json_text_size(piece) <= budget or size == 1:
+                break
+            size //= 2
+        pieces.append(piece)
+        start += len(piece)
+    return pieces
+
+
+def _json_size(value: JsonValue) -> int:
+    return len(json.dumps(value, separators=(",", ":")))
+
+
+def _longest_bound(value: JsonValue) -> int:
+    """An upper bound of ``value``'s JSON size, cheap for the usual small payloads."""
+    if isinstance(value, str):
+        return len(value) * _JSON_BYTES_PER_CHARACTER + 2
+    if isinstance(value, Mapping):
+        return sum(len(k) * _JSON_BYTES_PER_CHARACTER + 4 + _longest_bound(v) for k, v in value.items()) + 2
+    if isinstance(value, (list, tuple)):
+        return sum(_longest_bound(v) + 1 for v in value) + 2
+    return 32
+
+
+def _cap_strings(value: JsonValue, budget: int) -> JsonValue:
+    strings = _count_long_strings(value)
+    # JSON takes at most 6 bytes a UTF-8 byte (a control character as \\u00XX).
+    share = max(budget // max(strings, 1) // 6, 256)
+    return _capped(value, share)
+
+
+def _count_long_strings(value: JsonValue) -> int:
+    if isinstance(value, str):
+        return 1 if len(value) > 64 else 0
+    if isinstance(value, Mapping):
+        return sum(_count_long_strings(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_count_long_strings(v) for v in value)
+    return 0
+
+
+def _capped(value: JsonValue, share: int) -> JsonValue:
+    if isinstance(value, str):
+        return cap_text(value, share, what="this event text") if len(value) > 64 else value
+    if isinstance(value, Mapping):
+        return {key: _capped(item, share) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_capped(item, share) for item in value]
+    return value

@@ -7,10 +7,14 @@ write it cannot see:
     [Dex] The previous turn failed after these tool calls ran:
     - <tool_name> <arguments> -> <status>: <describe_tool_call_outcome(record)>
     Do not repeat these tool calls unless the user asks again.
+
+Each call's arguments and outcome are cut to 1 KiB and 2 KiB in the note (with
+a notice), so the note stays small however large the outputs were.
 """
 
 from collections.abc import Iterable
 
+from dex_agents.domain.limits import cap_text
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
 
 OUTCOME_UNKNOWN_TOOL_RESULT = (
@@ -21,6 +25,12 @@ OUTCOME_UNKNOWN_TOOL_RESULT = (
 
 DEFAULT_REJECTION_TEXT = "The tool call was rejected."
 """What the model sees for a rejection that gave no reason."""
+
+NOTE_ARGUMENTS_BYTES = 1024
+"""How much of a call's arguments the note shows."""
+
+NOTE_OUTCOME_BYTES = 2048
+"""How much of a call's outcome the note shows."""
 
 _NOTE_HEADER = "[Dex] The previous turn failed after these tool calls ran:"
 _NOTE_FOOTER = "Do not repeat these tool calls unless the user asks again."
@@ -55,6 +65,10 @@ def build_turn_failure_note(records: Iterable[AgentToolCall]) -> str | None:
     if not final:
         return None
     lines = [_NOTE_HEADER]
-    lines.extend(f"- {r.tool_name} {r.arguments} -> {r.status.value}: {describe_tool_call_outcome(r)}" for r in final)
+    lines.extend(
+        f"- {r.tool_name} {cap_text(r.arguments, NOTE_ARGUMENTS_BYTES, what='the arguments')}"
+        f" -> {r.status.value}: {cap_text(describe_tool_call_outcome(r), NOTE_OUTCOME_BYTES, what='the outcome')}"
+        for r in final
+    )
     lines.append(_NOTE_FOOTER)
     return "\n".join(lines)

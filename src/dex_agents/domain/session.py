@@ -9,6 +9,7 @@ model again, and so on until the turn completes or fails; then it waits again.
 | `running_model`            | `running_tools` (tools requested)   |
 | `running_model`            | `waiting_for_user_message` (turn completed or failed) |
 | `running_tools`            | `running_model` (every result is in) |
+| `running_tools`            | `waiting_for_user_message` (turn failed) |
 
 Turn IDs are ``turn-<n>``, counted from 1. ``last_turn_error`` stays until a
 later turn completes.
@@ -33,7 +34,7 @@ class AgentStatus(StrEnum):
 AGENT_STATUS_TRANSITIONS: Mapping[AgentStatus, frozenset[AgentStatus]] = {
     AgentStatus.WAITING_FOR_USER_MESSAGE: frozenset({AgentStatus.RUNNING_MODEL}),
     AgentStatus.RUNNING_MODEL: frozenset({AgentStatus.RUNNING_TOOLS, AgentStatus.WAITING_FOR_USER_MESSAGE}),
-    AgentStatus.RUNNING_TOOLS: frozenset({AgentStatus.RUNNING_MODEL}),
+    AgentStatus.RUNNING_TOOLS: frozenset({AgentStatus.RUNNING_MODEL, AgentStatus.WAITING_FOR_USER_MESSAGE}),
 }
 """Legal status changes of a session."""
 

@@ -1,26 +1,41 @@
 """``resolve_interrupt``: answer an approval (locks ``PENDING_INTERRUPTS``).
 
-Answers ``False`` when the interrupt is not pending or its deadline has passed.
+Answers ``False`` when the interrupt is not pending or its deadline has
+passed, and when the request fails the client's checks (`id_refusal`,
+`text_refusal` of the rejection message).
 Otherwise removes it from the pending interrupts and publishes the answer
 (without a rejection message when approved), both in the RPC's one commit, and
 answers ``True``. RPCs cannot write live events; ``AwaitToolApproval`` writes
 ``interrupt_resolved`` when it applies the answer.
 """
 
+from dex_agents.application.inputs import id_refusal, text_refusal
+from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import Clock, InterruptStore, ResolutionPublisher
+from dex_agents.domain.errors import InvalidInputError
 from dex_agents.domain.interrupts import AgentInterruptResolution, ResolveInterruptRequest
 
 
 class ResolveInterrupt:
     """Accepts a person's answer to a pending interrupt."""
 
-    def __init__(self, *, interrupts: InterruptStore, resolutions: ResolutionPublisher, clock: Clock) -> None:
+    def __init__(
+        self,
+        *,
+        interrupts: InterruptStore,
+        resolutions: ResolutionPublisher,
+        clock: Clock,
+        options: AgentSessionOptions,
+    ) -> None:
         self._interrupts = interrupts
         self._resolutions = resolutions
         self._clock = clock
+        self._options = options
 
     async def execute(self, request: ResolveInterruptRequest) -> bool:
         """Accept the answer; ``False`` when it cannot be accepted."""
+        if request_refusal(request, self._options) is not None:
+            return False
         pending = self._interrupts.get()
         interrupt = next((i for i in pending if i.interrupt_id == request.interrupt_id), None)
         if interrupt is None or interrupt.is_expired(self._clock.now()):
@@ -28,3 +43,17 @@ class ResolveInterrupt:
         self._interrupts.set([i for i in pending if i.interrupt_id != request.interrupt_id])
         self._resolutions.publish(AgentInterruptResolution.from_request(request))
         return True
+
+
+def request_refusal(request: ResolveInterruptRequest, options: AgentSessionOptions) -> InvalidInputError | None:
+    """Return the error refusing ``request`` before it is looked at, or ``None``."""
+    refused = id_refusal(request.interrupt_id, field="interrupt_id", what="the interrupt ID", allow_slash=False)
+    if refused is None and request.rejection_message is not None:
+        refused = text_refusal(
+            request.rejection_message,
+            options=options,
+            field="rejection_message",
+            what="the rejection message",
+            allow_blank=True,
+        )
+    return refused

@@ -1,9 +1,14 @@
 """``send_user_message``: queue a user message (transactional).
 
-Answers ``False`` for blank text and queues nothing; else queues the message
-for the next turn and answers ``True``.
+Answers ``False`` and queues nothing for blank text and for any text
+`text_refusal` refuses (too large, a lone surrogate, NUL); else queues the
+message for the next turn and answers ``True``. `AgentSessionClient` applies
+the same checks before it sends, and raises `InvalidInputError` with the
+reason; this check is for callers that invoke the RPC directly.
 """
 
+from dex_agents.application.inputs import text_refusal
+from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import UserMessageQueue
 from dex_agents.domain.messages import AgentUserMessage
 
@@ -11,12 +16,13 @@ from dex_agents.domain.messages import AgentUserMessage
 class SendUserMessage:
     """Queues a user message for the session's next turn."""
 
-    def __init__(self, *, queue: UserMessageQueue) -> None:
+    def __init__(self, *, queue: UserMessageQueue, options: AgentSessionOptions) -> None:
         self._queue = queue
+        self._options = options
 
     async def execute(self, message: AgentUserMessage) -> bool:
-        """Queue ``message``; ``False`` when it is blank."""
-        if message.is_blank:
+        """Queue ``message``; ``False`` when it is blank or refused."""
+        if text_refusal(message.text, options=self._options, field="text", what="the user message") is not None:
             return False
         self._queue.publish(message)
         return True

@@ -1,9 +1,13 @@
 """Pieces several Step use cases share."""
 
 from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.inputs import text_refusal
+from dex_agents.application.next import GoTo, Next, StepName
+from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import MessageLog, SessionStateStore, ToolCallStore, ToolResultPublisher
 from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.domain import events as ev
+from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted
@@ -15,19 +19,55 @@ def begin_turn(
     *,
     state: AgentState,
     runner: AgentFrameworkRunner,
+    options: AgentSessionOptions,
     state_store: SessionStateStore,
     messages: MessageLog,
     events: AgentEventWriter,
-) -> None:
-    """Store ``text`` as a new turn's user message and mark the turn running."""
-    user_message = runner.build_user_message(text)
-    validate_user_message(user_message)
+) -> Next:
+    """Start a turn with ``text``: ``RunModel`` next, or, when the turn cannot start, ``AwaitUserMessage``.
+
+    The text is checked as the client checks it (a raw ``start_flow`` or
+    channel publish bypasses the client). A refused text, or a runner whose
+    `build_user_message` raises or breaks the contract, fails the new turn at
+    once: ``last_turn_error`` says why, ``turn_failed`` is written, and the
+    session waits for the next message. Retrying cannot help a deterministic
+    runner bug, so this does not raise.
+    """
     started = state.start_turn()
-    assert started.active_turn_id is not None
+    turn_id = started.active_turn_id
+    assert turn_id is not None
+    refused = text_refusal(text, options=options, field="text", what="the user message")
+    if refused is not None:
+        return fail_new_turn(started, str(refused), state_store=state_store, events=events)
+    try:
+        user_message = runner.build_user_message(text)
+        validate_user_message(user_message)
+    except Exception as error:  # noqa: BLE001 - a runner bug fails this turn, never the session
+        reason = f"the runner could not build the user message: {describe_exception(error)}"
+        return fail_new_turn(started, reason, state_store=state_store, events=events)
     sequence = started.next_sequence
-    messages.append(AgentMessage.stored(user_message, sequence=sequence, turn_id=started.active_turn_id))
+    messages.append(AgentMessage.stored(user_message, sequence=sequence, turn_id=turn_id))
     state_store.set(started.with_messages_appended(1))
-    events.write(ev.turn_started(sequence), turn_id=started.active_turn_id)
+    events.write(ev.turn_started(sequence), turn_id=turn_id)
+    return GoTo(step=StepName.RUN_MODEL)
+
+
+def fail_new_turn(
+    started: AgentState, reason: str, *, state_store: SessionStateStore, events: AgentEventWriter
+) -> Next:
+    """Record a turn that failed before its user message was stored; ``AwaitUserMessage`` next."""
+    turn_id = started.active_turn_id
+    error = cap_text(reason, ERROR_TEXT_BYTES, what="the error")
+    state_store.set(started.fail_turn(error))
+    events.write(ev.turn_failed(error), turn_id=turn_id)
+    return GoTo(step=StepName.AWAIT_USER_MESSAGE)
+
+
+def describe_exception(error: BaseException) -> str:
+    """Return ``module.Type: message`` for ``error``, as the engine reports a Step's exception."""
+    kind = type(error)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+    return f"{name}: {error}"
 
 
 def finish_tool_call(

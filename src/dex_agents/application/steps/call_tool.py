@@ -12,15 +12,21 @@ window. The result is ``succeeded``, or ``failed`` for `ToolExecutionError`
 (not retried); its one ``TOOL_CALL_RESULTS`` message is published with it.
 Any other exception fails the attempt. A record that is already final ends
 without running or publishing. Next: ends.
+
+Output and error texts are made safe to store (`sanitize_output_text`) and
+cut to ``max_tool_output_bytes`` with a notice the model reads
+(`cap_text`), so a tool returning 10 MB does not fail its Step.
 """
 
 from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import End, Next
+from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import ToolCallStore, ToolResultPublisher
 from dex_agents.application.runner import AgentFrameworkRunner, DeferredToolExecution, HeartbeatFn
 from dex_agents.application.steps._shared import finish_tool_call
 from dex_agents.domain.errors import ToolExecutionError
+from dex_agents.domain.limits import cap_text, sanitize_output_text
 from dex_agents.domain.tools import ToolCallStatus, idempotency_key
 
 
@@ -29,12 +35,14 @@ class _ToolCallStep:
         self,
         *,
         runner: AgentFrameworkRunner,
+        options: AgentSessionOptions,
         tool_calls: ToolCallStore,
         results: ToolResultPublisher,
         events: AgentEventWriter,
         heartbeat: HeartbeatFn,
     ) -> None:
         self._runner = runner
+        self._options = options
         self._tool_calls = tool_calls
         self._results = results
         self._events = events
@@ -62,11 +70,14 @@ class _ToolCallStep:
         try:
             result = await self._runner.execute_deferred_tool_call(execution)
         except ToolExecutionError as error:
-            finished = record.fail(error.message)
+            finished = record.fail(self._bounded(error.message, "the tool's error"))
         else:
-            finished = record.succeed(result.output)
+            finished = record.succeed(self._bounded(result.output, "the tool's output"))
         finish_tool_call(finished, tool_calls=self._tool_calls, results=self._results, events=self._events)
         return End()
+
+    def _bounded(self, text: str, what: str) -> str:
+        return cap_text(sanitize_output_text(text), self._options.max_tool_output_bytes, what=what)
 
 
 class CallTool(_ToolCallStep):

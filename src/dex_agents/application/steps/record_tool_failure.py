@@ -5,7 +5,8 @@ through crashes, timeouts or exceptions other than `ToolExecutionError`, so a
 write may have taken effect: ``RecordToolFailure`` records ``failed`` for a
 read and ``outcome_unknown`` for a write; ``RecordToolOutcomeUnknown`` records
 ``outcome_unknown``. The engine's recovery detail goes into ``error``, and the
-call's one result is published. A final record ends without publishing.
+call's one result is published. A final record ends without publishing. The
+recovery detail is cut to 8 KiB.
 Next: ends.
 """
 
@@ -13,6 +14,7 @@ from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.next import End, Next
 from dex_agents.application.ports import ToolCallStore, ToolResultPublisher
 from dex_agents.application.steps._shared import finish_tool_call
+from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text
 
 
 class _ToolFailureRoute:
@@ -31,7 +33,7 @@ class RecordToolFailure(_ToolFailureRoute):
         assert record is not None, f"no record for tool call {tool_call_id!r}"
         if not record.is_final:
             finish_tool_call(
-                record.after_exhausted_retries(recovery_error),
+                record.after_exhausted_retries(cap_text(recovery_error, ERROR_TEXT_BYTES, what="the error")),
                 tool_calls=self._tool_calls,
                 results=self._results,
                 events=self._events,
@@ -48,7 +50,7 @@ class RecordToolOutcomeUnknown(_ToolFailureRoute):
         assert record is not None, f"no record for tool call {tool_call_id!r}"
         if not record.is_final:
             finish_tool_call(
-                record.mark_outcome_unknown(recovery_error),
+                record.mark_outcome_unknown(cap_text(recovery_error, ERROR_TEXT_BYTES, what="the error")),
                 tool_calls=self._tool_calls,
                 results=self._results,
                 events=self._events,

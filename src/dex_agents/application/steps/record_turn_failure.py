@@ -1,20 +1,49 @@
-"""``RecordTurnFailure``: the failure route of ``RunModel``.
+"""``RecordTurnFailure``: the failure route of every Step that belongs to a turn.
 
-Input: none. Records ``last_turn_error`` from the engine's recovery detail.
-When the turn has final tool-call records, stores one turn-failure note (a
-user message built by the runner) so the next turn's model does not repeat a
-write; otherwise stores nothing. Clears the turn's records, run state and
-pending interrupts. Next: ``AwaitUserMessage``.
+Reached with the failed Step's input: nothing from ``RunModel`` and
+``AwaitUserMessage``, the result count from ``ResumeTurn``
+(``RecordResumeFailure``), the start input from ``StartAgentSession``
+(``RecordStartFailure``); all three run this use case. Records
+``last_turn_error`` from the engine's recovery detail (cut to 8 KiB):
+
+- a running turn: when it has final tool-call records, stores one
+  turn-failure note (a user message built by the runner) so the next turn's
+  model does not repeat a write, then clears the turn's records, run state
+  and pending interrupts;
+- no running turn (``AwaitUserMessage`` failed for good: its message was
+  taken and could not be stored): records the turn it would have started as
+  failed;
+- no session yet (``StartAgentSession`` failed for good): initializes the
+  session, and records turn 1 as failed when the first message would have
+  started it.
+
+A runner whose `build_user_message` fails on the note does not stop the
+record: the note's text is added to ``last_turn_error`` instead. Writes
+``turn_failed``. Next: ``AwaitUserMessage``. 5 attempts and no failure
+route: only a dex-agents bug can fail it, and then the session fails with
+that error.
 """
 
 from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.next import GoTo, Next, StepName
-from dex_agents.application.ports import InterruptStore, MessageLog, RunStateStore, SessionStateStore, ToolCallStore
+from dex_agents.application.ports import (
+    InterruptStore,
+    MessageLog,
+    RunStateStore,
+    SessionStateStore,
+    ToolCallStore,
+    UsageStore,
+)
 from dex_agents.application.runner import AgentFrameworkRunner
+from dex_agents.application.steps._shared import describe_exception, fail_new_turn
 from dex_agents.domain import events as ev
 from dex_agents.domain.failure_note import build_turn_failure_note
+from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text
 from dex_agents.domain.messages import AgentMessage
+from dex_agents.domain.session import AgentState
+from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.turns import validate_user_message
+from dex_agents.domain.usage import AgentUsage
 
 
 class RecordTurnFailure:
@@ -29,6 +58,7 @@ class RecordTurnFailure:
         run_state: RunStateStore,
         tool_calls: ToolCallStore,
         interrupts: InterruptStore,
+        usage: UsageStore,
         events: AgentEventWriter,
     ) -> None:
         self._runner = runner
@@ -37,25 +67,51 @@ class RecordTurnFailure:
         self._run_state = run_state
         self._tool_calls = tool_calls
         self._interrupts = interrupts
+        self._usage = usage
         self._events = events
 
-    async def execute(self, *, recovery_error: str) -> Next:
-        """Record the failure and wait for the next user message."""
+    async def execute(self, *, recovery_error: str, start: AgentSessionStartInput | None = None) -> Next:
+        """Record the failure and wait for the next user message; ``start`` when the start Step failed."""
+        error = cap_text(recovery_error, ERROR_TEXT_BYTES, what="the error")
         state = self._state.get()
-        assert state is not None, "the session has not started"
-        assert state.active_turn_id is not None, "RecordTurnFailure needs an active turn"
+        if state is None:
+            state = AgentState()
+            self._usage.set(AgentUsage())
+            self._interrupts.set(())
+            if start is None or not start.starts_a_turn:
+                self._state.set(state)
+                return GoTo(step=StepName.AWAIT_USER_MESSAGE)
+        if state.active_turn_id is None:
+            return fail_new_turn(state.start_turn(), error, state_store=self._state, events=self._events)
         turn_id = state.active_turn_id
         records = self._tool_calls.all()
         note = build_turn_failure_note(records)
         if note is not None:
-            message = self._runner.build_user_message(note)
-            validate_user_message(message)
-            self._messages.append(AgentMessage.stored(message, sequence=state.next_sequence, turn_id=turn_id))
-            state = state.with_messages_appended(1)
-        self._state.set(state.fail_turn(recovery_error))
+            try:
+                message = self._runner.build_user_message(note)
+                validate_user_message(message)
+            except Exception as failure:  # noqa: BLE001 - the record must be kept even when the runner fails
+                error = cap_text(
+                    f"{error}\n(the runner could not store the turn-failure note: {describe_exception(failure)})"
+                    f"\n{note}",
+                    ERROR_TEXT_BYTES,
+                    what="the error",
+                )
+            else:
+                self._messages.append(AgentMessage.stored(message, sequence=state.next_sequence, turn_id=turn_id))
+                state = state.with_messages_appended(1)
+        self._state.set(state.fail_turn(error))
         for record in records:
             self._tool_calls.delete(record.tool_call_id)
         self._run_state.set(None)
         self._interrupts.set([i for i in self._interrupts.get() if i.turn_id != turn_id])
-        self._events.write(ev.turn_failed(recovery_error))
+        self._events.write(ev.turn_failed(error))
         return GoTo(step=StepName.AWAIT_USER_MESSAGE)
+
+
+class RecordResumeFailure(RecordTurnFailure):
+    """Ends a turn whose ``ResumeTurn`` failed for good (the same record as `RecordTurnFailure`)."""
+
+
+class RecordStartFailure(RecordTurnFailure):
+    """Initializes a session whose ``StartAgentSession`` failed for good, its first turn failed."""

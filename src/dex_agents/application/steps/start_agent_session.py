@@ -2,11 +2,14 @@
 
 Input: `AgentSessionStartInput`. Initializes state, usage and pending
 interrupts. Next: ``RunModel`` when the initial message is not blank (the
-turn starts with it), else ``AwaitUserMessage``.
+turn starts with it), else ``AwaitUserMessage``. A first message that cannot
+start a turn fails turn 1 at once (`begin_turn`); next: ``AwaitUserMessage``.
+3 attempts; failure route ``RecordStartFailure``.
 """
 
 from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.next import GoTo, Next, StepName
+from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import InterruptStore, MessageLog, SessionStateStore, UsageStore
 from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.application.steps._shared import begin_turn
@@ -22,6 +25,7 @@ class StartAgentSession:
         self,
         *,
         runner: AgentFrameworkRunner,
+        options: AgentSessionOptions,
         state: SessionStateStore,
         messages: MessageLog,
         usage: UsageStore,
@@ -29,6 +33,7 @@ class StartAgentSession:
         events: AgentEventWriter,
     ) -> None:
         self._runner = runner
+        self._options = options
         self._state = state
         self._messages = messages
         self._usage = usage
@@ -44,12 +49,12 @@ class StartAgentSession:
         if not start.starts_a_turn:
             return GoTo(step=StepName.AWAIT_USER_MESSAGE)
         assert start.initial_message is not None
-        begin_turn(
+        return begin_turn(
             start.initial_message,
             state=state,
             runner=self._runner,
+            options=self._options,
             state_store=self._state,
             messages=self._messages,
             events=self._events,
         )
-        return GoTo(step=StepName.RUN_MODEL)

@@ -16,6 +16,10 @@ Step (`MEMOIZED_WIRE_TYPES`) therefore get a `MemoizingJsonCodec`: a Worker
 process decodes each distinct JSON text once and hands out the same frozen
 value afterwards, within a budget of JSON characters per type.
 
+Every codec reports the size of what it encodes to the Step attempt's
+`WriteMeter` (`dex_agents.infrastructure.dex.frames`), so the binding can
+refuse a result too large for one frame before it is sent.
+
 An application builds its Registry with these codecs::
 
     registry = dex.Registry([flow], codec_registry(), allow_async_handlers=True)
@@ -26,7 +30,7 @@ import functools
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import cattrs
 import dex
@@ -41,6 +45,7 @@ from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAge
 from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted
 from dex_agents.domain.usage import AgentUsage
+from dex_agents.infrastructure.dex.frames import count_write
 
 T = TypeVar("T")
 
@@ -102,7 +107,18 @@ class DecodeMemo(Generic[T]):
 
 
 @dataclasses.dataclass(frozen=True)
-class MemoizingJsonCodec(dex.JsonCodec[T]):
+class MeteredJsonCodec(dex.JsonCodec[T]):
+    """A `dex.JsonCodec` that reports the size of each value it encodes to the Step's `WriteMeter`."""
+
+    def encode(self, value: T) -> dex.Value:
+        """Encode ``value`` as the plain codec does, and count its size."""
+        encoded = super().encode(value)
+        count_write(self.type_name, len(cast(str, encoded.data)))  # ASCII JSON: characters are bytes
+        return encoded
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoizingJsonCodec(MeteredJsonCodec[T]):
     """A `dex.JsonCodec` that decodes each distinct JSON text once and then returns the same value.
 
     Only for frozen types whose fields are immutable all the way down: every
@@ -173,7 +189,11 @@ def json_codec(type_hint: object) -> "dex.JsonCodec[Any]":
     unstructure = conv.get_unstructure_hook(type_hint)
     structure = conv.get_structure_hook(type_hint)
     name = f"dex_agents.{_type_name(type_hint)}"
-    codec = MemoizingJsonCodec if type_hint in MEMOIZED_WIRE_TYPES else dex.JsonCodec
+    codec: type[dex.JsonCodec[Any]] = MeteredJsonCodec
+    if type_hint in MEMOIZED_WIRE_TYPES:
+        codec = MemoizingJsonCodec
+    elif type_hint is AgentEvent:
+        codec = dex.JsonCodec  # an event is a Stream message of its own, not part of the Step's result
     return codec(name, lambda data: structure(data, type_hint), unstructure)
 
 

@@ -40,7 +40,11 @@ from dex_agents.application.steps.await_tool_approval import AwaitToolApproval
 from dex_agents.application.steps.await_user_message import AwaitUserMessage
 from dex_agents.application.steps.call_tool import CallSingleAttemptTool, CallTool
 from dex_agents.application.steps.record_tool_failure import RecordToolFailure, RecordToolOutcomeUnknown
-from dex_agents.application.steps.record_turn_failure import RecordTurnFailure
+from dex_agents.application.steps.record_turn_failure import (
+    RecordResumeFailure,
+    RecordStartFailure,
+    RecordTurnFailure,
+)
 from dex_agents.application.steps.resume_turn import ResumeTurn
 from dex_agents.application.steps.run_model import RunModel
 from dex_agents.application.steps.start_agent_session import StartAgentSession
@@ -51,6 +55,7 @@ from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest
 from dex_agents.domain.start import AgentSessionStartInput
+from dex_agents.infrastructure.dex.frames import metered_writes
 from dex_agents.infrastructure.dex.options import PER_CALL_STEPS, StepOptionsTable
 from dex_agents.infrastructure.dex.persistence import (
     AGENT_MESSAGES,
@@ -107,6 +112,7 @@ class _Session:
             turn_id=turn_id,
             step_execution_id=context.step_execution_id,
             attempt=context.attempt,
+            max_event_bytes=self.options.max_event_bytes,
         )
 
     @contextlib.contextmanager
@@ -116,10 +122,14 @@ class _Session:
         dex 1.23 reports any ``ValueError`` or ``TypeError`` escaping a handler as
         an invalid Step result, which would misname a runner's or a tool's own
         failure; they leave here as `StepAttemptError`, which says what failed.
+        Every value the use case stages is metered: a result too large for one
+        frame fails the attempt with `StepResultTooLargeError` and is never sent.
         """
         events = self.writer(context, turn_id)
         try:
-            yield events
+            with metered_writes() as meter:
+                yield events
+            meter.check()
         except (ValueError, TypeError) as error:
             raise StepAttemptError(f"{type(error).__module__}.{type(error).__qualname__}: {error}") from error
         finally:
@@ -217,6 +227,7 @@ class StartAgentSessionStep(_SessionStep, dex.Step[AgentSessionStartInput]):
         with s.attempt(context, None) as events:
             next_ = await StartAgentSession(
                 runner=s.runner,
+                options=s.options,
                 state=DexSessionStateStore(context),
                 messages=DexMessageLog(context),
                 usage=DexUsageStore(context),
@@ -241,6 +252,7 @@ class AwaitUserMessageStep(_SessionStep, dex.Step[None]):
         with s.attempt(context, None) as events:
             next_ = await AwaitUserMessage(
                 runner=s.runner,
+                options=s.options,
                 state=DexSessionStateStore(context),
                 messages=DexMessageLog(context),
                 events=events,
@@ -328,6 +340,7 @@ class _ToolStep(_SessionStep):
             async with _heartbeating(context, s.heartbeat_interval):
                 next_ = await self.use_case(
                     runner=s.runner,
+                    options=s.options,
                     tool_calls=DexToolCallStore(context),
                     results=DexToolResultPublisher(context),
                     events=events,
@@ -388,31 +401,63 @@ class ResumeTurnStep(_SessionStep, dex.Step[int]):
 
     async def execute(self, context: dex.AsyncContext, input: int) -> dex.StepDecision:  # type: ignore[override]
         """Resume the turn, or wait for what is missing."""
-        next_ = await ResumeTurn(state=DexSessionStateStore(context), tool_calls=DexToolCallStore(context)).execute(
-            tuple(TOOL_CALL_RESULTS.results(context))
-        )
+        with self._session.attempt(context, _active_turn(context)):
+            next_ = await ResumeTurn(state=DexSessionStateStore(context), tool_calls=DexToolCallStore(context)).execute(
+                tuple(TOOL_CALL_RESULTS.results(context))
+            )
         return self._session.decide(self.name, next_)
 
 
-class RecordTurnFailureStep(_SessionStep, dex.Step[None]):
-    """Dex Step of `RecordTurnFailure`."""
+class _TurnFailureStep(_SessionStep):
+    use_case: type[RecordTurnFailure]
 
-    name = StepName.RECORD_TURN_FAILURE
-
-    async def execute(self, context: dex.AsyncContext, input: None) -> dex.StepDecision:  # type: ignore[override]
-        """Record the failed turn."""
+    async def _record(self, context: dex.AsyncContext, start: AgentSessionStartInput | None) -> dex.StepDecision:
         s = self._session
         with s.attempt(context, _active_turn(context)) as events:
-            next_ = await RecordTurnFailure(
+            next_ = await self.use_case(
                 runner=s.runner,
                 state=DexSessionStateStore(context),
                 messages=DexMessageLog(context),
                 run_state=DexRunStateStore(context),
                 tool_calls=DexToolCallStore(context),
                 interrupts=DexInterruptStore(context),
+                usage=DexUsageStore(context),
                 events=events,
-            ).execute(recovery_error=_recovery_detail(context))
+            ).execute(recovery_error=_recovery_detail(context), start=start)
         return s.decide(self.name, next_)
+
+
+class RecordTurnFailureStep(_TurnFailureStep, dex.Step[None]):
+    """Dex Step of `RecordTurnFailure`: the route of ``RunModel`` and ``AwaitUserMessage``."""
+
+    name = StepName.RECORD_TURN_FAILURE
+    use_case = RecordTurnFailure
+
+    async def execute(self, context: dex.AsyncContext, input: None) -> dex.StepDecision:  # type: ignore[override]
+        """Record the failed turn."""
+        return await self._record(context, None)
+
+
+class RecordResumeFailureStep(_TurnFailureStep, dex.Step[int]):
+    """Dex Step of `RecordTurnFailure` for ``ResumeTurn``, whose input is a result count."""
+
+    name = StepName.RECORD_RESUME_FAILURE
+    use_case = RecordResumeFailure
+
+    async def execute(self, context: dex.AsyncContext, input: int) -> dex.StepDecision:  # type: ignore[override]
+        """Record the failed turn."""
+        return await self._record(context, None)
+
+
+class RecordStartFailureStep(_TurnFailureStep, dex.Step[AgentSessionStartInput]):
+    """Dex Step of `RecordTurnFailure` for ``StartAgentSession``, whose input is the start input."""
+
+    name = StepName.RECORD_START_FAILURE
+    use_case = RecordStartFailure
+
+    async def execute(self, context: dex.AsyncContext, input: AgentSessionStartInput) -> dex.StepDecision:  # type: ignore[override]
+        """Initialize the session and record its first turn as failed."""
+        return await self._record(context, input)
 
 
 _STEP_CLASSES: tuple[type[_SessionStep], ...] = (
@@ -426,6 +471,8 @@ _STEP_CLASSES: tuple[type[_SessionStep], ...] = (
     RecordToolOutcomeUnknownStep,
     ResumeTurnStep,
     RecordTurnFailureStep,
+    RecordResumeFailureStep,
+    RecordStartFailureStep,
 )
 
 
@@ -478,8 +525,8 @@ class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
 
     @dex.rpc(is_transactional=True)
     async def send_user_message(self, context: dex.Context, message: AgentUserMessage) -> dex.RPCResult[bool]:
-        """Queue a user message; ``False`` for blank text."""
-        accepted = await SendUserMessage(queue=DexUserMessageQueue(context)).execute(message)
+        """Queue a user message; ``False`` for blank or refused text (`text_refusal`)."""
+        accepted = await SendUserMessage(queue=DexUserMessageQueue(context), options=self.options).execute(message)
         return dex.RPCResult(accepted)
 
     @dex.rpc(lock_attributes=(PENDING_INTERRUPTS.lock(),))
@@ -489,6 +536,7 @@ class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
             interrupts=DexInterruptStore(context),
             resolutions=DexResolutionPublisher(context),
             clock=self._session.clock,
+            options=self.options,
         ).execute(request)
         return dex.RPCResult(accepted)
 

@@ -68,7 +68,12 @@ def _base(step: StepName) -> dex.StepOptions:
     match step:
         case StepName.RUN_MODEL:
             return replace(options, execute_load_attribute_maps=(AGENT_MESSAGES, AGENT_TOOL_CALLS))
-        case StepName.RESUME_TURN | StepName.RECORD_TURN_FAILURE:
+        case (
+            StepName.RESUME_TURN
+            | StepName.RECORD_TURN_FAILURE
+            | StepName.RECORD_RESUME_FAILURE
+            | StepName.RECORD_START_FAILURE
+        ):
             return replace(options, execute_load_attribute_maps=(AGENT_TOOL_CALLS,))
         case StepName.AWAIT_TOOL_APPROVAL:
             # Expiring an interrupt rewrites PENDING_INTERRUPTS; the lock keeps a

@@ -15,10 +15,12 @@ import dex
 
 from dex_agents.domain.events import AgentEvent
 from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution
+from dex_agents.domain.limits import utf8_size
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage, message_sequence_key
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted
 from dex_agents.domain.usage import AgentUsage
+from dex_agents.infrastructure.dex.frames import count_write
 from dex_agents.infrastructure.dex.persistence import (
     AGENT_MESSAGES,
     AGENT_STATE,
@@ -87,6 +89,7 @@ class DexRunStateStore:
         if run_state is None:
             FRAMEWORK_RUN_STATE.delete(self._context)
         else:
+            count_write("FRAMEWORK_RUN_STATE", utf8_size(run_state))
             FRAMEWORK_RUN_STATE.set(self._context, run_state)
 
 
