@@ -11,25 +11,41 @@ Steps (input; what it does; next):
 
 - ``StartAgentSession`` (start input): initializes state, usage and
   interrupts; ``RunModel`` when the first message is not blank, else
-  ``AwaitUserMessage``.
+  ``AwaitUserMessage``; 3 attempts, failure route ``RecordStartFailure``.
 - ``AwaitUserMessage`` (none): waits for a queued user message, stores it
-  and starts a turn; ``RunModel``.
+  and starts a turn; ``RunModel``; 3 attempts, failure route
+  ``RecordTurnFailure``.
 - ``RunModel`` (none): one model call; 15 min timeout, 2 min heartbeat
   timeout, 3 attempts within 30 min, failure route ``RecordTurnFailure``;
   ``AwaitUserMessage`` when the turn completed, else one Step per tool call
   plus ``ResumeTurn``, in parallel.
 - ``AwaitToolApproval`` (tool-call ID): waits for a person's answer and the
-  deadline; the call's tool Step, or ends when rejected or expired.
+  deadline; the call's tool Step, or ends when rejected or expired; 5 attempts.
 - ``CallTool`` (tool-call ID): a read or idempotent write; 3 attempts,
   failure route ``RecordToolFailure``; ends.
 - ``CallSingleAttemptTool`` (tool-call ID): any other call; exactly 1
   attempt, failure route ``RecordToolOutcomeUnknown``; ends.
 - ``RecordToolFailure`` (tool-call ID): ``failed`` for a read,
-  ``outcome_unknown`` for a write; ends.
-- ``RecordToolOutcomeUnknown`` (tool-call ID): ``outcome_unknown``; ends.
-- ``ResumeTurn`` (result count): waits for the tool results; ``RunModel``.
-- ``RecordTurnFailure`` (none): records the error and a note of the calls
-  that ran, clears the turn; ``AwaitUserMessage``.
+  ``outcome_unknown`` for a write; ends; 5 attempts.
+- ``RecordToolOutcomeUnknown`` (tool-call ID): ``outcome_unknown``; ends; 5 attempts.
+- ``ResumeTurn`` (result count): waits for the tool results; ``RunModel``;
+  3 attempts, failure route ``RecordResumeFailure``.
+- ``RecordTurnFailure`` (none), ``RecordResumeFailure`` (result count),
+  ``RecordStartFailure`` (start input): record the error and a note of the
+  calls that ran, clear the turn (or record the turn a failed
+  ``AwaitUserMessage`` or ``StartAgentSession`` would have started as
+  failed); ``AwaitUserMessage``; 5 attempts, no route.
+
+A runner whose ``build_user_message`` raises, or a refused first message,
+fails that turn inside the Step; no Step is left on the engine's default of
+4 hours of retries. Only a bug in dex-agents itself can fail a session.
+
+Limits (`AgentSessionOptions`): each client text at most
+``max_input_text_bytes`` (256 KiB) of Unicode without NUL, refused with
+`InvalidInputError` otherwise; each tool output at most
+``max_tool_output_bytes`` (256 KiB), cut with a notice beyond; each live event
+at most ``max_event_bytes`` (64 KiB); each Step's writes at most 3 MiB, or the
+attempt fails with `StepResultTooLargeError` and nothing is sent.
 
 Every tool call publishes exactly one result when its record becomes final.
 
@@ -62,14 +78,25 @@ Serving a Flow needs the dex-agents codecs::
 """
 
 from dex_agents.application.events import AgentEventWriter
-from dex_agents.application.options import DEFAULT_EVENT_STREAM_CAPACITY_BYTES, AgentSessionOptions
+from dex_agents.application.options import (
+    DEFAULT_EVENT_STREAM_CAPACITY_BYTES,
+    DEFAULT_MAX_EVENT_BYTES,
+    AgentSessionOptions,
+)
 from dex_agents.application.runner import (
     AgentFrameworkRunner,
     AgentTurnContext,
     DeferredToolExecution,
     ToolExecutionResult,
 )
-from dex_agents.domain.errors import DexAgentsError, InvalidTransitionError, RunnerContractError, ToolExecutionError
+from dex_agents.domain.errors import (
+    DexAgentsError,
+    InvalidInputError,
+    InvalidTransitionError,
+    RunnerContractError,
+    StepResultTooLargeError,
+    ToolExecutionError,
+)
 from dex_agents.domain.events import EVENT_PAYLOAD_KEYS, AgentEvent, AgentEventType
 from dex_agents.domain.failure_note import (
     OUTCOME_UNKNOWN_TOOL_RESULT,
@@ -77,6 +104,7 @@ from dex_agents.domain.failure_note import (
     describe_tool_call_outcome,
 )
 from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution, ResolveInterruptRequest
+from dex_agents.domain.limits import DEFAULT_MAX_INPUT_TEXT_BYTES, DEFAULT_MAX_TOOL_OUTPUT_BYTES, InputProblem
 from dex_agents.domain.messages import (
     AgentMessage,
     AgentUserMessage,
@@ -122,6 +150,9 @@ __all__ = [
     "AGENT_TOOL_CALLS",
     "AGENT_USAGE",
     "DEFAULT_EVENT_STREAM_CAPACITY_BYTES",
+    "DEFAULT_MAX_EVENT_BYTES",
+    "DEFAULT_MAX_INPUT_TEXT_BYTES",
+    "DEFAULT_MAX_TOOL_OUTPUT_BYTES",
     "EVENT_PAYLOAD_KEYS",
     "FRAMEWORK_RUN_STATE",
     "INTERRUPT_RESOLUTIONS",
@@ -155,11 +186,14 @@ __all__ = [
     "DeferredToolExecution",
     "DexAgentsError",
     "FrameworkMessage",
+    "InputProblem",
+    "InvalidInputError",
     "InvalidTransitionError",
     "ListAgentMessagesRequest",
     "MessageRole",
     "ResolveInterruptRequest",
     "RunnerContractError",
+    "StepResultTooLargeError",
     "ToolCallCompleted",
     "ToolCallStatus",
     "ToolCallsRequested",

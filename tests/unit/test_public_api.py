@@ -13,6 +13,9 @@ EXPECTED = {
     "ToolCallStatus", "ToolCallsRequested", "ToolEffect", "ToolExecutionError", "ToolExecutionResult", "ToolPolicy",
     "TurnCompleted", "build_turn_failure_note", "codec_registry", "describe_tool_call_outcome", "idempotency_key",
     "is_approval_required", "message_sequence_key",
+    # hardening: limits and the errors of refused inputs and oversized results
+    "DEFAULT_MAX_EVENT_BYTES", "DEFAULT_MAX_INPUT_TEXT_BYTES", "DEFAULT_MAX_TOOL_OUTPUT_BYTES", "InputProblem",
+    "InvalidInputError", "StepResultTooLargeError",
 }  # fmt: skip
 
 

@@ -1,7 +1,10 @@
 """`AgentSessionClient`: start, talk to, watch and stop agent sessions from an application.
 
 Everything goes through the Flow's RPCs and its live event Stream; the client
-never touches state directly. ``resolve_interrupt`` retries a lock conflict
+never touches state directly. Every input is checked before anything is sent
+(`dex_agents.application.inputs`): a text over the Flow's
+``max_input_text_bytes``, with a lone surrogate or NUL, or a malformed ID
+raises `InvalidInputError` with the reason, and nothing reaches the session. ``resolve_interrupt`` retries a lock conflict
 (a Step holding ``PENDING_INTERRUPTS``) for up to 5 seconds. The query methods
 load exactly the ``AGENT_MESSAGES`` instances they return.
 """
@@ -14,8 +17,12 @@ from typing import Any, cast
 import attrs
 import dex
 
+from dex_agents.application.inputs import id_refusal, text_refusal
+from dex_agents.application.rpcs.resolve_interrupt import request_refusal
+from dex_agents.domain.errors import InvalidInputError
 from dex_agents.domain.events import AgentEvent
 from dex_agents.domain.interrupts import ResolveInterruptRequest
+from dex_agents.domain.limits import InputProblem
 from dex_agents.domain.messages import AgentUserMessage, message_sequence_key
 from dex_agents.domain.snapshot import (
     AgentMessagesPage,
@@ -70,13 +77,36 @@ class AgentSessionClient:
         for `send_user_message`.
 
         Raises:
+            InvalidInputError: the session ID or the first message is refused; no session was started.
             dex.FlowAlreadyStartedError: a session with this ID exists.
         """
+        self._check_session_id(session_id)
+        if initial_message is not None:
+            _raise_if(
+                text_refusal(
+                    initial_message,
+                    options=self._flow.options,
+                    field="initial_message",
+                    what="the first message",
+                    allow_blank=True,
+                )
+            )
         start = AgentSessionStartInput(initial_message=initial_message)
         return await self._client.start_flow(self._flow, session_id, start, options or dex.StartFlowOptions())
 
     async def send_user_message(self, session_id: str, text: str) -> bool:
-        """Queue a user message for the session's next turn; ``False`` for blank text."""
+        """Queue a user message for the session's next turn; ``False`` for blank text, as the spec says.
+
+        Raises:
+            InvalidInputError: the text is refused (too large, a lone surrogate, NUL) or the session ID is
+                malformed; nothing was sent.
+            dex.FlowNotFoundError: no session has this ID.
+        """
+        self._check_session_id(session_id)
+        refused = text_refusal(text, options=self._flow.options, field="text", what="the user message")
+        if refused is not None and refused.problem is InputProblem.BLANK:
+            return False
+        _raise_if(refused)
         result = await self._client.invoke_rpc(
             cast(Any, self._flow.send_user_message), session_id, AgentUserMessage(text=text)
         )
@@ -95,11 +125,14 @@ class AgentSessionClient:
         A lock conflict with a running Step is retried for 5 seconds, then raised.
 
         Raises:
+            InvalidInputError: the interrupt ID or the rejection message is refused; nothing was sent.
             dex.RpcLockConflictError: the conflict outlasted the retries.
         """
+        self._check_session_id(session_id)
         request = ResolveInterruptRequest(
             interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message
         )
+        _raise_if(request_refusal(request, self._flow.options))
         give_up = time.monotonic() + LOCK_CONFLICT_RETRY.total_seconds()
         while True:
             try:
@@ -167,6 +200,15 @@ class AgentSessionClient:
         message = await self._client.read_stream(session_id, self._flow.events_stream, resume_token, long_poll)
         return AgentEventMessage(event=message.value, resume_token=message.resume_token)
 
+    @staticmethod
+    def _check_session_id(session_id: str) -> None:
+        _raise_if(id_refusal(session_id, field="session_id", what="the session ID"))
+
     async def stop_session(self, session_id: str, reason: str | None = None) -> None:
         """Stop the session; its state stays readable through the query methods."""
         await self._client.stop_flow(session_id, dex.StopFlowOptions(type=dex.StopType.CANCEL, reason=reason))
+
+
+def _raise_if(refused: InvalidInputError | None) -> None:
+    if refused is not None:
+        raise refused
