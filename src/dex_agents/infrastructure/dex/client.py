@@ -4,8 +4,9 @@ Everything goes through the Flow's RPCs and its live event Stream; the client
 never touches state directly. Every input is checked before anything is sent
 (`dex_agents.application.inputs`): a text over the Flow's
 ``max_input_text_bytes``, with a lone surrogate or NUL, or a malformed ID
-raises `InvalidInputError` with the reason, and nothing reaches the session. ``resolve_interrupt`` retries a lock conflict
-(a Step holding ``PENDING_INTERRUPTS``) for up to 5 seconds. The query methods
+raises `InvalidInputError` with the reason, and nothing reaches the session.
+``resolve_interrupt`` retries a lock conflict (a Step holding
+``PENDING_INTERRUPTS``) for up to 5 seconds. The query methods
 load exactly the ``AGENT_MESSAGES`` instances they return.
 """
 
