@@ -15,6 +15,8 @@ from dex_agents import (
     AgentSnapshot,
     AgentState,
     AgentUsage,
+    InputProblem,
+    InvalidInputError,
     ResolveInterruptRequest,
     message_sequence_key,
 )
@@ -125,3 +127,55 @@ async def test_a_page_loads_only_its_own_messages() -> None:
     assert options.load_attribute_map_instances == tuple(
         AGENT_MESSAGES.load(message_sequence_key(n)) for n in range(11, 211)
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [("x" * 5_000_000, "too_large"), ("lone \ud800", "lone_surrogate"), ("nul \x00", "nul_character")],
+)
+async def test_send_user_message_refuses_a_bad_text_before_sending_anything(text: str, problem: str) -> None:
+    fake = FakeDexClient({})
+    with pytest.raises(InvalidInputError, match="^refused: the user message ") as refused:
+        await sessions_with(fake).send_user_message("s", text)
+    assert refused.value.problem == problem
+    assert refused.value.field == "text"
+    assert fake.calls == []
+
+
+@pytest.mark.parametrize("text", ["", " \n "])
+async def test_send_user_message_answers_false_for_blank_text_without_sending(text: str) -> None:
+    fake = FakeDexClient({})
+    assert await sessions_with(fake).send_user_message("s", text) is False
+    assert fake.calls == []
+
+
+async def test_resolve_interrupt_refuses_an_oversized_rejection_before_sending() -> None:
+    fake = FakeDexClient({})
+    with pytest.raises(InvalidInputError) as refused:
+        await sessions_with(fake).resolve_interrupt("s", "turn-1.c1", approved=False, rejection_message="r" * 300_000)
+    assert (refused.value.problem, refused.value.field) == (InputProblem.TOO_LARGE, "rejection_message")
+    assert fake.calls == []
+
+
+async def test_resolve_interrupt_refuses_a_malformed_interrupt_id_before_sending() -> None:
+    fake = FakeDexClient({})
+    with pytest.raises(InvalidInputError) as refused:
+        await sessions_with(fake).resolve_interrupt("s", "", approved=True)
+    assert (refused.value.problem, refused.value.field) == (InputProblem.INVALID_ID, "interrupt_id")
+
+
+@pytest.mark.parametrize("session_id", ["", "a\x00", "x" * 600])
+async def test_every_client_call_refuses_a_malformed_session_id(session_id: str) -> None:
+    sessions = sessions_with(FakeDexClient({}))
+    with pytest.raises(InvalidInputError):
+        await sessions.send_user_message(session_id, "hi")
+    with pytest.raises(InvalidInputError):
+        await sessions.resolve_interrupt(session_id, "turn-1.c1", approved=True)
+    with pytest.raises(InvalidInputError):
+        await sessions.start_session(session_id, "hi")
+
+
+async def test_start_session_refuses_an_oversized_first_message_and_starts_nothing() -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        await sessions_with(FakeDexClient({})).start_session("s", "m" * 300_000)
+    assert refused.value.field == "initial_message"
