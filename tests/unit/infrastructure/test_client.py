@@ -135,7 +135,7 @@ async def test_a_page_loads_only_its_own_messages() -> None:
 )
 async def test_send_user_message_refuses_a_bad_text_before_sending_anything(text: str, problem: str) -> None:
     fake = FakeDexClient({})
-    with pytest.raises(InvalidInputError, match="^refused: the user message ") as refused:
+    with pytest.raises(InvalidInputError, match=r"^refused: the user message ") as refused:
         await sessions_with(fake).send_user_message("s", text)
     assert refused.value.problem == problem
     assert refused.value.field == "text"

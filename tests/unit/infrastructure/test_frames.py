@@ -42,7 +42,7 @@ def test_a_result_over_the_limit_is_refused_with_what_was_largest() -> None:
     meter.add("dex_agents.AgentMessage", MAX_STEP_RESULT_BYTES)
     meter.check()
     meter.add("FRAMEWORK_RUN_STATE", 1)
-    with pytest.raises(StepResultTooLargeError, match="largest value: dex_agents.AgentMessage, 3,145,728 bytes"):
+    with pytest.raises(StepResultTooLargeError, match=r"largest value: dex_agents\.AgentMessage, 3,145,728 bytes"):
         meter.check()
 
 
