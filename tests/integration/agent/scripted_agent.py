@@ -3,11 +3,19 @@
 The turn's user message is a JSON script::
 
     {"tools": [{"id": "c1", "name": "read_tool", "args": {"gate": "g1"}}],
-     "model_gate": "m1", "fail_model": "always" | "after_tools"}
+     "model_gate": "m1", "fail_model": "always" | "after_tools",
+     "stream": 1000000, "delta": 1024,
+     "contract": "empty_run_state" | "slash_id" | "duplicate_ids"}
+
+``stream`` streams that many characters of text and answers with them;
+``contract`` asks for tools in a way the runner contract forbids. A message
+holding `BREAK_BUILD` makes ``build_user_message`` raise; one holding
+`WRONG_ROLE` makes it return an assistant message.
 
 The first model call asks for ``tools`` (in order); the next one answers with
 the outcome of each. Tool arguments steer the tool: ``gate`` parks it at a
-`FileGate`, ``error`` raises `ToolExecutionError`, ``crash`` raises. Every real
+`FileGate`, ``error`` raises `ToolExecutionError`, ``crash`` raises, ``big_output``
+returns that many characters. Every real
 model and tool call is counted in the `InvocationLog` under ``$AGENT_TEST_STATE``.
 """
 
@@ -44,6 +52,8 @@ DEADLINE_ENV = "AGENT_TEST_INTERRUPT_DEADLINE_SECONDS"
 HEARTBEAT_ENV = "AGENT_TEST_HEARTBEAT_SECONDS"
 EVENT_CAPACITY_ENV = "AGENT_TEST_EVENT_CAPACITY_BYTES"
 FLOW_TYPE = "ScriptedAgent"
+BREAK_BUILD = "[break build_user_message]"
+WRONG_ROLE = "[build with the assistant role]"
 
 TOOL_POLICIES = {
     "read_tool": ToolPolicy(ToolEffect.READ),
@@ -87,7 +97,10 @@ class ScriptedAgentRunner:
     """Runs the JSON script of the turn's user message."""
 
     def build_user_message(self, text: str) -> FrameworkMessage:
-        return FrameworkMessage(role=MessageRole.USER, framework_item=json.dumps({"user": text}), text=text)
+        if BREAK_BUILD in text:
+            raise ValueError("this runner cannot build that message")
+        role = MessageRole.ASSISTANT if WRONG_ROLE in text else MessageRole.USER
+        return FrameworkMessage(role=role, framework_item=json.dumps({"user": text}), text=text)
 
     async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
         prompt = next(m.text for m in turn.messages if m.turn_id == turn.turn_id and m.role is MessageRole.USER)
@@ -103,6 +116,10 @@ class ScriptedAgentRunner:
         usage = AgentUsage(model_calls=1, input_tokens=10, output_tokens=5)
         if steps.get("fail_model") == "always":
             raise RuntimeError("the model is down")
+        if steps.get("stream"):
+            return stream_answer(turn, int(steps["stream"]), int(steps.get("delta", 1024)), usage)
+        if steps.get("contract") and not turn.is_resuming:
+            return broken_contract(turn, str(steps["contract"]), usage)
         if not turn.is_resuming and steps.get("tools"):
             calls = [
                 DeferredToolCall(
@@ -142,9 +159,38 @@ class ScriptedAgentRunner:
             raise ToolExecutionError(args["error"])
         if "value_error" in args:
             raise ValueError(args["value_error"])
+        if "big_output" in args:
+            return ToolExecutionResult("y" * int(args["big_output"]))
         if args.get("crash"):
             raise RuntimeError(f"{call.tool_call.tool_name} crashed")
         return ToolExecutionResult(f"{call.tool_call.tool_name} done with key {call.idempotency_key}")
+
+
+def stream_answer(turn: AgentTurnContext, size: int, delta: int, usage: AgentUsage) -> TurnCompleted:
+    """Stream ``size`` characters of text in deltas of ``delta`` characters, and answer with all of it."""
+    text = "".join(chr(ord("a") + n % 26) for n in range(size))
+    for start in range(0, size, delta):
+        turn.events.write_text_delta(text[start : start + delta])
+    return TurnCompleted(
+        new_messages=[FrameworkMessage(role=MessageRole.ASSISTANT, framework_item=json.dumps(text), text=text)],
+        usage=usage,
+    )
+
+
+def broken_contract(turn: AgentTurnContext, kind: str, usage: AgentUsage) -> ToolCallsRequested:
+    """Ask for tools in a way the runner contract forbids."""
+    read = turn.resolve_tool_policy("read_tool")
+    call = DeferredToolCall(tool_call_id="c1", tool_name="read_tool", arguments="{}", policy=read)
+    match kind:
+        case "empty_run_state":
+            return ToolCallsRequested(framework_run_state="", tool_calls=[call], usage=usage)
+        case "slash_id":
+            slashed = DeferredToolCall(tool_call_id="c/1", tool_name="read_tool", arguments="{}", policy=read)
+            return ToolCallsRequested(framework_run_state="{}", tool_calls=[slashed], usage=usage)
+        case "duplicate_ids":
+            return ToolCallsRequested(framework_run_state="{}", tool_calls=[call, call], usage=usage)
+        case _:
+            raise AssertionError(f"unknown contract breach {kind!r}")
 
 
 def build_flow() -> AgentSessionFlow:

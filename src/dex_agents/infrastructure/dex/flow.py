@@ -167,10 +167,14 @@ def _call(context: dex.Context) -> StepCall:
 
 
 def _recovery_detail(context: dex.Context) -> str:
+    """The failed attempt's error as ``Type: detail`` (the type dropped for builtins), as people read it."""
     error = context.recovery_error
     if error is None:
         return _UNKNOWN_FAILURE
-    return error.detail or error.error_type or _UNKNOWN_FAILURE
+    kind = (error.error_type or "").removeprefix("builtins.")
+    if kind and error.detail:
+        return f"{kind}: {error.detail}"
+    return error.detail or kind or _UNKNOWN_FAILURE
 
 
 def _active_turn(context: dex.Context) -> str | None:
