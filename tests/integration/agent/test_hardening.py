@@ -24,7 +24,13 @@ from dex_agents import (
     ToolCallStatus,
 )
 from dex_agents.testing import AgentTestStack, session_is_idle, wait_for_agent_snapshot, wait_until
-from tests.integration.agent.scripted_agent import BREAK_BUILD, DEADLINE_ENV, WRONG_ROLE, invocations
+from tests.integration.agent.scripted_agent import (
+    BREAK_BUILD,
+    DEADLINE_ENV,
+    WORKER_SLOTS_ENV,
+    WRONG_ROLE,
+    invocations,
+)
 from tests.integration.agent.test_sessions import fake_stack_with, tool, turn
 
 pytestmark = pytest.mark.integration
@@ -204,7 +210,7 @@ async def test_a_runner_whose_build_user_message_raises_fails_only_that_turn(
     )
     assert failed.messages == ()
     await answers_next_message(sessions, "s")
-    assert (await stack.read_step_history("s"))  # the Flow is alive, not failed
+    assert await stack.read_step_history("s")  # the Flow is alive, not failed
 
 
 @pytest.mark.parametrize(
@@ -305,37 +311,44 @@ async def test_a_model_answer_too_large_for_one_frame_fails_its_turn_and_the_ses
 
 
 async def test_a_bystander_session_on_the_same_worker_is_served_while_another_gets_oversized_inputs(
-    stack: AgentTestStack, flow: AgentSessionFlow
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("bystander")
-    await sessions.start_session("victim")
+    # Four task slots: every oversized result frame that reached the server would cost the SDK's pull Worker
+    # one task stream for 60-90 s, and the victim's two oversized turns try six of them.
+    async with fake_stack_with(tmp_path, state_dir, monkeypatch, {WORKER_SLOTS_ENV: "4"}) as (stack, flow):
+        await stack.start_worker()
+        sessions = stack.sessions(flow)
+        await sessions.start_session("bystander")
+        await sessions.start_session("victim")
 
-    async def victim() -> None:
-        with pytest.raises(InvalidInputError):
-            await sessions.send_user_message("victim", "x" * (5 * MIB))
-        assert await sessions.send_user_message("victim", turn(tool("c1", "read_tool", big_output=10 * MIB)))
-        assert await sessions.send_user_message("victim", turn(stream=2 * MIB, delta=MIB))
-        assert await sessions.send_user_message("victim", f"{BREAK_BUILD}")
-        await turns_done(sessions, "victim", 3)
+        async def victim() -> None:
+            with pytest.raises(InvalidInputError):
+                await sessions.send_user_message("victim", "x" * (5 * MIB))
+            assert await sessions.send_user_message("victim", turn(tool("c1", "read_tool", big_output=10 * MIB)))
+            assert await sessions.send_user_message("victim", turn(stream=2 * MIB, delta=MIB))
+            assert await sessions.send_user_message("victim", turn(stream=3 * MIB, delta=MIB))
+            assert await sessions.send_user_message("victim", f"{BREAK_BUILD}")
+            await turns_done(sessions, "victim", 4)
 
-    async def bystander() -> None:
-        for number in range(1, 6):
-            assert await sessions.send_user_message("bystander", turn(tool(f"b{number}", "read_tool")))
-            # Well under the SDK's 60-90 s back-off after a refused task stream: a stall would time out here.
-            await wait_until(
-                f"bystander turn {number}",
-                lambda n=number: _turns_ended(sessions, "bystander", n),
-                timeout=20,
-            )
+        async def bystander() -> None:
+            for number in range(1, 6):
+                assert await sessions.send_user_message("bystander", turn(tool(f"b{number}", "read_tool")))
+                # Well under the SDK's 60-90 s back-off after a refused task stream: a stall times out here.
+                await wait_until(
+                    f"bystander turn {number}",
+                    lambda n=number: _turns_ended(sessions, "bystander", n),  # type: ignore[misc]
+                    timeout=20,
+                )
 
-    await asyncio.gather(victim(), bystander())
+        await asyncio.gather(victim(), bystander())
 
-    snapshot = await sessions.get_agent_snapshot("bystander")
-    assert snapshot.state is not None
-    assert (snapshot.state.turn_count, snapshot.state.last_turn_error) == (5, None)
-    await answers_next_message(sessions, "victim")
+        snapshot = await sessions.get_agent_snapshot("bystander")
+        assert snapshot.state is not None
+        assert (snapshot.state.turn_count, snapshot.state.last_turn_error) == (5, None)
+        victim_state = (await sessions.get_agent_snapshot("victim")).state
+        assert victim_state is not None
+        assert victim_state.turn_count == 4
+        await answers_next_message(sessions, "victim")
 
 
 async def _turns_ended(sessions: AgentSessionClient, session_id: str, count: int) -> bool:
