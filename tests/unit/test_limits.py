@@ -4,11 +4,20 @@ import json
 
 import pytest
 
-from dex_agents import AgentSessionOptions, InputProblem, InvalidInputError
+from dex_agents import (
+    AgentMessage,
+    AgentSessionOptions,
+    AgentState,
+    InputProblem,
+    InvalidInputError,
+    MessageRole,
+)
 from dex_agents.application.inputs import id_refusal, text_refusal
 from dex_agents.domain import events as ev
 from dex_agents.domain.events import AgentEventBody, AgentEventType, fit_event_body
 from dex_agents.domain.limits import cap_text, check_input_text, json_text_size, sanitize_output_text, utf8_size
+from dex_agents.domain.messages import stored_size
+from dex_agents.domain.snapshot import page_sequences, snapshot_sequences
 
 KIB = 1024
 
@@ -125,3 +134,28 @@ def test_a_custom_event_with_nested_long_values_is_capped_too() -> None:
     )
     (fitted,) = fit_event_body(nested, 4 * KIB)
     assert len(json.dumps(fitted.payload)) <= 4 * KIB
+
+
+def test_storing_messages_indexes_each_one_over_8_kib_with_its_size() -> None:
+    small = AgentMessage(sequence=1, turn_id="turn-1", role=MessageRole.USER, framework_item="{}", text="hi")
+    large = AgentMessage(sequence=2, turn_id="turn-1", role=MessageRole.USER, framework_item="x" * 9000, text="é" * 10)
+    state = AgentState().with_messages_stored([small, large])
+    assert state.message_count == 2
+    assert state.large_messages == ((2, stored_size(large)),)
+    assert stored_size(large) == 256 + 9002 + 62  # escaped texts with their quotes, plus the overhead
+    assert AgentState().with_messages_stored([small]).large_messages == ()
+
+
+def test_a_snapshot_keeps_the_latest_200_messages_while_they_fit_in_2_mib() -> None:
+    assert snapshot_sequences(450) == range(251, 451)
+    # 8 KiB for 450, 1.5 MB for 449, then 71 more of 8 KiB fit in 2 MiB
+    assert snapshot_sequences(450, large_messages=[(449, 1_500_000)]) == range(378, 451)
+    assert snapshot_sequences(3, large_messages=[(3, 3_000_000)]) == range(3, 4)  # always the newest one
+
+
+def test_a_page_stops_before_2_mib_and_its_cursor_continues_from_there() -> None:
+    large = [(5, 1_000_000), (6, 1_500_000)]
+    # 4 small, 1 MB: 1,032,768 bytes; the next 1.5 MB would pass 2 MiB
+    assert page_sequences(after_sequence=0, limit=200, message_count=300, large_messages=large) == (range(1, 6), 5)
+    # 1.5 MB, then 72 small (8 KiB each) fit
+    assert page_sequences(after_sequence=5, limit=200, message_count=300, large_messages=large) == (range(6, 79), 78)

@@ -10,6 +10,7 @@ Stored messages are numbered from 1 in the order the session appends them;
 ``AGENT_MESSAGES`` map so that keys sort like their numbers.
 """
 
+import json
 from enum import StrEnum
 
 import attrs
@@ -76,6 +77,22 @@ class AgentMessage:
             tool_call_id=message.tool_call_id,
             tool_name=message.tool_name,
         )
+
+
+LARGE_MESSAGE_BYTES = 8 * 1024
+"""A stored message estimated larger than this is listed in `AgentState.large_messages`."""
+
+_STORED_OVERHEAD_BYTES = 256
+"""Room for a stored message's keys, numbers and the engine's envelope."""
+
+
+def stored_size(message: "AgentMessage | FrameworkMessage") -> int:
+    """Return an upper estimate of ``message``'s stored size in bytes (its texts as escaped JSON, plus overhead)."""
+    size = _STORED_OVERHEAD_BYTES
+    for text in (message.framework_item, message.text, message.tool_call_id, message.tool_name):
+        if text:
+            size += len(json.encoder.encode_basestring_ascii(text))
+    return size
 
 
 def message_sequence_key(sequence: int) -> str:

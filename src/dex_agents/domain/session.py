@@ -15,12 +15,13 @@ Turn IDs are ``turn-<n>``, counted from 1. ``last_turn_error`` stays until a
 later turn completes.
 """
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
 import attrs
 
 from dex_agents.domain.errors import InvalidTransitionError
+from dex_agents.domain.messages import LARGE_MESSAGE_BYTES, AgentMessage, stored_size
 
 
 class AgentStatus(StrEnum):
@@ -46,6 +47,11 @@ def turn_id_for(turn_number: int) -> str:
     return f"turn-{turn_number}"
 
 
+def size_pairs(value: Iterable[Iterable[int]]) -> tuple[tuple[int, int], ...]:
+    """Return ``(sequence, bytes)`` pairs as a tuple of int pairs (a converter for decoded JSON lists)."""
+    return tuple((int(a), int(b)) for a, b in value)
+
+
 @attrs.frozen(kw_only=True)
 class AgentState:
     """The session's durable state (Attribute ``AGENT_STATE``)."""
@@ -60,6 +66,12 @@ class AgentState:
     """Messages stored so far; the next message gets sequence ``message_count + 1``."""
     last_turn_error: str | None = None
     """Why the last failed turn failed; cleared when a later turn completes."""
+    large_messages: tuple[tuple[int, int], ...] = attrs.field(default=(), converter=size_pairs)
+    """``(sequence, estimated bytes)`` of each stored message over 8 KiB, in order.
+
+    Every other message takes at most 8 KiB, so a reader can choose how many
+    messages to load in one call without loading any first.
+    """
 
     @property
     def next_sequence(self) -> int:
@@ -98,6 +110,15 @@ class AgentState:
             active_turn_id=None,
             last_turn_error=error,
         )
+
+    def with_messages_stored(self, messages: Iterable[AgentMessage]) -> "AgentState":
+        """Return the state after ``messages`` were stored at the next sequences, large ones indexed."""
+        stored = tuple(messages)
+        large = [(message.sequence, size) for message in stored if (size := stored_size(message)) > LARGE_MESSAGE_BYTES]
+        appended = self.with_messages_appended(len(stored))
+        if not large:
+            return appended
+        return attrs.evolve(appended, large_messages=(*self.large_messages, *large))
 
     def with_messages_appended(self, count: int) -> "AgentState":
         """Return the state after ``count`` more messages were stored."""

@@ -1,10 +1,22 @@
-"""What the query RPCs return: the session snapshot and message pages."""
+"""What the query RPCs return: the session snapshot and message pages.
+
+Both read a bounded number of bytes, not only of messages: a snapshot holds
+the latest messages, at most `SNAPSHOT_MESSAGE_LIMIT`, and a page at most its
+limit, but each stops before its messages would exceed
+`MESSAGE_LOAD_BUDGET_BYTES` (always holding at least one message). Sizes come
+from `AgentState.large_messages`; every other message counts as
+`LARGE_MESSAGE_BYTES`. The client loads exactly the sequences these functions
+name, so neither what Dex sends the Worker nor what the RPC answers grows
+past one frame, however large single messages are.
+"""
+
+from collections.abc import Iterable, Mapping
 
 import attrs
 
 from dex_agents.domain.interrupts import AgentInterrupt
-from dex_agents.domain.messages import AgentMessage
-from dex_agents.domain.session import AgentState
+from dex_agents.domain.messages import LARGE_MESSAGE_BYTES, AgentMessage
+from dex_agents.domain.session import AgentState, size_pairs
 from dex_agents.domain.tools import AgentToolCall
 from dex_agents.domain.usage import AgentUsage
 
@@ -13,6 +25,9 @@ SNAPSHOT_MESSAGE_LIMIT = 200
 
 MAX_PAGE_LIMIT = 200
 """Messages a page holds at most."""
+
+MESSAGE_LOAD_BUDGET_BYTES = 2 * 1024 * 1024
+"""Estimated bytes of messages one snapshot or page loads at most (beyond its first message)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -53,26 +68,74 @@ class AgentMessagesPage:
     """Pass as ``after_sequence`` for the next page; ``None`` when there is none."""
 
 
+@attrs.frozen(kw_only=True)
+class MessageIndex:
+    """What a reader needs to choose the messages of a snapshot or page (the ``get_agent_message_index`` RPC)."""
+
+    message_count: int = 0
+    """Messages stored so far."""
+    large_messages: tuple[tuple[int, int], ...] = attrs.field(default=(), converter=size_pairs)
+    """``(sequence, estimated bytes)`` of each message over `LARGE_MESSAGE_BYTES`."""
+
+    @classmethod
+    def of(cls, state: AgentState | None) -> "MessageIndex":
+        """Return the index of ``state`` (empty before the session started)."""
+        if state is None:
+            return cls()
+        return cls(message_count=state.message_count, large_messages=state.large_messages)
+
+
 def clamp_page_limit(limit: int) -> int:
     """Clamp a requested page size to 1..`MAX_PAGE_LIMIT`."""
     return max(1, min(MAX_PAGE_LIMIT, limit))
 
 
-def page_sequences(*, after_sequence: int, limit: int, message_count: int) -> tuple[range, int | None]:
+def page_sequences(
+    *,
+    after_sequence: int,
+    limit: int,
+    message_count: int,
+    large_messages: Iterable[tuple[int, int]] = (),
+    budget: int = MESSAGE_LOAD_BUDGET_BYTES,
+) -> tuple[range, int | None]:
     """Return the sequences of one page and the cursor of the next.
 
     Args:
         after_sequence: the page starts after this sequence.
         limit: the requested size, clamped to 1..200.
         message_count: messages stored, numbered 1..message_count.
+        large_messages: ``AgentState.large_messages``.
+        budget: estimated bytes the page may hold beyond its first message.
     """
     first = max(after_sequence, 0) + 1
     last = min(first + clamp_page_limit(limit) - 1, message_count)
+    sizes = dict(large_messages)
+    total = 0
+    for sequence in range(first, last + 1):
+        total += _size(sizes, sequence)
+        if total > budget and sequence > first:
+            last = sequence - 1
+            break
     sequences = range(first, last + 1)
     next_after = last if last < message_count else None
     return sequences, next_after
 
 
-def snapshot_sequences(message_count: int) -> range:
-    """Return the sequences a snapshot holds: the latest `SNAPSHOT_MESSAGE_LIMIT`."""
-    return range(max(1, message_count - SNAPSHOT_MESSAGE_LIMIT + 1), message_count + 1)
+def snapshot_sequences(
+    message_count: int, *, large_messages: Iterable[tuple[int, int]] = (), budget: int = MESSAGE_LOAD_BUDGET_BYTES
+) -> range:
+    """Return the sequences a snapshot holds: the latest `SNAPSHOT_MESSAGE_LIMIT` that fit in ``budget``."""
+    oldest = max(1, message_count - SNAPSHOT_MESSAGE_LIMIT + 1)
+    sizes = dict(large_messages)
+    first = message_count + 1
+    total = 0
+    for sequence in range(message_count, oldest - 1, -1):
+        total += _size(sizes, sequence)
+        if total > budget and sequence < message_count:
+            break
+        first = sequence
+    return range(first, message_count + 1)
+
+
+def _size(sizes: Mapping[int, int], sequence: int) -> int:
+    return sizes.get(sequence, LARGE_MESSAGE_BYTES)

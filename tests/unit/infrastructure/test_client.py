@@ -17,9 +17,11 @@ from dex_agents import (
     AgentUsage,
     InputProblem,
     InvalidInputError,
+    ListAgentMessagesRequest,
     ResolveInterruptRequest,
     message_sequence_key,
 )
+from dex_agents.domain.snapshot import MessageIndex
 from dex_agents.testing import ScriptedRunner
 
 
@@ -97,7 +99,10 @@ async def test_resolve_interrupt_gives_up_on_a_lock_conflict_after_five_seconds(
 
 async def test_snapshot_loads_exactly_the_latest_two_hundred_messages() -> None:
     fake = FakeDexClient(
-        {"get_agent_message_count": lambda _p, _o: 250, "get_agent_snapshot": lambda _p, _o: snapshot(250)}
+        {
+            "get_agent_message_index": lambda _p, _o: MessageIndex(message_count=250),
+            "get_agent_snapshot": lambda _p, _o: snapshot(250),
+        }
     )
     await sessions_with(fake).get_agent_snapshot("s")
     name, _, options = fake.calls[-1]
@@ -109,7 +114,10 @@ async def test_snapshot_loads_exactly_the_latest_two_hundred_messages() -> None:
 async def test_snapshot_is_read_again_when_messages_arrived_in_between() -> None:
     counts = iter([5, 5])
     fake = FakeDexClient(
-        {"get_agent_message_count": lambda _p, _o: 3, "get_agent_snapshot": lambda _p, _o: snapshot(next(counts))}
+        {
+            "get_agent_message_index": lambda _p, _o: MessageIndex(message_count=3),
+            "get_agent_snapshot": lambda _p, _o: snapshot(next(counts)),
+        }
     )
     result = await sessions_with(fake).get_agent_snapshot("s")
     assert result.state is not None
@@ -121,12 +129,46 @@ async def test_snapshot_is_read_again_when_messages_arrived_in_between() -> None
 
 
 async def test_a_page_loads_only_its_own_messages() -> None:
-    fake = FakeDexClient({"list_agent_messages": lambda _p, _o: None})
+    fake = FakeDexClient(
+        {
+            "get_agent_message_index": lambda _p, _o: MessageIndex(message_count=1000),
+            "list_agent_messages": lambda _p, _o: None,
+        }
+    )
     await sessions_with(fake).list_agent_messages("s", after_sequence=10, limit=1000)
-    _, _, options = fake.calls[-1]
+    _, request, options = fake.calls[-1]
+    assert request == ListAgentMessagesRequest(after_sequence=10, limit=200)
     assert options.load_attribute_map_instances == tuple(
         AGENT_MESSAGES.load(message_sequence_key(n)) for n in range(11, 211)
     )
+
+
+async def test_a_snapshot_of_large_messages_loads_only_the_latest_that_fit_in_two_mib() -> None:
+    index = MessageIndex(message_count=10, large_messages=((8, 900_000), (9, 900_000), (10, 900_000)))
+    fake = FakeDexClient(
+        {"get_agent_message_index": lambda _p, _o: index, "get_agent_snapshot": lambda _p, _o: snapshot(10)}
+    )
+    await sessions_with(fake).get_agent_snapshot("s")
+    _, _, options = fake.calls[-1]
+    assert options.load_attribute_map_instances == tuple(AGENT_MESSAGES.load(message_sequence_key(n)) for n in (9, 10))
+
+
+async def test_a_page_of_large_messages_ends_early_and_a_single_huge_message_still_makes_a_page() -> None:
+    index = MessageIndex(message_count=5, large_messages=((1, 3_000_000), (2, 1_500_000), (3, 1_000_000)))
+    fake = FakeDexClient({"get_agent_message_index": lambda _p, _o: index, "list_agent_messages": lambda _p, _o: None})
+    sessions = sessions_with(fake)
+    loaded = []
+    for after in (0, 1, 3):
+        await sessions.list_agent_messages("s", after_sequence=after, limit=50)
+        loaded.append(len(fake.calls[-1][2].load_attribute_map_instances))
+    assert loaded == [1, 1, 2]  # 3 MB alone; 1.5 MB and 1 MB exceed 2 MiB together; two small ones
+
+
+async def test_a_page_after_the_last_message_sends_no_rpc() -> None:
+    fake = FakeDexClient({"get_agent_message_index": lambda _p, _o: MessageIndex(message_count=3)})
+    page = await sessions_with(fake).list_agent_messages("s", after_sequence=3)
+    assert (page.messages, page.next_after_sequence) == ((), None)
+    assert [name for name, _, _ in fake.calls] == ["get_agent_message_index"]
 
 
 @pytest.mark.parametrize(

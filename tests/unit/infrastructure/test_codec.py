@@ -30,6 +30,7 @@ from dex_agents import (
     codec_registry,
 )
 from dex_agents.domain import events as ev
+from dex_agents.domain.snapshot import MessageIndex
 from dex_agents.infrastructure.dex.codec import WIRE_TYPES
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -54,7 +55,12 @@ INTERRUPT = AgentInterrupt(
     deadline=NOW,
 )
 STATE = AgentState(
-    status=AgentStatus.RUNNING_TOOLS, turn_count=2, active_turn_id="turn-2", message_count=5, last_turn_error="boom"
+    status=AgentStatus.RUNNING_TOOLS,
+    turn_count=2,
+    active_turn_id="turn-2",
+    message_count=5,
+    last_turn_error="boom",
+    large_messages=((3, 9000),),
 )
 MESSAGE = AgentMessage(
     sequence=1, turn_id="turn-1", role=MessageRole.TOOL, framework_item="[]", text="x", tool_call_id="c1", tool_name="t"
@@ -97,6 +103,7 @@ SAMPLES: list[tuple[object, object]] = [
     ),
     (ListAgentMessagesRequest, ListAgentMessagesRequest(after_sequence=3, limit=7)),
     (AgentMessagesPage, AgentMessagesPage(messages=(MESSAGE,), next_after_sequence=None)),
+    (MessageIndex, MessageIndex(message_count=9, large_messages=((4, 20_000), (9, 3_000_000)))),
 ]
 
 

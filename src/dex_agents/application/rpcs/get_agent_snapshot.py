@@ -2,7 +2,8 @@
 
 State (``None`` before the start Step commits), the latest 200 messages, the
 pending interrupts, the active turn's tool-call records, usage and the number
-of queued user messages. Reads only the messages it returns. Works for a
+of queued user messages. Reads only the messages it returns: the latest 200
+that fit in 2 MiB (`snapshot_sequences`). Works for a
 stopped session, because it writes nothing.
 """
 
@@ -14,7 +15,7 @@ from dex_agents.application.ports import (
     UsageStore,
     UserMessageQueue,
 )
-from dex_agents.domain.snapshot import AgentSnapshot, snapshot_sequences
+from dex_agents.domain.snapshot import AgentSnapshot, MessageIndex, snapshot_sequences
 
 
 class GetAgentSnapshot:
@@ -40,11 +41,12 @@ class GetAgentSnapshot:
     async def execute(self) -> AgentSnapshot:
         """Return the snapshot."""
         state = self._state.get()
-        message_count = 0 if state is None else state.message_count
+        index = MessageIndex.of(state)
         active_turn = None if state is None else state.active_turn_id
+        sequences = snapshot_sequences(index.message_count, large_messages=index.large_messages)
         return AgentSnapshot(
             state=state,
-            messages=self._messages.read(snapshot_sequences(message_count)),
+            messages=self._messages.read(sequences),
             pending_interrupts=self._interrupts.get(),
             tool_calls=tuple(record for record in self._tool_calls.all() if record.turn_id == active_turn),
             usage=self._usage.get(),

@@ -46,8 +46,9 @@ def begin_turn(
         reason = f"the runner could not build the user message: {describe_exception(error)}"
         return fail_new_turn(started, reason, state_store=state_store, events=events)
     sequence = started.next_sequence
-    messages.append(AgentMessage.stored(user_message, sequence=sequence, turn_id=turn_id))
-    state_store.set(started.with_messages_appended(1))
+    stored = AgentMessage.stored(user_message, sequence=sequence, turn_id=turn_id)
+    messages.append(stored)
+    state_store.set(started.with_messages_stored([stored]))
     events.write(ev.turn_started(sequence), turn_id=turn_id)
     return GoTo(step=StepName.RUN_MODEL)
 

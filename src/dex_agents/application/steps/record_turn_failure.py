@@ -98,8 +98,9 @@ class RecordTurnFailure:
                     what="the error",
                 )
             else:
-                self._messages.append(AgentMessage.stored(message, sequence=state.next_sequence, turn_id=turn_id))
-                state = state.with_messages_appended(1)
+                stored = AgentMessage.stored(message, sequence=state.next_sequence, turn_id=turn_id)
+                self._messages.append(stored)
+                state = state.with_messages_stored([stored])
         self._state.set(state.fail_turn(error))
         for record in records:
             self._tool_calls.delete(record.tool_call_id)

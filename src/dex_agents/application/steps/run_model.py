@@ -129,9 +129,13 @@ class RunModel:
     def _complete(
         self, state: AgentState, turn_id: str, outcome: TurnCompleted, records: Sequence[AgentToolCall]
     ) -> Next:
-        for offset, message in enumerate(outcome.new_messages):
-            self._messages.append(AgentMessage.stored(message, sequence=state.next_sequence + offset, turn_id=turn_id))
-        self._state.set(state.with_messages_appended(len(outcome.new_messages)).complete_turn())
+        stored = [
+            AgentMessage.stored(message, sequence=state.next_sequence + offset, turn_id=turn_id)
+            for offset, message in enumerate(outcome.new_messages)
+        ]
+        for message in stored:
+            self._messages.append(message)
+        self._state.set(state.with_messages_stored(stored).complete_turn())
         self._run_state.set(None)
         for record in records:
             self._tool_calls.delete(record.tool_call_id)

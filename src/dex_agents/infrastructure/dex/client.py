@@ -29,7 +29,8 @@ from dex_agents.domain.snapshot import (
     AgentMessagesPage,
     AgentSnapshot,
     ListAgentMessagesRequest,
-    clamp_page_limit,
+    MessageIndex,
+    page_sequences,
     snapshot_sequences,
 )
 from dex_agents.domain.start import AgentSessionStartInput
@@ -148,21 +149,23 @@ class AgentSessionClient:
     async def get_agent_snapshot(self, session_id: str) -> AgentSnapshot:
         """Return the session's snapshot (works for a stopped session too).
 
-        Reads the message count, then the snapshot with exactly its messages
-        loaded; if messages were added in between, reads again.
+        Reads the message index, then the snapshot with exactly its messages
+        loaded (the latest 200 that fit in 2 MiB); if messages were added in
+        between, reads again.
         """
-        count = await self.get_message_count(session_id)
-        snapshot = await self._snapshot(session_id, count)
+        index = await self.get_message_index(session_id)
+        snapshot = await self._snapshot(session_id, index)
         for _ in range(_SNAPSHOT_TRIES):
-            latest = 0 if snapshot.state is None else snapshot.state.message_count
-            if latest == count:
+            latest = MessageIndex.of(snapshot.state)
+            if latest.message_count == index.message_count:
                 break
-            count = latest
-            snapshot = await self._snapshot(session_id, count)
+            index = latest
+            snapshot = await self._snapshot(session_id, index)
         return snapshot
 
-    async def _snapshot(self, session_id: str, message_count: int) -> AgentSnapshot:
-        loads = tuple(AGENT_MESSAGES.load(message_sequence_key(n)) for n in snapshot_sequences(message_count))
+    async def _snapshot(self, session_id: str, index: MessageIndex) -> AgentSnapshot:
+        sequences = snapshot_sequences(index.message_count, large_messages=index.large_messages)
+        loads = tuple(AGENT_MESSAGES.load(message_sequence_key(n)) for n in sequences)
         snapshot = await self._client.invoke_rpc(
             cast(Any, self._flow.get_agent_snapshot),
             session_id,
@@ -174,18 +177,34 @@ class AgentSessionClient:
         """Return how many messages the session stored."""
         return int(await self._client.invoke_rpc(cast(Any, self._flow.get_agent_message_count), session_id))
 
+    async def get_message_index(self, session_id: str) -> MessageIndex:
+        """Return how many messages the session stored, and the sizes of its large ones."""
+        index = await self._client.invoke_rpc(cast(Any, self._flow.get_agent_message_index), session_id)
+        return cast(MessageIndex, index)
+
     async def list_agent_messages(
         self, session_id: str, *, after_sequence: int = 0, limit: int = 50
     ) -> AgentMessagesPage:
-        """Return stored messages after ``after_sequence``, oldest first; ``limit`` is clamped to 1..200."""
-        first = max(after_sequence, 0) + 1
-        loads = tuple(
-            AGENT_MESSAGES.load(message_sequence_key(n)) for n in range(first, first + clamp_page_limit(limit))
+        """Return stored messages after ``after_sequence``, oldest first.
+
+        ``limit`` is clamped to 1..200, and a page ends early rather than hold
+        over 2 MiB of messages (it always holds at least one when there is one):
+        follow ``next_after_sequence`` until it is ``None``.
+        """
+        index = await self.get_message_index(session_id)
+        sequences, _ = page_sequences(
+            after_sequence=after_sequence,
+            limit=limit,
+            message_count=index.message_count,
+            large_messages=index.large_messages,
         )
+        if not sequences:
+            return AgentMessagesPage(messages=(), next_after_sequence=None)
+        loads = tuple(AGENT_MESSAGES.load(message_sequence_key(n)) for n in sequences)
         page = await self._client.invoke_rpc(
             cast(Any, self._flow.list_agent_messages),
             session_id,
-            ListAgentMessagesRequest(after_sequence=after_sequence, limit=limit),
+            ListAgentMessagesRequest(after_sequence=after_sequence, limit=len(sequences)),
             options=dex.RPCInvokeOptions(load_attribute_map_instances=loads),
         )
         return cast(AgentMessagesPage, page)

@@ -41,7 +41,7 @@ from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolutio
 from dex_agents.domain.json_values import JsonObject
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage
 from dex_agents.domain.session import AgentState
-from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest
+from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest, MessageIndex
 from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted
 from dex_agents.domain.usage import AgentUsage
@@ -64,6 +64,7 @@ WIRE_TYPES: tuple[object, ...] = (
     AgentSnapshot,
     ListAgentMessagesRequest,
     AgentMessagesPage,
+    MessageIndex,
 )
 """Every type dex-agents stores, streams or sends through an RPC."""
 

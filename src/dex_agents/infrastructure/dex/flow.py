@@ -8,7 +8,8 @@ heartbeat in the background every 20 s while the runner works.
 
 RPCs: ``send_user_message`` (transactional), ``resolve_interrupt`` (locks
 ``PENDING_INTERRUPTS``), and the query-only ``get_agent_snapshot``,
-``list_agent_messages`` and ``get_agent_message_count``. The query RPCs read
+``list_agent_messages``, ``get_agent_message_index`` and
+``get_agent_message_count``. The query RPCs read
 only the ``AGENT_MESSAGES`` instances the caller loads, so
 `AgentSessionClient` loads exactly the messages they return.
 
@@ -53,7 +54,7 @@ from dex_agents.domain.events import AgentEvent
 from dex_agents.domain.interrupts import ResolveInterruptRequest
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.session import AgentState
-from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest
+from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest, MessageIndex
 from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.infrastructure.dex.frames import metered_writes
 from dex_agents.infrastructure.dex.options import PER_CALL_STEPS, StepOptionsTable
@@ -566,6 +567,11 @@ class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
             state=DexSessionStateStore(context), messages=_LoadedMessageLog(context)
         ).execute(request)
         return dex.RPCResult(page)
+
+    @dex.rpc()
+    async def get_agent_message_index(self, context: dex.Context) -> dex.RPCResult[MessageIndex]:
+        """Return the message count and the sizes of large messages, to plan what a snapshot or page loads."""
+        return dex.RPCResult(MessageIndex.of(DexSessionStateStore(context).get()))
 
     @dex.rpc()
     async def get_agent_message_count(self, context: dex.Context) -> dex.RPCResult[int]:
