@@ -354,3 +354,34 @@ async def test_a_bystander_session_on_the_same_worker_is_served_while_another_ge
 async def _turns_ended(sessions: AgentSessionClient, session_id: str, count: int) -> bool:
     state = (await sessions.get_agent_snapshot(session_id)).state
     return state is not None and state.turn_count >= count and state.active_turn_id is None
+
+
+async def test_a_session_of_messages_at_the_size_limit_stays_readable_page_by_page_and_keeps_answering(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    sessions = stack.sessions(flow)
+    padding = flow.options.max_input_text_bytes - 100
+    big_turn = json.dumps({"tools": [], "pad": "p" * padding})
+    await sessions.start_session("s", big_turn)
+    for number in range(2, 13):  # twelve user messages of ~256 KiB, each stored twice: about 6 MiB in all
+        await turns_done(sessions, "s", number - 1)
+        assert await sessions.send_user_message("s", big_turn)
+    await turns_done(sessions, "s", 12)
+
+    snapshot = await sessions.get_agent_snapshot("s")
+    assert snapshot.state is not None
+    assert snapshot.state.message_count == 24
+    assert snapshot.messages  # the latest messages that fit in one load, newest last
+    assert snapshot.messages[-1].sequence == 24
+    assert len(snapshot.messages) < 24
+    sequences: list[int] = []
+    after = 0
+    while True:
+        page = await sessions.list_agent_messages("s", after_sequence=after, limit=200)
+        sequences.extend(message.sequence for message in page.messages)
+        if page.next_after_sequence is None:
+            break
+        after = page.next_after_sequence
+    assert sequences == list(range(1, 25))
+    await answers_next_message(sessions, "s")

@@ -64,6 +64,9 @@ class FakeDexConfig:
             ``advance``. ``False`` (default) lets it follow real time plus every
             ``advance``.
         start_time: Unix time (seconds) the clock starts at; ``None`` means now.
+        blob_threshold_bytes: String and object values larger than this reach Workers as
+            blob IDs, fetched with ``LoadBlobs`` (*real*: 1 KiB, lazy loading on).
+            ``None`` sends every value inline (the old lenient behaviour).
     """
 
     default_worker_target: str = "pull"
@@ -85,6 +88,7 @@ class FakeDexConfig:
     history_page_size: int = 200
     frozen_clock: bool = False
     start_time: float | None = None
+    blob_threshold_bytes: int | None = 1024
 
     def __post_init__(self) -> None:
         if self.retry_delay_scale < 0:
@@ -95,3 +99,5 @@ class FakeDexConfig:
             raise ValueError('default_worker_target must be "pull" or a host:port address')
         if self.history_page_size < 1:
             raise ValueError("history_page_size must be positive")
+        if self.blob_threshold_bytes is not None and self.blob_threshold_bytes < 0:
+            raise ValueError("blob_threshold_bytes must not be negative")

@@ -18,6 +18,7 @@ import grpc  # type: ignore[import-untyped]
 from dex.dexpb import dex_pb2 as pb
 from google.protobuf import duration_pb2, timestamp_pb2  # type: ignore[import-untyped]
 
+from dex_agents.testing.fake_dex._blobs import BlobStore
 from dex_agents.testing.fake_dex._clock import FakeClock
 from dex_agents.testing.fake_dex._config import FakeDexConfig
 from dex_agents.testing.fake_dex._errors import (
@@ -225,6 +226,7 @@ class Engine:
         self.config = config
         self.clock = clock
         self.streams = Streams()
+        self.blobs = BlobStore(config.blob_threshold_bytes)
         self.pull = PullWorkers(redeliver_before_output=config.redeliver_before_first_output)
         self.listening = ListeningWorkers(redeliver_before_output=config.redeliver_before_first_output)
         self._runs: dict[str, list[_Run]] = {}
@@ -457,6 +459,7 @@ class Engine:
                 request.load_channel_names,
                 request.load_channel_map_instances,
             )
+            self.blobs.offload_task(worker_request)
             timeout = request.timeout_seconds or self.config.default_rpc_timeout.total_seconds()
             try:
                 response = await asyncio.wait_for(self._call_worker(run, "rpc", worker_request, None), timeout)
@@ -809,6 +812,7 @@ class Engine:
                 options.execute_load_channel_names,
                 options.execute_load_channel_map_instances,
             )
+        self.blobs.offload_task(request)
         return request
 
     @staticmethod

@@ -91,15 +91,6 @@ def invalid_argument(detail: str) -> ServiceError:
     return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, pb.ERROR_SUB_STATUS_UNCATEGORIZED, detail)
 
 
-def unimplemented(method: str) -> ServiceError:
-    """A FlowService method fake Dex does not emulate."""
-    return ServiceError(
-        grpc.StatusCode.UNIMPLEMENTED,
-        pb.ERROR_SUB_STATUS_UNCATEGORIZED,
-        f"fake Dex does not implement {method}",
-    )
-
-
 def worker_error_from_rpc_error(error: Any) -> pb.WorkerErrorResponse | None:
     """Unpack the ``WorkerErrorResponse`` a listening Worker packs into its gRPC status."""
     try:

@@ -10,7 +10,7 @@ from dex.dexpb import dex_pb2 as pb
 from google.protobuf import empty_pb2  # type: ignore[import-untyped]
 
 from dex_agents.testing.fake_dex._engine import Engine
-from dex_agents.testing.fake_dex._errors import ServiceError, unimplemented
+from dex_agents.testing.fake_dex._errors import ServiceError
 
 SERVER_VERSION = "fake-dex-1.23.0"
 CONTROL_SERVICE = "dex_agents.FakeDexControl"
@@ -33,13 +33,6 @@ def _unary(function: Callable[[Any], Awaitable[Any]], request_type: Any, respons
 def _sync(function: Callable[[Any], Any]) -> Callable[[Any], Awaitable[Any]]:
     async def call(request: Any) -> Any:
         return function(request)
-
-    return call
-
-
-def _unimplemented(name: str) -> Callable[[Any], Awaitable[Any]]:
-    async def call(request: Any) -> Any:
-        raise unimplemented(name)
 
     return call
 
@@ -94,7 +87,7 @@ def flow_service_handler(engine: Engine) -> Any:
             pb.ListStreamMessagesRequest,
             pb.ListStreamMessagesResponse,
         ),
-        "LoadBlobs": _unary(_unimplemented("LoadBlobs"), pb.LoadBlobsRequest, pb.LoadBlobsResponse),
+        "LoadBlobs": _unary(_sync(engine.blobs.load), pb.LoadBlobsRequest, pb.LoadBlobsResponse),
     }
     return grpc.method_handlers_generic_handler("dex.FlowService", handlers)
 
