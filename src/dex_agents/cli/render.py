@@ -43,6 +43,7 @@ _STATUS_STYLES = {
     ToolCallStatus.SUCCEEDED.value: ("✓", "green"),
     ToolCallStatus.FAILED.value: ("✗", "red"),
     ToolCallStatus.REJECTED.value: ("✗", "yellow"),
+    ToolCallStatus.EXPIRED.value: ("⌛", "yellow"),
     ToolCallStatus.OUTCOME_UNKNOWN.value: ("?", "magenta"),
 }
 
@@ -410,7 +411,7 @@ def tool_records_as_outcomes(records: Iterable[AgentToolCall]) -> list[ToolOutco
             requires_approval=record.requires_approval,
             approved=None
             if record.status in (ToolCallStatus.AWAITING_APPROVAL, ToolCallStatus.PENDING)
-            else record.status is not ToolCallStatus.REJECTED,
+            else record.status not in (ToolCallStatus.REJECTED, ToolCallStatus.EXPIRED),
             status=record.status.value if record.is_final else None,
             detail=record.output or record.error or record.rejection_message,
         )

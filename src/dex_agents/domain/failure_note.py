@@ -11,6 +11,7 @@ write it cannot see:
 
 from collections.abc import Iterable
 
+from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
 
 OUTCOME_UNKNOWN_TOOL_RESULT = (
@@ -22,8 +23,10 @@ OUTCOME_UNKNOWN_TOOL_RESULT = (
 DEFAULT_REJECTION_TEXT = "The tool call was rejected."
 """What the model sees for a rejection that gave no reason."""
 
-_NOTE_HEADER = "[Dex] The previous turn failed after these tool calls ran:"
-_NOTE_FOOTER = "Do not repeat these tool calls unless the user asks again."
+TURN_FAILURE_NOTE_HEADER = "[Dex] The previous turn failed after these tool calls ran:"
+"""The first line of a turn-failure note (a runner or UI can recognize the note by it)."""
+TURN_FAILURE_NOTE_FOOTER = "Do not repeat these tool calls unless the user asks again."
+"""The last line of a turn-failure note."""
 
 
 def describe_tool_call_outcome(record: AgentToolCall) -> str:
@@ -37,6 +40,8 @@ def describe_tool_call_outcome(record: AgentToolCall) -> str:
             return record.output or ""
         case ToolCallStatus.REJECTED:
             return record.rejection_message or DEFAULT_REJECTION_TEXT
+        case ToolCallStatus.EXPIRED:
+            return record.rejection_message or EXPIRED_REJECTION_MESSAGE
         case ToolCallStatus.FAILED:
             return f"The tool call failed: {record.error or 'no detail'}"
         case ToolCallStatus.OUTCOME_UNKNOWN:
@@ -54,7 +59,7 @@ def build_turn_failure_note(records: Iterable[AgentToolCall]) -> str | None:
     final = sorted((r for r in records if r.is_final), key=lambda r: r.deferral_order)
     if not final:
         return None
-    lines = [_NOTE_HEADER]
+    lines = [TURN_FAILURE_NOTE_HEADER]
     lines.extend(f"- {r.tool_name} {r.arguments} -> {r.status.value}: {describe_tool_call_outcome(r)}" for r in final)
-    lines.append(_NOTE_FOOTER)
+    lines.append(TURN_FAILURE_NOTE_FOOTER)
     return "\n".join(lines)

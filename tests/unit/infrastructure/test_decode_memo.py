@@ -60,6 +60,8 @@ def _immutable(type_hint: Any, seen: set[object]) -> bool:
     origin = get_origin(type_hint)
     if origin in (Union, UnionType):
         return all(_immutable(arg, seen) for arg in get_args(type_hint))
+    if origin is tuple:
+        return all(arg is Ellipsis or _immutable(arg, seen) for arg in get_args(type_hint))
     if isinstance(type_hint, type) and issubclass(type_hint, Enum):
         return True
     if isinstance(type_hint, type) and attrs.has(type_hint):

@@ -18,14 +18,19 @@ def begin_turn(
     state_store: SessionStateStore,
     messages: MessageLog,
     events: AgentEventWriter,
+    client_message_id: str | None = None,
 ) -> None:
-    """Store ``text`` as a new turn's user message and mark the turn running."""
+    """Store ``text`` as a new turn's user message (with the application's ID for it) and mark the turn running."""
     user_message = runner.build_user_message(text)
     validate_user_message(user_message)
     started = state.start_turn()
     assert started.active_turn_id is not None
     sequence = started.next_sequence
-    messages.append(AgentMessage.stored(user_message, sequence=sequence, turn_id=started.active_turn_id))
+    messages.append(
+        AgentMessage.stored(
+            user_message, sequence=sequence, turn_id=started.active_turn_id, client_message_id=client_message_id
+        )
+    )
     state_store.set(started.with_messages_appended(1))
     events.write(ev.turn_started(sequence), turn_id=started.active_turn_id)
 

@@ -34,17 +34,18 @@ class AwaitUserMessage:
         """Start a turn with the first delivered message (the wait delivers exactly one)."""
         state = self._state.get()
         assert state is not None, "the session has not started"
-        texts = [message.text for message in delivered if not message.is_blank]
-        if not texts:
+        messages = [message for message in delivered if not message.is_blank]
+        if not messages:
             # ``send_user_message`` refuses blank text, so only a message queued by
             # other means gets here; it starts no turn.
             return WaitAgain()
         begin_turn(
-            texts[0],
+            messages[0].text,
             state=state,
             runner=self._runner,
             state_store=self._state,
             messages=self._messages,
             events=self._events,
+            client_message_id=messages[0].client_message_id,
         )
         return GoTo(step=StepName.RUN_MODEL)

@@ -62,9 +62,9 @@ class _ToolCallStep:
         try:
             result = await self._runner.execute_deferred_tool_call(execution)
         except ToolExecutionError as error:
-            finished = record.fail(error.message)
+            finished = record.fail(error.message, attempt=call.attempt)
         else:
-            finished = record.succeed(result.output)
+            finished = record.succeed(result.output, attempt=call.attempt)
         finish_tool_call(finished, tool_calls=self._tool_calls, results=self._results, events=self._events)
         return End()
 

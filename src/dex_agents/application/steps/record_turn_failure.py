@@ -3,7 +3,9 @@
 Input: none. Records ``last_turn_error`` from the engine's recovery detail.
 When the turn has final tool-call records, stores one turn-failure note (a
 user message built by the runner) so the next turn's model does not repeat a
-write; otherwise stores nothing. Clears the turn's records, run state and
+write; the note carries those records' `ToolOutcome` in ``tool_outcomes``,
+the only place a failed turn's tool outcomes stay visible. Otherwise stores
+nothing. Clears the turn's records, run state and
 pending interrupts. Next: ``AwaitUserMessage``.
 """
 
@@ -50,7 +52,15 @@ class RecordTurnFailure:
         if note is not None:
             message = self._runner.build_user_message(note)
             validate_user_message(message)
-            self._messages.append(AgentMessage.stored(message, sequence=state.next_sequence, turn_id=turn_id))
+            outcomes = sorted((r for r in records if r.is_final), key=lambda r: r.deferral_order)
+            self._messages.append(
+                AgentMessage.stored(
+                    message,
+                    sequence=state.next_sequence,
+                    turn_id=turn_id,
+                    tool_outcomes=(r.outcome() for r in outcomes),
+                )
+            )
             state = state.with_messages_appended(1)
         self._state.set(state.fail_turn(recovery_error))
         for record in records:
