@@ -13,6 +13,9 @@ EXPECTED = {
     "ToolCallStatus", "ToolCallsRequested", "ToolEffect", "ToolExecutionError", "ToolExecutionResult", "ToolPolicy",
     "TurnCompleted", "build_turn_failure_note", "codec_registry", "describe_tool_call_outcome", "idempotency_key",
     "is_approval_required", "message_sequence_key",
+    # issue 19: following turns, tool outcomes, expiry, the note's lines
+    "ApprovalStatus", "DEFAULT_REJECTION_TEXT", "EXPIRED_REJECTION_MESSAGE", "MessageReceipt", "ToolOutcome",
+    "TURN_FAILURE_NOTE_FOOTER", "TURN_FAILURE_NOTE_HEADER", "TurnResult", "TurnStatus", "turn_result",
 }  # fmt: skip
 
 

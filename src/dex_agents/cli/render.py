@@ -167,6 +167,8 @@ class EventRenderer:
                 self._tool_finished(event, extras)
             case AgentEventType.USAGE_RECORDED:
                 self._usage_recorded(event)
+            case AgentEventType.TURN_COMMITTED:
+                pass  # the end was drawn at turn_completed or turn_failed; this only says it is readable now
 
     # -- lines ---------------------------------------------------------------
 

@@ -45,6 +45,18 @@ def turn_id_for(turn_number: int) -> str:
     return f"turn-{turn_number}"
 
 
+def turn_number(turn_id: str) -> int:
+    """Return ``n`` of a turn ID ``turn-<n>``.
+
+    Raises:
+        ValueError: ``turn_id`` is not a turn ID.
+    """
+    number = turn_id.removeprefix("turn-")
+    if number == turn_id or not number.isdigit() or int(number) < 1:
+        raise ValueError(f"not a turn ID (turn-<n>, n from 1): {turn_id!r}")
+    return int(number)
+
+
 @attrs.frozen(kw_only=True)
 class AgentState:
     """The session's durable state (Attribute ``AGENT_STATE``)."""

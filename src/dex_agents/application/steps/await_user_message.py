@@ -1,7 +1,12 @@
 """``AwaitUserMessage``: waits for the next user message.
 
 Input: none. Waits for one message of ``QUEUED_USER_MESSAGES``, stores it as
-the new turn's user message and starts the turn. Next: ``RunModel``.
+the new turn's user message (with its ``client_message_id``) and starts the
+turn. Next: ``RunModel``.
+
+Before it waits, it writes ``turn_committed`` for the turn that just ended
+(`announce_finished_turn`): the Step runs only after the Step that ended the
+turn committed, so this is the first moment the event tells the truth.
 """
 
 from collections.abc import Sequence
@@ -11,7 +16,9 @@ from dex_agents.application.next import GoTo, Next, StepName, WaitAgain
 from dex_agents.application.ports import MessageLog, SessionStateStore
 from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.application.steps._shared import begin_turn
+from dex_agents.domain import events as ev
 from dex_agents.domain.messages import AgentUserMessage
+from dex_agents.domain.session import turn_id_for
 
 
 class AwaitUserMessage:
@@ -29,6 +36,16 @@ class AwaitUserMessage:
         self._state = state
         self._messages = messages
         self._events = events
+
+    def announce_finished_turn(self) -> None:
+        """Write ``turn_committed`` for the last turn, if one ran and none runs now (called before the wait)."""
+        state = self._state.get()
+        if state is None or state.turn_count == 0 or state.active_turn_id is not None:
+            return
+        self._events.write(
+            ev.turn_committed(failed_with=state.last_turn_error, message_count=state.message_count),
+            turn_id=turn_id_for(state.turn_count),
+        )
 
     async def execute(self, delivered: Sequence[AgentUserMessage]) -> Next:
         """Start a turn with the first delivered message (the wait delivers exactly one)."""

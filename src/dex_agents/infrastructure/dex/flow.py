@@ -231,20 +231,25 @@ class AwaitUserMessageStep(_SessionStep, dex.Step[None]):
 
     name = StepName.AWAIT_USER_MESSAGE
 
+    def _use_case(self, context: dex.AsyncContext, events: AgentEventWriter) -> AwaitUserMessage:
+        return AwaitUserMessage(
+            runner=self._session.runner,
+            state=DexSessionStateStore(context),
+            messages=DexMessageLog(context),
+            events=events,
+        )
+
     async def wait_for(self, context: dex.AsyncContext, input: None) -> dex.Wait:  # type: ignore[override]
-        """Wait for one queued user message."""
+        """Announce the committed end of the last turn, then wait for one queued user message."""
+        with self._session.attempt(context, None) as events:
+            self._use_case(context, events).announce_finished_turn()
         return dex.Wait.until(QUEUED_USER_MESSAGES.for_one())
 
     async def execute(self, context: dex.AsyncContext, input: None) -> dex.StepDecision:  # type: ignore[override]
         """Start a turn with the message."""
         s = self._session
         with s.attempt(context, None) as events:
-            next_ = await AwaitUserMessage(
-                runner=s.runner,
-                state=DexSessionStateStore(context),
-                messages=DexMessageLog(context),
-                events=events,
-            ).execute(tuple(QUEUED_USER_MESSAGES.results(context)))
+            next_ = await self._use_case(context, events).execute(tuple(QUEUED_USER_MESSAGES.results(context)))
         return s.decide(self.name, next_)
 
 
