@@ -16,7 +16,7 @@ from tests.fakes.channels import FailingEventSink
 
 DEADLINE = datetime(2026, 1, 1, 12, 5, tzinfo=UTC)
 
-# The spec's event list, copied: type and payload keys; plus turn_committed (issue 19, README › Deviations).
+# The spec's event list, copied: type and payload keys; plus turn_committed (issue 19, README: Deviations).
 SPEC_EVENTS = {
     "turn_started": {"sequence"},
     "turn_completed": {"message_count"},

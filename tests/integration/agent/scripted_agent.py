@@ -3,12 +3,15 @@
 The turn's user message is a JSON script::
 
     {"tools": [{"id": "c1", "name": "read_tool", "args": {"gate": "g1"}}],
-     "model_gate": "m1", "fail_model": "always" | "after_tools"}
+     "model_gate": "m1", "fail_model": "always" | "after_tools",
+     "tool_results": "each" | "together"}
 
 The first model call asks for ``tools`` (in order); the next one answers with
-the outcome of each. Tool arguments steer the tool: ``gate`` parks it at a
-`FileGate`, ``error`` raises `ToolExecutionError`, ``crash`` raises. Every real
-model and tool call is counted in the `InvocationLog` under ``$AGENT_TEST_STATE``.
+the outcome of each, after one tool-result message per call (``each``) or
+one for all of them (``together``) when ``tool_results`` asks for them. Tool
+arguments steer the tool: ``gate`` parks it at a `FileGate`, ``error`` raises
+`ToolExecutionError`, ``crash`` raises. Every real model and tool call is
+counted in the `InvocationLog` under ``$AGENT_TEST_STATE``.
 """
 
 import json
@@ -83,6 +86,29 @@ def write_from_threads(turn: AgentTurnContext) -> None:
     threading.Timer(0.2, too_late).start()
 
 
+def tool_results(turn: AgentTurnContext, shape: str | None) -> list[FrameworkMessage]:
+    """The turn's tool-result messages, as the script's ``tool_results`` asks."""
+    records = sorted(turn.tool_calls.values(), key=lambda record: record.deferral_order)
+    if not records or shape is None:
+        return []
+    if shape == "together":
+        item = json.dumps([record.tool_call_id for record in records])
+        return [
+            FrameworkMessage(
+                role=MessageRole.TOOL, framework_item=item, tool_call_ids=[r.tool_call_id for r in records]
+            )
+        ]
+    return [
+        FrameworkMessage(
+            role=MessageRole.TOOL,
+            framework_item=json.dumps(record.tool_call_id),
+            tool_call_id=record.tool_call_id,
+            tool_name=record.tool_name,
+        )
+        for record in records
+    ]
+
+
 class ScriptedAgentRunner:
     """Runs the JSON script of the turn's user message."""
 
@@ -125,7 +151,7 @@ class ScriptedAgentRunner:
         answer = FrameworkMessage(
             role=MessageRole.ASSISTANT, framework_item=json.dumps(outcomes), text=json.dumps(outcomes, sort_keys=True)
         )
-        return TurnCompleted(new_messages=[answer], usage=usage)
+        return TurnCompleted(new_messages=[*tool_results(turn, steps.get("tool_results")), answer], usage=usage)
 
     async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
         args: dict[str, Any] = json.loads(call.tool_call.arguments)
