@@ -66,11 +66,11 @@ async def test_readme_example_runs_a_session_to_its_answer(
         receipt = await sessions.submit_user_message("session-42", FIND_MY_OPEN_TICKETS)
         result = await sessions.wait_for_turn("session-42", receipt, timeout=120)
         if result.status is TurnStatus.FAILED:
-            print("the turn failed:", result.error)
+            print("the turn failed:", result.error)  # noqa: T201 - the README example prints
         else:
-            print(result.reply)
+            print(result.reply)  # noqa: T201
         for outcome in result.tool_outcomes:  # stored with the turn's messages, readable for every past turn
-            print(outcome.tool_name, outcome.status, outcome.attempts, outcome.approval, outcome.approver)
+            print(outcome.tool_name, outcome.status, outcome.attempts, outcome.approval, outcome.approver)  # noqa: T201
         await sessions.wait_until_idle("session-42", timeout=60)
         # --- end of the example ---
         try:
