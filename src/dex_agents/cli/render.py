@@ -26,7 +26,7 @@ from rich.text import Text
 
 from dex_agents.cli.transcript import DeltaOutcome, LiveText, TextBlock, TextKind
 from dex_agents.domain.events import AgentEvent, AgentEventType
-from dex_agents.domain.interrupts import AgentInterrupt, interrupt_id_for
+from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterrupt, interrupt_id_for
 from dex_agents.domain.json_values import JsonValue
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.snapshot import AgentSnapshot
@@ -320,10 +320,13 @@ class EventRenderer:
         for outcome in self._tools.values():
             if outcome.turn_id is not None and interrupt_id_for(outcome.turn_id, outcome.tool_call_id) == interrupt_id:
                 outcome.approved = approved
+        reason = event.payload.get("rejection_message")
         if approved:
             self.line(f"✓ approved ({interrupt_id})", style="green")
+        elif reason == EXPIRED_REJECTION_MESSAGE:
+            # An expiry travels as an unapproved answer with this message; its call ends ``expired``.
+            self.line(f"⌛ expired ({interrupt_id}): nobody answered before the deadline", style="yellow")
         else:
-            reason = event.payload.get("rejection_message")
             because = f": {reason}" if reason else ""
             self.line(f"✗ rejected ({interrupt_id}){because}", style="yellow")
 

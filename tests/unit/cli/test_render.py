@@ -184,9 +184,25 @@ def test_without_stored_messages_at_turn_end_the_comparison_waits_for_turn_commi
 
 def test_an_expired_call_is_drawn_apart_from_a_rejected_one() -> None:
     view, out = renderer()
+    view.handle(
+        event(
+            AgentEventType.INTERRUPT_RESOLVED,
+            interrupt_id="turn-1.c1",
+            approved=False,
+            rejection_message=EXPIRED_REJECTION_MESSAGE,
+        )
+    )
+    view.handle(
+        event(AgentEventType.INTERRUPT_RESOLVED, interrupt_id="turn-1.c2", approved=False, rejection_message="no")
+    )
     view.handle(event(AgentEventType.TOOL_CALL_FINISHED, tool_call_id="c1", tool_name="refund", status="expired"))
     view.handle(event(AgentEventType.TOOL_CALL_FINISHED, tool_call_id="c2", tool_name="refund", status="rejected"))
-    assert out.getvalue().splitlines() == ["  ⌛ refund expired", "  ✗ refund rejected"]
+    assert out.getvalue().splitlines() == [
+        "  ⌛ expired (turn-1.c1): nobody answered before the deadline",
+        "  ✗ rejected (turn-1.c2): no",
+        "  ⌛ refund expired",
+        "  ✗ refund rejected",
+    ]
 
 
 def test_turn_start_echoes_the_user_message_and_a_failure_is_one_line() -> None:
