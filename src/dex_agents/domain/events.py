@@ -4,9 +4,9 @@ Every event has a type, a payload with exactly the keys of `EVENT_PAYLOAD_KEYS`,
 and an envelope: ``turn_id``, ``step_execution_id`` (shared by every attempt of
 one Step execution) and the Step ``attempt``. A UI groups live text by
 ``(turn_id, step_execution_id, attempt)``: within one Step execution it keeps
-only the highest attempt's text. After ``turn_completed`` or ``turn_failed`` the
-stored messages replace the turn's live text. Streams are best effort; the
-snapshot is the truth.
+only the highest attempt's text. Once ``turn_committed`` arrives the stored
+messages replace the turn's live text. Streams are best effort; the snapshot
+is the truth.
 
 ``turn_completed`` and ``turn_failed`` are written while their Step runs, so
 they arrive before the state they announce is committed: a snapshot read right

@@ -5,8 +5,8 @@ When the turn has final tool-call records, stores one turn-failure note (a
 user message built by the runner) so the next turn's model does not repeat a
 write; the note carries those records' `ToolOutcome` in ``tool_outcomes``,
 the only place a failed turn's tool outcomes stay visible. Otherwise stores
-nothing. Clears the turn's records, run state and
-pending interrupts. Next: ``AwaitUserMessage``.
+nothing. Clears the turn's records, run state and pending interrupts. Next:
+``AwaitUserMessage``.
 """
 
 from dex_agents.application.events import AgentEventWriter
