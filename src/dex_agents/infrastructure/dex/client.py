@@ -184,18 +184,18 @@ class AgentSessionClient:
                 raise ValueError(f"the receipt of {turn.client_message_id!r} starts no turn of {session_id!r}")
             receipt: MessageReceipt | None = turn
             turn_id: str | None = None
-            resume_token = turn.resume_token
-            scanned = turn.message_count
+            resume_token = turn.resume_token  # the turn's events all come after it
         else:
             turn_number(turn)  # refuses what is not a turn ID
-            receipt, turn_id, scanned = None, turn, 0
+            receipt, turn_id = None, turn
+            # Taken before the first read: whatever that read misses is written after this position.
             resume_token = await self.latest_resume_token(session_id)
         deadline = time.monotonic() + _seconds(timeout)
         errors: dict[str, str] = {}
         first: AgentMessage | None = None
         while True:
             if receipt is not None and first is None:
-                first = await self._find_turn(receipt, scanned)
+                first = await self._find_turn(receipt, receipt.message_count)
                 turn_id = None if first is None else first.turn_id
             if turn_id is not None:
                 result = await self._turn_result(session_id, turn_id, first, errors.get(turn_id))
