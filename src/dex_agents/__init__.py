@@ -12,15 +12,16 @@ Steps (input; what it does; next):
 - ``StartAgentSession`` (start input): initializes state, usage and
   interrupts; ``RunModel`` when the first message is not blank, else
   ``AwaitUserMessage``; 3 attempts, failure route ``RecordStartFailure``.
-- ``AwaitUserMessage`` (none): waits for a queued user message, stores it
-  and starts a turn; ``RunModel``; 3 attempts, failure route
-  ``RecordTurnFailure``.
+- ``AwaitUserMessage`` (none): writes ``turn_committed`` for the turn that
+  just ended, waits for a queued user message, stores it and starts a turn;
+  ``RunModel``; 3 attempts, failure route ``RecordTurnFailure``.
 - ``RunModel`` (none): one model call; 15 min timeout, 2 min heartbeat
   timeout, 3 attempts within 30 min, failure route ``RecordTurnFailure``;
   ``AwaitUserMessage`` when the turn completed, else one Step per tool call
   plus ``ResumeTurn``, in parallel.
 - ``AwaitToolApproval`` (tool-call ID): waits for a person's answer and the
-  deadline; the call's tool Step, or ends when rejected or expired; 5 attempts.
+  deadline; the call's tool Step, or ends ``rejected`` or ``expired``;
+  5 attempts.
 - ``CallTool`` (tool-call ID): a read or idempotent write; 3 attempts,
   failure route ``RecordToolFailure``; ends.
 - ``CallSingleAttemptTool`` (tool-call ID): any other call; exactly 1
@@ -72,6 +73,30 @@ a ``failed`` record; a rejection, ``rejected``; a refused RPC answers
 runner contract violations raise `RunnerContractError`. Live events are best
 effort; the snapshot is the truth.
 
+Tool outcomes: a call waiting for approval ends ``rejected`` (a person said
+no) or ``expired`` (its deadline passed; the model sees
+`EXPIRED_REJECTION_MESSAGE`). A turn's records are deleted when it ends, but
+each stored tool-result message keeps what its calls came to in
+``AgentMessage.tool_outcomes`` (`ToolOutcome`: status, effect, attempts,
+approval, approver), and so does a failed turn's note (it starts with
+`TURN_FAILURE_NOTE_HEADER`), so `AgentSessionClient.get_agent_snapshot` and
+``list_agent_messages`` show every past call's outcome.
+
+Application loop (no ``dex_agents.testing`` needed)::
+
+    receipt = await sessions.submit_user_message(session_id, "refund order 7")
+    result = await sessions.wait_for_turn(session_id, receipt, timeout=120)
+    if result.status is TurnStatus.FAILED:
+        print("failed:", result.error)
+    else:
+        print(result.reply, [o.status for o in result.tool_outcomes])
+
+`MessageReceipt`, `TurnResult` (``completed`` or ``failed``) and
+`AgentSessionClient.wait_until_idle` are built on the committed snapshot and
+the event stream. ``turn_completed`` and ``turn_failed`` are written before
+their Step commits; ``turn_committed`` (written by the next Step, after the
+commit) tells a UI reading the stream that the turn's state is readable.
+
 Serving a Flow needs the dex-agents codecs::
 
     registry = dex.Registry([flow], codec_registry(), allow_async_handlers=True)
@@ -99,11 +124,19 @@ from dex_agents.domain.errors import (
 )
 from dex_agents.domain.events import EVENT_PAYLOAD_KEYS, AgentEvent, AgentEventType
 from dex_agents.domain.failure_note import (
+    DEFAULT_REJECTION_TEXT,
     OUTCOME_UNKNOWN_TOOL_RESULT,
+    TURN_FAILURE_NOTE_FOOTER,
+    TURN_FAILURE_NOTE_HEADER,
     build_turn_failure_note,
     describe_tool_call_outcome,
 )
-from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution, ResolveInterruptRequest
+from dex_agents.domain.interrupts import (
+    EXPIRED_REJECTION_MESSAGE,
+    AgentInterrupt,
+    AgentInterruptResolution,
+    ResolveInterruptRequest,
+)
 from dex_agents.domain.limits import DEFAULT_MAX_INPUT_TEXT_BYTES, DEFAULT_MAX_TOOL_OUTPUT_BYTES, InputProblem
 from dex_agents.domain.messages import (
     AgentMessage,
@@ -113,20 +146,29 @@ from dex_agents.domain.messages import (
     message_sequence_key,
 )
 from dex_agents.domain.session import AgentState, AgentStatus
-from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest
+from dex_agents.domain.snapshot import (
+    AgentMessagesPage,
+    AgentSnapshot,
+    ListAgentMessagesRequest,
+    TurnResult,
+    TurnStatus,
+    turn_result,
+)
 from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.tools import (
     AgentToolCall,
+    ApprovalStatus,
     ToolCallCompleted,
     ToolCallStatus,
     ToolEffect,
+    ToolOutcome,
     ToolPolicy,
     idempotency_key,
     is_approval_required,
 )
 from dex_agents.domain.turns import AgentTurnOutcome, DeferredToolCall, ToolCallsRequested, TurnCompleted
 from dex_agents.domain.usage import AgentUsage
-from dex_agents.infrastructure.dex.client import AgentEventMessage, AgentSessionClient
+from dex_agents.infrastructure.dex.client import AgentEventMessage, AgentSessionClient, MessageReceipt
 from dex_agents.infrastructure.dex.codec import codec_registry
 from dex_agents.infrastructure.dex.container import AgentContainer
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
@@ -153,13 +195,17 @@ __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
     "DEFAULT_MAX_INPUT_TEXT_BYTES",
     "DEFAULT_MAX_TOOL_OUTPUT_BYTES",
+    "DEFAULT_REJECTION_TEXT",
     "EVENT_PAYLOAD_KEYS",
+    "EXPIRED_REJECTION_MESSAGE",
     "FRAMEWORK_RUN_STATE",
     "INTERRUPT_RESOLUTIONS",
     "OUTCOME_UNKNOWN_TOOL_RESULT",
     "PENDING_INTERRUPTS",
     "QUEUED_USER_MESSAGES",
     "TOOL_CALL_RESULTS",
+    "TURN_FAILURE_NOTE_FOOTER",
+    "TURN_FAILURE_NOTE_HEADER",
     "AgentContainer",
     "AgentEvent",
     "AgentEventMessage",
@@ -182,6 +228,7 @@ __all__ = [
     "AgentTurnOutcome",
     "AgentUsage",
     "AgentUserMessage",
+    "ApprovalStatus",
     "DeferredToolCall",
     "DeferredToolExecution",
     "DexAgentsError",
@@ -190,6 +237,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidTransitionError",
     "ListAgentMessagesRequest",
+    "MessageReceipt",
     "MessageRole",
     "ResolveInterruptRequest",
     "RunnerContractError",
@@ -200,12 +248,16 @@ __all__ = [
     "ToolEffect",
     "ToolExecutionError",
     "ToolExecutionResult",
+    "ToolOutcome",
     "ToolPolicy",
     "TurnCompleted",
+    "TurnResult",
+    "TurnStatus",
     "build_turn_failure_note",
     "codec_registry",
     "describe_tool_call_outcome",
     "idempotency_key",
     "is_approval_required",
     "message_sequence_key",
+    "turn_result",
 ]

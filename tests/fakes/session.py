@@ -143,6 +143,17 @@ class FakeSession:
         finally:
             events.close()
 
+    def announce_finished_turn(self) -> None:
+        """Run what ``AwaitUserMessage`` does before it waits (its ``wait_for``)."""
+        call = self.step_call(StepName.AWAIT_USER_MESSAGE)
+        events = self.writer(call, turn_id=None)
+        try:
+            AwaitUserMessage(
+                runner=self.runner, options=self.options, state=self.state, messages=self.messages, events=events
+            ).announce_finished_turn()
+        finally:
+            events.close()
+
     def run_model_use_case(self, events: AgentEventWriter) -> RunModel:
         return RunModel(
             runner=self.runner,
@@ -280,14 +291,21 @@ class FakeSession:
 
     # -- RPCs -----------------------------------------------------------------
 
-    async def send_user_message(self, text: str) -> bool:
-        return await SendUserMessage(queue=self.queue, options=self.options).execute(AgentUserMessage(text=text))
+    async def send_user_message(self, text: str, *, client_message_id: str | None = None) -> bool:
+        return await SendUserMessage(queue=self.queue, options=self.options).execute(
+            AgentUserMessage(text=text, client_message_id=client_message_id)
+        )
 
     async def resolve_interrupt(
-        self, interrupt_id: str, *, approved: bool, rejection_message: str | None = None
+        self,
+        interrupt_id: str,
+        *,
+        approved: bool,
+        rejection_message: str | None = None,
+        approver: str | None = None,
     ) -> bool:
         request = ResolveInterruptRequest(
-            interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message
+            interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message, approver=approver
         )
         return await ResolveInterrupt(
             interrupts=self.interrupts, resolutions=self.resolutions, clock=self.clock, options=self.options

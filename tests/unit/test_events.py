@@ -16,11 +16,12 @@ from tests.fakes.channels import FailingEventSink
 
 DEADLINE = datetime(2026, 1, 1, 12, 5, tzinfo=UTC)
 
-# The spec's event list, copied: type and payload keys.
+# The spec's event list, copied: type and payload keys; plus turn_committed (issue 19, README: Deviations).
 SPEC_EVENTS = {
     "turn_started": {"sequence"},
     "turn_completed": {"message_count"},
     "turn_failed": {"error"},
+    "turn_committed": {"outcome", "error", "message_count"},
     "text_delta": {"text"},
     "reasoning_delta": {"text"},
     "tool_call_started": {"tool_call_id", "tool_name"},
@@ -35,6 +36,7 @@ BUILT: dict[AgentEventType, AgentEventBody] = {
     AgentEventType.TURN_STARTED: ev.turn_started(1),
     AgentEventType.TURN_COMPLETED: ev.turn_completed(4),
     AgentEventType.TURN_FAILED: ev.turn_failed("model down"),
+    AgentEventType.TURN_COMMITTED: ev.turn_committed(failed_with=None, message_count=3),
     AgentEventType.TEXT_DELTA: ev.text_delta("Hel"),
     AgentEventType.REASONING_DELTA: ev.reasoning_delta("think"),
     AgentEventType.TOOL_CALL_STARTED: ev.tool_call_started("c1", "search"),
@@ -73,6 +75,24 @@ def test_event_payloads_carry_plain_json_values() -> None:
         "approved": True,
         "rejection_message": None,
     }
+
+
+def test_a_committed_turn_event_says_how_the_turn_ended() -> None:
+    assert ev.turn_committed(failed_with=None, message_count=3).payload == {
+        "outcome": "completed",
+        "error": None,
+        "message_count": 3,
+    }
+    assert ev.turn_committed(failed_with="model down", message_count=2).payload == {
+        "outcome": "failed",
+        "error": "model down",
+        "message_count": 2,
+    }
+
+
+def test_a_finished_event_tells_an_expired_call_from_a_rejected_one() -> None:
+    assert ev.tool_call_finished("c1", "refund", ToolCallStatus.EXPIRED).payload["status"] == "expired"
+    assert ev.tool_call_finished("c1", "refund", ToolCallStatus.REJECTED).payload["status"] == "rejected"
 
 
 def test_a_deferred_event_reports_whether_the_call_needs_approval() -> None:

@@ -9,7 +9,7 @@ from dex_agents.application.next import End, GoTo, StepName, WaitAgain
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.domain.events import AgentEventType
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterruptResolution
-from dex_agents.domain.tools import ToolCallCompleted, ToolCallStatus, ToolEffect, ToolPolicy
+from dex_agents.domain.tools import ApprovalStatus, ToolCallCompleted, ToolCallStatus, ToolEffect, ToolPolicy
 from dex_agents.testing import ScriptedRunner, deferred_tool_call, tool_calls_requested
 from tests.fakes.session import FakeSession
 
@@ -134,7 +134,7 @@ async def test_a_rejected_call_is_recorded_rejected_and_publishes_its_one_result
     assert session.sink.events[1].payload == {"tool_call_id": CALL, "tool_name": "refund", "status": "rejected"}
 
 
-async def test_an_expired_approval_is_recorded_rejected_and_removes_the_interrupt() -> None:
+async def test_an_expired_approval_is_recorded_expired_not_rejected_and_removes_the_interrupt() -> None:
     session = await waiting_for_approval(deadline=timedelta(seconds=90))
     session.clock.advance(90)
 
@@ -142,9 +142,11 @@ async def test_an_expired_approval_is_recorded_rejected_and_removes_the_interrup
 
     assert decision == End()
     record = session.tool_calls[CALL]
-    assert (record.status, record.rejection_message) == (ToolCallStatus.REJECTED, EXPIRED_REJECTION_MESSAGE)
+    assert (record.status, record.rejection_message) == (ToolCallStatus.EXPIRED, EXPIRED_REJECTION_MESSAGE)
+    assert record.approval is ApprovalStatus.EXPIRED
     assert session.interrupts.value == ()
-    assert [r.status for r in session.results.published] == [ToolCallStatus.REJECTED]
+    assert [r.status for r in session.results.published] == [ToolCallStatus.EXPIRED]
+    assert session.sink.events[1].payload == {"tool_call_id": CALL, "tool_name": "refund", "status": "expired"}
     assert session.sink.events[0].payload == {
         "interrupt_id": INTERRUPT,
         "approved": False,

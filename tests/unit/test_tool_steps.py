@@ -264,7 +264,7 @@ ROUTES = [
         ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE),
         "never",
         "expire",
-        S.REJECTED,
+        S.EXPIRED,
         0,
         StepName.AWAIT_TOOL_APPROVAL,
     ),

@@ -24,6 +24,7 @@ LEGAL_TOOL_CALL_MOVES = {
     (S.PENDING, S.OUTCOME_UNKNOWN),
     (S.AWAITING_APPROVAL, S.APPROVED),
     (S.AWAITING_APPROVAL, S.REJECTED),
+    (S.AWAITING_APPROVAL, S.EXPIRED),
     (S.APPROVED, S.SUCCEEDED),
     (S.APPROVED, S.FAILED),
     (S.APPROVED, S.OUTCOME_UNKNOWN),
@@ -49,8 +50,8 @@ def test_a_tool_call_moves_only_along_the_table(source: ToolCallStatus, target: 
             transition(record, to=target)
 
 
-def test_final_statuses_are_the_four_outcomes_and_have_no_way_out() -> None:
-    assert {S.SUCCEEDED, S.FAILED, S.REJECTED, S.OUTCOME_UNKNOWN} == FINAL_TOOL_CALL_STATUSES
+def test_final_statuses_are_the_five_outcomes_and_have_no_way_out() -> None:
+    assert {S.SUCCEEDED, S.FAILED, S.REJECTED, S.EXPIRED, S.OUTCOME_UNKNOWN} == FINAL_TOOL_CALL_STATUSES
     for status in ToolCallStatus:
         assert status.is_final is (status in FINAL_TOOL_CALL_STATUSES)
         assert make_tool_call(status=status).is_final is status.is_final

@@ -107,11 +107,11 @@ class ChatSession:
         """Send one user message and follow its turn to the end."""
         before = await self.follower.snapshot()
         turns = 0 if before.state is None else before.state.turn_count
-        pending = before.queued_message_count
-        if not await self.sessions.send_user_message(self.session_id, text):
+        receipt = await self.sessions.submit_user_message(self.session_id, text)
+        if not receipt.accepted:
             self.console.print(Text("the session refused a blank message", style="red"))
             return
-        await self.follower.follow_turn(turns + pending + 1)
+        await self.follower.follow_receipt(receipt, turns_before=turns)
 
     async def show_snapshot(self) -> None:
         """Print the session's snapshot."""

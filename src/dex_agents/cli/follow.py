@@ -5,8 +5,12 @@ resume token, draws every event with an `EventRenderer`, and hands each
 approval that is still pending to an `Approver` (demo and chat ask at the
 terminal; ``watch`` passes none and takes typed commands instead). Events
 carry no tool arguments or results, so the follower reads them from the
-snapshot. Streams are best effort: while no event arrives the follower checks
-the snapshot, so a lost ``turn_completed`` cannot make it wait forever.
+snapshot. A turn ends for the follower at ``turn_committed``, written after
+the turn's state committed: the stored messages it reads then need no
+waiting. Other events arrive before their Step commits, so the follower reads
+the snapshot again briefly until it shows what they announce. Streams are best
+effort: while no event arrives the follower checks the snapshot, so a lost
+event cannot make it wait forever.
 """
 
 import asyncio
@@ -25,14 +29,14 @@ from dex_agents.domain.events import AgentEvent, AgentEventType
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
-from dex_agents.infrastructure.dex.client import AgentEventMessage, AgentSessionClient
+from dex_agents.infrastructure.dex.client import AgentEventMessage, AgentSessionClient, MessageReceipt
 
 DEFAULT_POLL = timedelta(seconds=1)
 """How long one read waits for an event before the follower checks the snapshot."""
 
 _SETTLE_TRIES = 40
 _SETTLE_PAUSE = 0.05
-_TURN_ENDS = (AgentEventType.TURN_COMPLETED, AgentEventType.TURN_FAILED)
+_TURN_ENDS = (AgentEventType.TURN_COMMITTED,)
 
 
 @attrs.frozen(kw_only=True)
@@ -148,12 +152,32 @@ class SessionFollower:
         return self.last_snapshot
 
     async def follow_turn(self, min_turns: int) -> AgentSnapshot:
-        """Follow until turn ``min_turns`` (or a later one) ended, and return the snapshot then."""
+        """Follow until turn ``min_turns`` (or a later one) is committed, and return the snapshot then."""
 
         def done(event: AgentEvent) -> bool:
             return event.type in _TURN_ENDS and turn_number(event.turn_id) >= min_turns
 
         return await self.follow(until=done, idle_after_turns=min_turns)
+
+    async def follow_receipt(self, receipt: MessageReceipt, *, turns_before: int) -> AgentSnapshot:
+        """Follow until the turn the receipt's message started is committed, and return the snapshot then.
+
+        The turn is found by the receipt (`AgentSessionClient.find_turn`), so
+        messages queued by others cannot make it stop early; ``turns_before``
+        (the turn count read before the message was sent) only bounds the
+        fallback that stops on an idle snapshot when events were lost.
+        """
+        turn_id: str | None = None
+        async with contextlib.aclosing(self.events(idle_after_turns=turns_before + 1)) as events:
+            async for event in events:
+                if event.type is not AgentEventType.TURN_COMMITTED:
+                    continue
+                if turn_id is None:
+                    turn_id = await self.sessions.find_turn(receipt)
+                if turn_id is not None and event.turn_id == turn_id:
+                    break
+        self.renderer.flush()
+        return await self.snapshot()
 
     async def follow(
         self,
@@ -311,11 +335,10 @@ class SessionFollower:
 
                     raised = await self._settled(known)
                     return EventExtras(interrupt=None if raised is None else pending(raised))
-                case AgentEventType.TURN_COMPLETED:
-                    ended = await self._settled(turn_over)
-                    if ended is None:
-                        return EventExtras()
-                    of_turn = [m for m in ended.messages if m.turn_id == turn_id]
+                case AgentEventType.TURN_COMMITTED:
+                    # Written after the commit: the snapshot already holds the turn's messages.
+                    committed = await self.snapshot()
+                    of_turn = [m for m in committed.messages if m.turn_id == turn_id]
                     return EventExtras(stored_messages=tuple(of_turn[1:]))
                 case _:
                     pass

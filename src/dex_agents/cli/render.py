@@ -26,11 +26,11 @@ from rich.text import Text
 
 from dex_agents.cli.transcript import DeltaOutcome, LiveText, TextBlock, TextKind
 from dex_agents.domain.events import AgentEvent, AgentEventType
-from dex_agents.domain.interrupts import AgentInterrupt, interrupt_id_for
+from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterrupt, interrupt_id_for
 from dex_agents.domain.json_values import JsonValue
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.snapshot import AgentSnapshot
-from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
+from dex_agents.domain.tools import AgentToolCall, ApprovalStatus, ToolCallStatus
 from dex_agents.domain.usage import AgentUsage
 
 MARK = "\u203a"
@@ -43,6 +43,7 @@ _STATUS_STYLES = {
     ToolCallStatus.SUCCEEDED.value: ("✓", "green"),
     ToolCallStatus.FAILED.value: ("✗", "red"),
     ToolCallStatus.REJECTED.value: ("✗", "yellow"),
+    ToolCallStatus.EXPIRED.value: ("⌛", "yellow"),
     ToolCallStatus.OUTCOME_UNKNOWN.value: ("?", "magenta"),
 }
 
@@ -99,7 +100,8 @@ class EventExtras:
     user_text: str | None = None
     """The user message that started the turn (``turn_started``)."""
     stored_messages: tuple[AgentMessage, ...] | None = None
-    """The messages the turn stored (``turn_completed``)."""
+    """The messages the turn stored after its user message (``turn_committed``, or ``turn_completed``
+    when the caller already has them)."""
 
 
 def _payload_str(event: AgentEvent, key: str) -> str:
@@ -129,6 +131,7 @@ class EventRenderer:
         self._shown: dict[tuple[str | None, str, TextKind], tuple[int, int]] = {}
         self._tools: dict[tuple[str | None, str], ToolOutcome] = {}
         self._usage: AgentUsage | None = None
+        self._live_until_committed: dict[str | None, str] = {}
 
     @property
     def tool_outcomes(self) -> list[ToolOutcome]:
@@ -166,6 +169,8 @@ class EventRenderer:
                 self._tool_finished(event, extras)
             case AgentEventType.USAGE_RECORDED:
                 self._usage_recorded(event)
+            case AgentEventType.TURN_COMMITTED:
+                self._turn_committed(event, extras)
 
     # -- lines ---------------------------------------------------------------
 
@@ -254,16 +259,24 @@ class EventRenderer:
         self.flush()
         live = self._text.text(event.turn_id)
         self._text.end_turn(event.turn_id)
-        stored = extras.stored_messages
-        if stored is not None:
-            answer = "\n\n".join(
-                m.text for m in stored if m.role is MessageRole.ASSISTANT and m.text and m.text.strip()
-            )
-            if " ".join(answer.split()) != " ".join(live.split()):
-                self.line("the stored messages differ from the live text; stored:", style="yellow")
-                self.console.print(Text(f"assistant {MARK} ", style="bold cyan") + Text(answer))
+        if extras.stored_messages is not None:
+            self._compare_stored(live, extras.stored_messages)
+        else:
+            # The stored messages are readable once turn_committed arrives; compare then.
+            self._live_until_committed[event.turn_id] = live
         count = _payload_str(event, "message_count")
         self.line(f"✓ {event.turn_id} completed · {count} messages stored", style="bold green")
+
+    def _turn_committed(self, event: AgentEvent, extras: EventExtras) -> None:
+        live = self._live_until_committed.pop(event.turn_id, None)
+        if live is not None and extras.stored_messages is not None:
+            self._compare_stored(live, extras.stored_messages)
+
+    def _compare_stored(self, live: str, stored: tuple[AgentMessage, ...]) -> None:
+        answer = "\n\n".join(m.text for m in stored if m.role is MessageRole.ASSISTANT and m.text and m.text.strip())
+        if " ".join(answer.split()) != " ".join(live.split()):
+            self.line("the stored messages differ from the live text; stored:", style="yellow")
+            self.console.print(Text(f"assistant {MARK} ", style="bold cyan") + Text(answer))
 
     # -- tools ---------------------------------------------------------------
 
@@ -307,10 +320,13 @@ class EventRenderer:
         for outcome in self._tools.values():
             if outcome.turn_id is not None and interrupt_id_for(outcome.turn_id, outcome.tool_call_id) == interrupt_id:
                 outcome.approved = approved
+        reason = event.payload.get("rejection_message")
         if approved:
             self.line(f"✓ approved ({interrupt_id})", style="green")
+        elif reason == EXPIRED_REJECTION_MESSAGE:
+            # An expiry travels as an unapproved answer with this message; its call ends ``expired``.
+            self.line(f"⌛ expired ({interrupt_id}): nobody answered before the deadline", style="yellow")
         else:
-            reason = event.payload.get("rejection_message")
             because = f": {reason}" if reason else ""
             self.line(f"✗ rejected ({interrupt_id}){because}", style="yellow")
 
@@ -348,6 +364,10 @@ def _message_content(message: AgentMessage) -> Text:
     if message.tool_name:
         arrow = "→ " if message.role is MessageRole.ASSISTANT else "← "
         text += Text((" " if message.text else "") + arrow + message.tool_name, style="dim")
+    for stored in message.tool_outcomes:
+        mark, style = _STATUS_STYLES.get(stored.status.value, ("•", ""))
+        named = "" if message.tool_name == stored.tool_name else f"{stored.tool_name} "
+        text += Text((" " if text.plain else "") + f"{mark} {named}{stored.status.value}", style=style)
     if not text.plain:
         text = Text("(no display text)", style="dim")
     return text
@@ -386,7 +406,9 @@ def tool_outcome_lines(outcomes: Iterable[ToolOutcome]) -> Group:
         if outcome.arguments:
             line += Text(" " + one_line(compact_json(outcome.arguments), 60))
         facts = [outcome.turn_id or "", outcome.effect or ""]
-        if outcome.requires_approval:
+        if outcome.requires_approval and outcome.status == ToolCallStatus.EXPIRED.value:
+            facts.append("approval expired")
+        elif outcome.requires_approval:
             facts.append({True: "approved", False: "rejected", None: "approval pending"}[outcome.approved])
         if outcome.attempts:
             facts.append(f"{outcome.attempts} attempt{'s' if outcome.attempts != 1 else ''}")
@@ -410,11 +432,30 @@ def tool_records_as_outcomes(records: Iterable[AgentToolCall]) -> list[ToolOutco
             requires_approval=record.requires_approval,
             approved=None
             if record.status in (ToolCallStatus.AWAITING_APPROVAL, ToolCallStatus.PENDING)
-            else record.status is not ToolCallStatus.REJECTED,
+            else record.status not in (ToolCallStatus.REJECTED, ToolCallStatus.EXPIRED),
             status=record.status.value if record.is_final else None,
             detail=record.output or record.error or record.rejection_message,
         )
         for record in records
+    ]
+
+
+def stored_as_outcomes(messages: Iterable[AgentMessage]) -> list[ToolOutcome]:
+    """Return the tool outcomes stored on ``messages`` (finished turns' calls), in message order."""
+    return [
+        ToolOutcome(
+            turn_id=message.turn_id,
+            tool_call_id=stored.tool_call_id,
+            tool_name=stored.tool_name,
+            effect=stored.effect.value,
+            requires_approval=stored.approval is not None,
+            approved=None if stored.approval is None else stored.approval is ApprovalStatus.APPROVED,
+            attempts=stored.attempts,
+            status=stored.status.value,
+            detail=stored.error or stored.rejection_message,
+        )
+        for message in messages
+        for stored in message.tool_outcomes
     ]
 
 
@@ -431,8 +472,8 @@ def render_snapshot(
         console: where to print.
         session_id: the session.
         snapshot: what ``get_agent_snapshot`` returned.
-        tool_outcomes: tool calls seen live; the snapshot itself holds only the
-            active turn's records (a finished turn's records are deleted).
+        tool_outcomes: tool calls seen live; the snapshot adds the outcomes
+            stored on its messages and the active turn's records.
     """
     state = snapshot.state
     parts: list[Text | Table | Group] = []
@@ -451,10 +492,13 @@ def render_snapshot(
             parts.append(Text(f"last turn failed: {one_line(state.last_turn_error)}", style="red"))
     if snapshot.messages:
         parts.append(messages_table(snapshot.messages))
-    seen = {(o.turn_id, o.tool_call_id) for o in tool_outcomes}
-    outcomes = list(tool_outcomes) + [
-        o for o in tool_records_as_outcomes(snapshot.tool_calls) if (o.turn_id, o.tool_call_id) not in seen
-    ]
+    outcomes = list(tool_outcomes)
+    seen = {(o.turn_id, o.tool_call_id) for o in outcomes}
+    # Calls not seen live: finished turns' outcomes stored on their messages, then the active turn's records.
+    for outcome in stored_as_outcomes(snapshot.messages) + tool_records_as_outcomes(snapshot.tool_calls):
+        if (outcome.turn_id, outcome.tool_call_id) not in seen:
+            seen.add((outcome.turn_id, outcome.tool_call_id))
+            outcomes.append(outcome)
     if outcomes:
         parts.append(tool_outcome_lines(outcomes))
     parts.extend(

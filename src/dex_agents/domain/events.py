@@ -4,9 +4,20 @@ Every event has a type, a payload with exactly the keys of `EVENT_PAYLOAD_KEYS`,
 and an envelope: ``turn_id``, ``step_execution_id`` (shared by every attempt of
 one Step execution) and the Step ``attempt``. A UI groups live text by
 ``(turn_id, step_execution_id, attempt)``: within one Step execution it keeps
-only the highest attempt's text. After ``turn_completed`` or ``turn_failed`` the
-stored messages replace the turn's live text. Streams are best effort; the
-snapshot is the truth.
+only the highest attempt's text. Once ``turn_committed`` arrives the stored
+messages replace the turn's live text. Streams are best effort; the snapshot
+is the truth.
+
+``turn_completed`` and ``turn_failed`` are written while their Step runs, so
+they arrive before the state they announce is committed: a snapshot read right
+after them may still show the turn running. ``turn_committed`` is the signal
+that the turn's final state is readable: ``AwaitUserMessage`` writes it when
+it begins waiting, which the engine only schedules once the Step that ended
+the turn has committed. It carries the turn's outcome (``completed`` or
+``failed``, with the error) and the session's message count; its envelope's
+``turn_id`` is the finished turn. It is written at least once per finished
+turn while the stream works (a blank queued message makes the wait run, and
+write it, again), and never for a session that has not run a turn yet.
 
 Size: a Stream message has a limit (real Dex refuses messages over 100 KiB
 by default), so `fit_event_body` bounds each event's payload as JSON: a text
@@ -34,6 +45,7 @@ class AgentEventType(StrEnum):
     TURN_STARTED = "turn_started"
     TURN_COMPLETED = "turn_completed"
     TURN_FAILED = "turn_failed"
+    TURN_COMMITTED = "turn_committed"
     TEXT_DELTA = "text_delta"
     REASONING_DELTA = "reasoning_delta"
     TOOL_CALL_STARTED = "tool_call_started"
@@ -48,6 +60,7 @@ EVENT_PAYLOAD_KEYS: Mapping[AgentEventType, frozenset[str]] = {
     AgentEventType.TURN_STARTED: frozenset({"sequence"}),
     AgentEventType.TURN_COMPLETED: frozenset({"message_count"}),
     AgentEventType.TURN_FAILED: frozenset({"error"}),
+    AgentEventType.TURN_COMMITTED: frozenset({"outcome", "error", "message_count"}),
     AgentEventType.TEXT_DELTA: frozenset({"text"}),
     AgentEventType.REASONING_DELTA: frozenset({"text"}),
     AgentEventType.TOOL_CALL_STARTED: frozenset({"tool_call_id", "tool_name"}),
@@ -112,6 +125,18 @@ def turn_completed(message_count: int) -> AgentEventBody:
 def turn_failed(error: str) -> AgentEventBody:
     """A turn failed with ``error``."""
     return AgentEventBody(type=AgentEventType.TURN_FAILED, payload={"error": error})
+
+
+def turn_committed(*, failed_with: str | None, message_count: int) -> AgentEventBody:
+    """A turn's final state is committed: ``completed``, or ``failed`` with ``failed_with``."""
+    return AgentEventBody(
+        type=AgentEventType.TURN_COMMITTED,
+        payload={
+            "outcome": "completed" if failed_with is None else "failed",
+            "error": failed_with,
+            "message_count": message_count,
+        },
+    )
 
 
 def text_delta(text: str) -> AgentEventBody:

@@ -14,6 +14,7 @@ a notice), so the note stays small however large the outputs were.
 
 from collections.abc import Iterable
 
+from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE
 from dex_agents.domain.limits import cap_text
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
 
@@ -32,8 +33,10 @@ NOTE_ARGUMENTS_BYTES = 1024
 NOTE_OUTCOME_BYTES = 2048
 """How much of a call's outcome the note shows."""
 
-_NOTE_HEADER = "[Dex] The previous turn failed after these tool calls ran:"
-_NOTE_FOOTER = "Do not repeat these tool calls unless the user asks again."
+TURN_FAILURE_NOTE_HEADER = "[Dex] The previous turn failed after these tool calls ran:"
+"""The first line of a turn-failure note (a runner or UI can recognize the note by it)."""
+TURN_FAILURE_NOTE_FOOTER = "Do not repeat these tool calls unless the user asks again."
+"""The last line of a turn-failure note."""
 
 
 def describe_tool_call_outcome(record: AgentToolCall) -> str:
@@ -47,6 +50,8 @@ def describe_tool_call_outcome(record: AgentToolCall) -> str:
             return record.output or ""
         case ToolCallStatus.REJECTED:
             return record.rejection_message or DEFAULT_REJECTION_TEXT
+        case ToolCallStatus.EXPIRED:
+            return record.rejection_message or EXPIRED_REJECTION_MESSAGE
         case ToolCallStatus.FAILED:
             return f"The tool call failed: {record.error or 'no detail'}"
         case ToolCallStatus.OUTCOME_UNKNOWN:
@@ -64,11 +69,11 @@ def build_turn_failure_note(records: Iterable[AgentToolCall]) -> str | None:
     final = sorted((r for r in records if r.is_final), key=lambda r: r.deferral_order)
     if not final:
         return None
-    lines = [_NOTE_HEADER]
+    lines = [TURN_FAILURE_NOTE_HEADER]
     lines.extend(
         f"- {r.tool_name} {cap_text(r.arguments, NOTE_ARGUMENTS_BYTES, what='the arguments')}"
         f" -> {r.status.value}: {cap_text(describe_tool_call_outcome(r), NOTE_OUTCOME_BYTES, what='the outcome')}"
         for r in final
     )
-    lines.append(_NOTE_FOOTER)
+    lines.append(TURN_FAILURE_NOTE_FOOTER)
     return "\n".join(lines)

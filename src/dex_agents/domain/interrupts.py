@@ -1,15 +1,20 @@
 """Approval interrupts: a tool call waiting for a person's answer.
 
-An interrupt has an optional deadline; once it passes, the call counts as
-rejected. An answer that arrives after the deadline is refused.
+An interrupt has an optional deadline; once it passes unanswered, the call
+ends ``expired`` (not ``rejected``) and the model is told so with
+`EXPIRED_REJECTION_MESSAGE`. An answer that arrives after the deadline is
+refused. An answer may name its ``approver``; the record and its stored
+outcome keep the name.
 """
 
 from datetime import datetime
 
 import attrs
 
-EXPIRED_REJECTION_MESSAGE = "The approval deadline passed before anyone answered."
-"""The rejection message recorded when an interrupt expires."""
+EXPIRED_REJECTION_MESSAGE = (
+    "The tool call did not run: its approval expired (the deadline passed before anyone answered)."
+)
+"""What the model sees for an ``expired`` call (its record's ``rejection_message``)."""
 
 
 def interrupt_id_for(turn_id: str, tool_call_id: str) -> str:
@@ -51,6 +56,8 @@ class ResolveInterruptRequest:
     """Whether the call may run."""
     rejection_message: str | None = None
     """Why not; dropped on approval."""
+    approver: str | None = None
+    """Who answered, for the record (optional)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -63,6 +70,8 @@ class AgentInterruptResolution:
     """Whether the call may run."""
     rejection_message: str | None = None
     """Why not; always ``None`` when approved."""
+    approver: str | None = None
+    """Who answered, when the answer named someone."""
 
     @classmethod
     def from_request(cls, request: ResolveInterruptRequest) -> "AgentInterruptResolution":
@@ -71,4 +80,5 @@ class AgentInterruptResolution:
             interrupt_id=request.interrupt_id,
             approved=request.approved,
             rejection_message=None if request.approved else request.rejection_message,
+            approver=request.approver,
         )

@@ -3,7 +3,13 @@
 A framework message is opaque to the session: ``framework_item`` is text the
 framework writes and reads back (the Pydantic AI runner stores one JSON-encoded
 ``ModelMessage``). The display fields (``text``, ``tool_call_id``,
-``tool_name``) are a projection for people and UIs.
+``tool_name``, ``tool_call_ids``) are a projection for people and UIs.
+
+The session adds two display fields of its own when it stores a message:
+``tool_outcomes``, what each tool call the message answers came to (a tool
+result of a completed turn, or a failed turn's note), so past outcomes stay
+visible after the turn's records are deleted; and ``client_message_id``, the
+ID an application gave the user message that started the turn.
 
 Stored messages are numbered from 1 in the order the session appends them;
 `message_sequence_key` turns a sequence into the 12-digit key of the
@@ -11,14 +17,21 @@ Stored messages are numbered from 1 in the order the session appends them;
 """
 
 import json
+from collections.abc import Iterable
 from enum import StrEnum
 
 import attrs
+
+from dex_agents.domain.tools import ToolOutcome
 
 MESSAGE_SEQUENCE_KEY_DIGITS = 12
 """Digits of a stored message's map key."""
 
 _MAX_SEQUENCE = 10**MESSAGE_SEQUENCE_KEY_DIGITS - 1
+
+
+def _id_tuple(ids: Iterable[str]) -> tuple[str, ...]:
+    return tuple(ids)
 
 
 class MessageRole(StrEnum):
@@ -44,6 +57,16 @@ class FrameworkMessage:
     """Display: the tool call this message requests or answers, when it holds exactly one."""
     tool_name: str | None = None
     """Display: that tool call's tool name."""
+    tool_call_ids: tuple[str, ...] = attrs.field(default=(), converter=_id_tuple)
+    """Display: every tool call this message requests or answers, in order; a runner
+    may leave it empty, and ``tool_call_id`` then stands for the one call."""
+
+    @property
+    def answered_tool_call_ids(self) -> tuple[str, ...]:
+        """The tool calls this message names: ``tool_call_ids``, else ``tool_call_id``."""
+        if self.tool_call_ids:
+            return self.tool_call_ids
+        return () if self.tool_call_id is None else (self.tool_call_id,)
 
 
 @attrs.frozen(kw_only=True)
@@ -64,9 +87,22 @@ class AgentMessage:
     """Display: the single tool call this message requests or answers."""
     tool_name: str | None = None
     """Display: that call's tool name."""
+    tool_outcomes: tuple[ToolOutcome, ...] = ()
+    """Display: what each tool call this message answers came to, in the turn's call
+    order; set on a completed turn's tool results and on a failed turn's note."""
+    client_message_id: str | None = None
+    """The application's ID of the user message that started the turn (on that message only)."""
 
     @classmethod
-    def stored(cls, message: FrameworkMessage, *, sequence: int, turn_id: str) -> "AgentMessage":
+    def stored(
+        cls,
+        message: FrameworkMessage,
+        *,
+        sequence: int,
+        turn_id: str,
+        tool_outcomes: Iterable[ToolOutcome] = (),
+        client_message_id: str | None = None,
+    ) -> "AgentMessage":
         """Build the stored form of a framework message at ``sequence``."""
         return cls(
             sequence=sequence,
@@ -76,6 +112,8 @@ class AgentMessage:
             text=message.text,
             tool_call_id=message.tool_call_id,
             tool_name=message.tool_name,
+            tool_outcomes=tuple(tool_outcomes),
+            client_message_id=client_message_id,
         )
 
 
@@ -112,6 +150,9 @@ class AgentUserMessage:
 
     text: str
     """What the user wrote."""
+    client_message_id: str | None = None
+    """An ID the application chose to follow the message (`AgentSessionClient.submit_user_message`
+    sets a fresh one); stored on the turn's user message."""
 
     @property
     def is_blank(self) -> bool:

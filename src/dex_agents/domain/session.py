@@ -52,6 +52,18 @@ def size_pairs(value: Iterable[Iterable[int]]) -> tuple[tuple[int, int], ...]:
     return tuple((int(a), int(b)) for a, b in value)
 
 
+def turn_number(turn_id: str) -> int:
+    """Return ``n`` of a turn ID ``turn-<n>``.
+
+    Raises:
+        ValueError: ``turn_id`` is not a turn ID.
+    """
+    number = turn_id.removeprefix("turn-")
+    if number == turn_id or not number.isdigit() or int(number) < 1:
+        raise ValueError(f"not a turn ID (turn-<n>, n from 1): {turn_id!r}")
+    return int(number)
+
+
 @attrs.frozen(kw_only=True)
 class AgentState:
     """The session's durable state (Attribute ``AGENT_STATE``)."""

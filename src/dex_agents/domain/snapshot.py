@@ -1,4 +1,4 @@
-"""What the query RPCs return: the session snapshot and message pages.
+"""What the query RPCs return: the session snapshot and message pages; and how a turn ended.
 
 Both read a bounded number of bytes, not only of messages: a snapshot holds
 the latest messages, at most `SNAPSHOT_MESSAGE_LIMIT`, and a page at most its
@@ -8,16 +8,23 @@ from `AgentState.large_messages`; every other message counts as
 `LARGE_MESSAGE_BYTES`. The client loads exactly the sequences these functions
 name, so neither what Dex sends the Worker nor what the RPC answers grows
 past one frame, however large single messages are.
+
+`turn_result` reads a finished turn's result from a snapshot. The most recent
+turn is exact: it failed when ``last_turn_error`` is set. An earlier turn
+(the session moved on) is read from its stored messages: a completed turn
+stored what its model said, a failed one only user messages (its user
+message, perhaps a turn-failure note); its error is no longer in the state.
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from enum import StrEnum
 
 import attrs
 
 from dex_agents.domain.interrupts import AgentInterrupt
-from dex_agents.domain.messages import LARGE_MESSAGE_BYTES, AgentMessage
-from dex_agents.domain.session import AgentState, size_pairs
-from dex_agents.domain.tools import AgentToolCall
+from dex_agents.domain.messages import LARGE_MESSAGE_BYTES, AgentMessage, MessageRole
+from dex_agents.domain.session import AgentState, size_pairs, turn_number
+from dex_agents.domain.tools import AgentToolCall, ToolOutcome
 from dex_agents.domain.usage import AgentUsage
 
 SNAPSHOT_MESSAGE_LIMIT = 200
@@ -139,3 +146,86 @@ def snapshot_sequences(
 
 def _size(sizes: Mapping[int, int], sequence: int) -> int:
     return sizes.get(sequence, LARGE_MESSAGE_BYTES)
+
+
+class TurnStatus(StrEnum):
+    """How a finished turn ended."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+@attrs.frozen(kw_only=True)
+class TurnResult:
+    """A finished turn, as its committed state shows it."""
+
+    turn_id: str
+    """The turn."""
+    status: TurnStatus
+    """How it ended."""
+    error: str | None
+    """Why it failed, when known (``None`` for a completed turn)."""
+    messages: tuple[AgentMessage, ...]
+    """Its stored messages among the snapshot's, oldest first (its user message first)."""
+    snapshot: AgentSnapshot
+    """The snapshot the result was read from."""
+
+    @property
+    def reply(self) -> str | None:
+        """The text of the turn's last assistant message that has text."""
+        texts = [m.text for m in self.messages if m.role is MessageRole.ASSISTANT and m.text]
+        return texts[-1] if texts else None
+
+    @property
+    def tool_outcomes(self) -> tuple[ToolOutcome, ...]:
+        """What each of the turn's tool calls came to, in call order."""
+        return tuple(outcome for message in self.messages for outcome in message.tool_outcomes)
+
+
+def is_turn_finished(state: AgentState | None, turn_id: str) -> bool:
+    """Whether turn ``turn_id`` started and its end is committed in ``state``."""
+    return state is not None and state.turn_count >= turn_number(turn_id) and state.active_turn_id != turn_id
+
+
+def turn_result(
+    snapshot: AgentSnapshot,
+    turn_id: str,
+    *,
+    messages: Sequence[AgentMessage] | None = None,
+    error_hint: str | None = None,
+) -> TurnResult | None:
+    """Return turn ``turn_id``'s result, or ``None`` while it has not finished (or not started).
+
+    Args:
+        snapshot: the session's snapshot.
+        turn_id: the turn.
+        messages: stored messages holding the turn's (others are skipped); by
+            default the snapshot's. An earlier turn none of whose messages are
+            given reads as completed.
+        error_hint: the error of the turn's ``turn_failed`` event, if the caller
+            saw one: the only source of an earlier failed turn's error.
+    """
+    state = snapshot.state
+    if state is None or not is_turn_finished(state, turn_id):
+        return None
+    given = snapshot.messages if messages is None else messages
+    of_turn = tuple(m for m in given if m.turn_id == turn_id)
+    if turn_number(turn_id) == state.turn_count:
+        error = state.last_turn_error
+        failed = error is not None
+    else:
+        failed = bool(of_turn) and all(m.role is MessageRole.USER for m in of_turn)
+        error = error_hint if failed else None
+    return TurnResult(
+        turn_id=turn_id,
+        status=TurnStatus.FAILED if failed else TurnStatus.COMPLETED,
+        error=error,
+        messages=of_turn,
+        snapshot=snapshot,
+    )
+
+
+def is_session_idle(snapshot: AgentSnapshot) -> bool:
+    """Whether the session started, runs no turn and has no queued user message (as committed)."""
+    state = snapshot.state
+    return state is not None and state.active_turn_id is None and snapshot.queued_message_count == 0

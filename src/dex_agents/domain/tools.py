@@ -15,11 +15,17 @@ explicit `ToolPolicy` for the tool name, then the effect the framework reports
 (for example MCP ``readOnlyHint``), then the session's default effect.
 
 A record moves through `TOOL_CALL_TRANSITIONS`; `transition` refuses anything
-else with `InvalidTransitionError`.
+else with `InvalidTransitionError`. A call waiting for approval ends
+``rejected`` when a person said no and ``expired`` when its deadline passed
+unanswered; neither ran.
+
+When a turn ends, its records are deleted; what each call came to stays on the
+stored messages as a `ToolOutcome` (`AgentToolCall.outcome`).
 """
 
 from collections.abc import Mapping
 from enum import StrEnum
+from typing import assert_never
 
 import attrs
 
@@ -43,7 +49,7 @@ class ToolStepKind(StrEnum):
 
 
 class ToolCallStatus(StrEnum):
-    """Where a tool call stands; the last four are final."""
+    """Where a tool call stands; the last five are final."""
 
     PENDING = "pending"
     AWAITING_APPROVAL = "awaiting_approval"
@@ -51,6 +57,7 @@ class ToolCallStatus(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     REJECTED = "rejected"
+    EXPIRED = "expired"
     OUTCOME_UNKNOWN = "outcome_unknown"
 
     @property
@@ -64,6 +71,7 @@ FINAL_TOOL_CALL_STATUSES: frozenset[ToolCallStatus] = frozenset(
         ToolCallStatus.SUCCEEDED,
         ToolCallStatus.FAILED,
         ToolCallStatus.REJECTED,
+        ToolCallStatus.EXPIRED,
         ToolCallStatus.OUTCOME_UNKNOWN,
     }
 )
@@ -73,11 +81,14 @@ _RAN = frozenset({ToolCallStatus.SUCCEEDED, ToolCallStatus.FAILED, ToolCallStatu
 
 TOOL_CALL_TRANSITIONS: Mapping[ToolCallStatus, frozenset[ToolCallStatus]] = {
     ToolCallStatus.PENDING: _RAN,
-    ToolCallStatus.AWAITING_APPROVAL: frozenset({ToolCallStatus.APPROVED, ToolCallStatus.REJECTED}),
+    ToolCallStatus.AWAITING_APPROVAL: frozenset(
+        {ToolCallStatus.APPROVED, ToolCallStatus.REJECTED, ToolCallStatus.EXPIRED}
+    ),
     ToolCallStatus.APPROVED: _RAN,
     ToolCallStatus.SUCCEEDED: frozenset(),
     ToolCallStatus.FAILED: frozenset(),
     ToolCallStatus.REJECTED: frozenset(),
+    ToolCallStatus.EXPIRED: frozenset(),
     ToolCallStatus.OUTCOME_UNKNOWN: frozenset(),
 }
 """Legal status changes of a tool-call record."""
@@ -159,6 +170,42 @@ def idempotency_key(flow_id: str, turn_id: str, tool_call_id: str) -> str:
     return f"{flow_id}/{turn_id}/{tool_call_id}"
 
 
+class ApprovalStatus(StrEnum):
+    """How a call's approval ended."""
+
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+
+
+@attrs.frozen(kw_only=True)
+class ToolOutcome:
+    """What one tool call came to: a display field of the stored messages that answer it.
+
+    Kept after the turn ends (the records are deleted then), so an application
+    reads every past call's outcome from the snapshot or a message page.
+    """
+
+    tool_call_id: str
+    """The call."""
+    tool_name: str
+    """The tool's name."""
+    status: ToolCallStatus
+    """Its final status."""
+    effect: ToolEffect
+    """The effect its policy gave it."""
+    attempts: int
+    """Attempts that ran (see `AgentToolCall.attempts`); 0 when it never ran."""
+    approval: ApprovalStatus | None = None
+    """How its approval ended; ``None`` when it needed none."""
+    approver: str | None = None
+    """Who answered the approval, when the answer named someone."""
+    error: str | None = None
+    """What went wrong, when ``failed`` or ``outcome_unknown``."""
+    rejection_message: str | None = None
+    """Why it did not run, when ``rejected`` or ``expired``."""
+
+
 @attrs.frozen(kw_only=True)
 class AgentToolCall:
     """The durable record of one tool call of the active turn."""
@@ -185,6 +232,12 @@ class AgentToolCall:
     """The person's reason, when ``rejected``."""
     interrupt_id: str | None = None
     """The approval interrupt, when the call needs approval."""
+    attempts: int = 0
+    """Attempts of the tool Step that ran the call: the attempt that ended it, or
+    after a failure route the effect's maximum (the engine does not say how many
+    ran); 0 while nothing ran and for a call that never ran."""
+    approver: str | None = None
+    """Who answered the approval, when the answer named someone."""
 
     @property
     def is_final(self) -> bool:
@@ -196,29 +249,78 @@ class AgentToolCall:
         """Whether the call waits for approval before it runs."""
         return is_approval_required(self.policy)
 
-    def approve(self) -> "AgentToolCall":
-        """Return the record approved."""
-        return transition(self, to=ToolCallStatus.APPROVED)
+    @property
+    def approval(self) -> "ApprovalStatus | None":
+        """How the approval ended (``approved`` once it ran), or ``None`` when none was asked or it is open."""
+        if self.interrupt_id is None:
+            return None
+        match self.status:
+            case ToolCallStatus.REJECTED:
+                return ApprovalStatus.REJECTED
+            case ToolCallStatus.EXPIRED:
+                return ApprovalStatus.EXPIRED
+            case ToolCallStatus.AWAITING_APPROVAL | ToolCallStatus.PENDING:
+                return None
+            case (
+                ToolCallStatus.APPROVED
+                | ToolCallStatus.SUCCEEDED
+                | ToolCallStatus.FAILED
+                | ToolCallStatus.OUTCOME_UNKNOWN
+            ):
+                return ApprovalStatus.APPROVED
+            case _:
+                assert_never(self.status)
 
-    def reject(self, rejection_message: str | None) -> "AgentToolCall":
-        """Return the record rejected with ``rejection_message``."""
-        return transition(self, to=ToolCallStatus.REJECTED, rejection_message=rejection_message)
+    def approve(self, approver: str | None = None) -> "AgentToolCall":
+        """Return the record approved (by ``approver``, when named)."""
+        return attrs.evolve(transition(self, to=ToolCallStatus.APPROVED), approver=approver)
 
-    def succeed(self, output: str) -> "AgentToolCall":
-        """Return the record succeeded with ``output``."""
-        return transition(self, to=ToolCallStatus.SUCCEEDED, output=output)
+    def reject(self, rejection_message: str | None, approver: str | None = None) -> "AgentToolCall":
+        """Return the record rejected with ``rejection_message`` (by ``approver``, when named)."""
+        rejected = transition(self, to=ToolCallStatus.REJECTED, rejection_message=rejection_message)
+        return attrs.evolve(rejected, approver=approver)
 
-    def fail(self, error: str) -> "AgentToolCall":
-        """Return the record failed with ``error``."""
-        return transition(self, to=ToolCallStatus.FAILED, error=error)
+    def expire(self, message: str) -> "AgentToolCall":
+        """Return the record expired: its approval deadline passed unanswered; ``message`` is what the model sees."""
+        return transition(self, to=ToolCallStatus.EXPIRED, rejection_message=message)
+
+    def succeed(self, output: str, *, attempt: int = 1) -> "AgentToolCall":
+        """Return the record succeeded with ``output`` on ``attempt``."""
+        return attrs.evolve(transition(self, to=ToolCallStatus.SUCCEEDED, output=output), attempts=attempt)
+
+    def fail(self, error: str, *, attempt: int = 1) -> "AgentToolCall":
+        """Return the record failed with ``error`` on ``attempt``."""
+        return attrs.evolve(transition(self, to=ToolCallStatus.FAILED, error=error), attempts=attempt)
 
     def mark_outcome_unknown(self, error: str) -> "AgentToolCall":
-        """Return the record with an unknown outcome."""
-        return transition(self, to=ToolCallStatus.OUTCOME_UNKNOWN, error=error)
+        """Return the record with an unknown outcome after its attempts (the effect's maximum) failed."""
+        unknown = transition(self, to=ToolCallStatus.OUTCOME_UNKNOWN, error=error)
+        return attrs.evolve(unknown, attempts=maximum_attempts(self.policy.effect))
 
     def after_exhausted_retries(self, error: str) -> "AgentToolCall":
         """Return the record as its effect requires once every attempt failed."""
-        return transition(self, to=status_after_exhausted_retries(self.policy.effect), error=error)
+        final = transition(self, to=status_after_exhausted_retries(self.policy.effect), error=error)
+        return attrs.evolve(final, attempts=maximum_attempts(self.policy.effect))
+
+    def outcome(self) -> "ToolOutcome":
+        """Return what the call came to, for the stored messages.
+
+        Raises:
+            ValueError: the record is not final.
+        """
+        if not self.is_final:
+            raise ValueError(f"tool call {self.tool_call_id!r} has no outcome yet (status {self.status.value!r})")
+        return ToolOutcome(
+            tool_call_id=self.tool_call_id,
+            tool_name=self.tool_name,
+            status=self.status,
+            effect=self.policy.effect,
+            attempts=self.attempts,
+            approval=self.approval,
+            approver=self.approver,
+            error=self.error,
+            rejection_message=self.rejection_message,
+        )
 
 
 def transition(

@@ -5,18 +5,19 @@ The turn's user message is a JSON script::
     {"tools": [{"id": "c1", "name": "read_tool", "args": {"gate": "g1"}}],
      "model_gate": "m1", "fail_model": "always" | "after_tools",
      "stream": 1000000, "delta": 1024,
-     "contract": "empty_run_state" | "slash_id" | "duplicate_ids"}
-
-``stream`` streams that many characters of text and answers with them;
-``contract`` asks for tools in a way the runner contract forbids. A message
-holding `BREAK_BUILD` makes ``build_user_message`` raise; one holding
-`WRONG_ROLE` makes it return an assistant message.
+     "contract": "empty_run_state" | "slash_id" | "duplicate_ids",
+     "tool_results": "each" | "together"}
 
 The first model call asks for ``tools`` (in order); the next one answers with
-the outcome of each. Tool arguments steer the tool: ``gate`` parks it at a
-`FileGate`, ``error`` raises `ToolExecutionError`, ``crash`` raises, ``big_output``
-returns that many characters. Every real
-model and tool call is counted in the `InvocationLog` under ``$AGENT_TEST_STATE``.
+the outcome of each, after one tool-result message per call (``each``) or
+one for all of them (``together``) when ``tool_results`` asks for them. Tool
+arguments steer the tool: ``gate`` parks it at a `FileGate`, ``error`` raises
+`ToolExecutionError`, ``crash`` raises, ``big_output`` returns that many
+characters. ``stream`` streams that many characters of text and answers with
+them; ``contract`` asks for tools in a way the runner contract forbids. A
+message holding `BREAK_BUILD` makes ``build_user_message`` raise; one holding
+`WRONG_ROLE` makes it return an assistant message. Every real model and tool
+call is counted in the `InvocationLog` under ``$AGENT_TEST_STATE``.
 """
 
 import json
@@ -94,6 +95,29 @@ def write_from_threads(turn: AgentTurnContext) -> None:
     threading.Timer(0.2, too_late).start()
 
 
+def tool_results(turn: AgentTurnContext, shape: str | None) -> list[FrameworkMessage]:
+    """The turn's tool-result messages, as the script's ``tool_results`` asks."""
+    records = sorted(turn.tool_calls.values(), key=lambda record: record.deferral_order)
+    if not records or shape is None:
+        return []
+    if shape == "together":
+        item = json.dumps([record.tool_call_id for record in records])
+        return [
+            FrameworkMessage(
+                role=MessageRole.TOOL, framework_item=item, tool_call_ids=[r.tool_call_id for r in records]
+            )
+        ]
+    return [
+        FrameworkMessage(
+            role=MessageRole.TOOL,
+            framework_item=json.dumps(record.tool_call_id),
+            tool_call_id=record.tool_call_id,
+            tool_name=record.tool_name,
+        )
+        for record in records
+    ]
+
+
 class ScriptedAgentRunner:
     """Runs the JSON script of the turn's user message."""
 
@@ -143,7 +167,7 @@ class ScriptedAgentRunner:
         answer = FrameworkMessage(
             role=MessageRole.ASSISTANT, framework_item=json.dumps(outcomes), text=json.dumps(outcomes, sort_keys=True)
         )
-        return TurnCompleted(new_messages=[answer], usage=usage)
+        return TurnCompleted(new_messages=[*tool_results(turn, steps.get("tool_results")), answer], usage=usage)
 
     async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
         args: dict[str, Any] = json.loads(call.tool_call.arguments)

@@ -5,8 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from dex_agents.testing import FakeDex, session_is_idle
+from dex_agents.testing import FakeDex
 from tests.integration.agent.scripted_agent import ScriptedAgentRunner
+
+# The scripted runner reads its user message as a script: this one searches and answers.
+FIND_MY_OPEN_TICKETS = '{"tools": [{"id": "t1", "name": "search_tickets"}], "tool_results": "each"}'
 
 pytestmark = pytest.mark.integration
 
@@ -17,7 +20,7 @@ async def test_readme_example_runs_a_session_to_its_answer(
     monkeypatch.chdir(tmp_path)  # the example opens .dex-cache in the working directory
     async with FakeDex() as fake:
         address = fake.address
-        # --- the README example, unchanged but for `address` and the scripted runner ---
+        # --- the README example, unchanged but for `address`, the scripted runner and its message ---
         from dex import (
             AsyncClient,
             AsyncWorker,
@@ -36,6 +39,7 @@ async def test_readme_example_runs_a_session_to_its_answer(
             AgentSessionOptions,
             ToolEffect,
             ToolPolicy,
+            TurnStatus,
             codec_registry,
         )
 
@@ -56,16 +60,25 @@ async def test_readme_example_runs_a_session_to_its_answer(
         await worker.wait_pull_registered(timeout=30)
 
         sessions = AgentSessionClient(client, flow)
-        await sessions.start_session("session-42", '{"tools": [{"id": "t1", "name": "search_tickets"}]}')
-        snapshot = await sessions.get_agent_snapshot("session-42")
+        await sessions.start_session("session-42")
+
+        # The application loop: send, wait for the turn's committed end, show it.
+        receipt = await sessions.submit_user_message("session-42", FIND_MY_OPEN_TICKETS)
+        result = await sessions.wait_for_turn("session-42", receipt, timeout=120)
+        if result.status is TurnStatus.FAILED:
+            print("the turn failed:", result.error)  # noqa: T201 - the README example prints
+        else:
+            print(result.reply)  # noqa: T201
+        for outcome in result.tool_outcomes:  # stored with the turn's messages, readable for every past turn
+            print(outcome.tool_name, outcome.status, outcome.attempts, outcome.approval, outcome.approver)  # noqa: T201
+        await sessions.wait_until_idle("session-42", timeout=60)
         # --- end of the example ---
         try:
-            while session_is_idle(snapshot) is None:
-                await asyncio.sleep(0.01)
-                snapshot = await sessions.get_agent_snapshot("session-42")
-            assert (
-                snapshot.messages[-1].text == '{"t1": "succeeded: search_tickets done with key session-42/turn-1/t1"}'
-            )
+            assert result.status is TurnStatus.COMPLETED
+            assert result.reply == '{"t1": "succeeded: search_tickets done with key session-42/turn-1/t1"}'
+            assert [(o.tool_name, o.status.value, o.attempts) for o in result.tool_outcomes] == [
+                ("search_tickets", "succeeded", 1)
+            ]
         finally:
             await worker.stop()
             await serving

@@ -341,7 +341,7 @@ async def test_live_events_carry_the_envelope_and_every_tool_call_finishes_once(
     assert finished == {"c1": ToolCallStatus.SUCCEEDED.value, "c2": ToolCallStatus.REJECTED.value}
 
 
-async def test_an_approval_nobody_answers_expires_at_its_deadline_and_is_recorded_rejected(
+async def test_an_approval_nobody_answers_expires_at_its_deadline_and_is_recorded_expired(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with fake_stack_with(tmp_path, state_dir, monkeypatch, {DEADLINE_ENV: "1"}) as (stack, flow):
@@ -353,7 +353,7 @@ async def test_an_approval_nobody_answers_expires_at_its_deadline_and_is_recorde
         )
         assert interrupt.deadline is not None
         snapshot = await idle(stack, flow, "s")
-        assert answer(snapshot) == {"c1": f"rejected: {EXPIRED_REJECTION_MESSAGE}"}
+        assert answer(snapshot) == {"c1": f"expired: {EXPIRED_REJECTION_MESSAGE}"}
         assert snapshot.pending_interrupts == ()
         assert not await sessions.resolve_interrupt("s", interrupt.interrupt_id, approved=True)
         assert invocations().count("tool") == 0
@@ -424,9 +424,12 @@ async def test_the_event_stream_keeps_within_its_capacity_by_dropping_the_oldest
         await stack.start_worker()
         sessions = stack.sessions(flow)
         await sessions.start_session("s", turn(*(tool(f"c{n}", "read_tool") for n in range(12))))
-        await idle(stack, flow, "s")
+        await sessions.wait_for_turn("s", "turn-1", timeout=60)
+        token = ""
+        while (message := await sessions.read_agent_event("s", token)).event.type != "turn_committed":
+            token = message.resume_token
         retained = await stack.client.list_stream_messages("s", flow.events_stream, 1000)
-        assert retained.messages[0].value.type == "turn_completed"  # newest first
+        assert retained.messages[0].value.type == "turn_committed"  # newest first
         # The turn wrote over 40 events of about 150 bytes: 2 KiB keeps only the newest few.
         assert len(retained.messages) < 20
         oldest = await sessions.read_agent_event("s")

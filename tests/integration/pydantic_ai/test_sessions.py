@@ -16,6 +16,7 @@ from dex_agents import (
     AgentSessionFlow,
     AgentSnapshot,
     MessageRole,
+    ToolCallStatus,
 )
 from dex_agents.adapters.pydantic_ai._results import ASKED_FOR_APPROVAL, EXTERNAL_TOOL
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE
@@ -223,6 +224,19 @@ async def test_every_row_of_the_tool_table_is_recorded_as_the_spec_says(
         "crash": 3,
     }
     assert (await executed(stack, "s")).count("RecordToolFailure") == 3
+    # The one message answering all eight calls keeps each call's outcome after the turn.
+    answers = next(m for m in reversed(snapshot.messages) if m.role is MessageRole.TOOL)
+    assert [o.tool_call_id for o in answers.tool_outcomes] == [f"c{i}" for i in range(len(rows))]
+    assert {o.tool_name: (o.status.value, o.attempts) for o in answers.tool_outcomes} == {
+        "whoami": ("succeeded", 1),
+        "retry_me": ("failed", 1),
+        "fail_me": ("failed", 1),
+        "external_lookup": ("failed", 1),
+        "ask_approval": ("failed", 1),
+        "defer_me": ("failed", 3),
+        "sub_agent": ("failed", 3),
+        "crash": ("failed", 3),
+    }
     # deps_factory runs before every model Step (2) and every tool Step attempt (5 single runs, 3 x 3 retries).
     assert invocations().count("deps", "s") == 2 + 5 + 9
 
@@ -236,9 +250,11 @@ async def test_a_rejected_approval_tells_the_model_and_runs_nothing(
     assert answer(snapshot) == "refund_order[denied]=not today"
     assert invocations().count("tool") == 0
     assert snapshot.pending_interrupts == ()
+    (outcome,) = [o for m in snapshot.messages for o in m.tool_outcomes]
+    assert (outcome.status, outcome.rejection_message, outcome.attempts) == (ToolCallStatus.REJECTED, "not today", 0)
 
 
-async def test_an_approval_nobody_answers_expires_and_the_model_sees_a_denial(
+async def test_an_approval_nobody_answers_expires_and_the_model_sees_an_expiry_denial(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(DEADLINE_ENV, "1")
@@ -256,6 +272,8 @@ async def test_an_approval_nobody_answers_expires_and_the_model_sees_a_denial(
         snapshot = await idle(stack, flows[0], "s")
         assert answer(snapshot) == f"refund_order[denied]={EXPIRED_REJECTION_MESSAGE}"
         assert invocations().count("tool") == 0
+        (outcome,) = [o for m in snapshot.messages for o in m.tool_outcomes]
+        assert outcome.status is ToolCallStatus.EXPIRED
 
 
 async def test_a_failed_first_turn_is_replayed_with_its_note_and_the_system_prompt(

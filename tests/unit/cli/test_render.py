@@ -4,9 +4,11 @@ import io
 import re
 from datetime import UTC, datetime
 
+import attrs
 from rich.console import Console
 
 from dex_agents import (
+    EXPIRED_REJECTION_MESSAGE,
     AgentEventType,
     AgentInterrupt,
     AgentMessage,
@@ -163,6 +165,46 @@ def test_turn_end_prints_the_stored_answer_only_when_the_live_text_missed_it() -
     ]
 
 
+def test_without_stored_messages_at_turn_end_the_comparison_waits_for_turn_committed() -> None:
+    view, out = renderer()
+    view.handle(text("Live answer."))
+    view.handle(event(AgentEventType.TURN_COMPLETED, message_count=1))
+    stored = (message(2, MessageRole.ASSISTANT, "Stored answer."),)
+    view.handle(
+        event(AgentEventType.TURN_COMMITTED, outcome="completed", error=None, message_count=2),
+        EventExtras(stored_messages=stored),
+    )
+    assert out.getvalue().splitlines() == [
+        ASSISTANT + "Live answer.",
+        "  ✓ turn-1 completed · 1 messages stored",
+        "  the stored messages differ from the live text; stored:",
+        ASSISTANT + "Stored answer.",
+    ]
+
+
+def test_an_expired_call_is_drawn_apart_from_a_rejected_one() -> None:
+    view, out = renderer()
+    view.handle(
+        event(
+            AgentEventType.INTERRUPT_RESOLVED,
+            interrupt_id="turn-1.c1",
+            approved=False,
+            rejection_message=EXPIRED_REJECTION_MESSAGE,
+        )
+    )
+    view.handle(
+        event(AgentEventType.INTERRUPT_RESOLVED, interrupt_id="turn-1.c2", approved=False, rejection_message="no")
+    )
+    view.handle(event(AgentEventType.TOOL_CALL_FINISHED, tool_call_id="c1", tool_name="refund", status="expired"))
+    view.handle(event(AgentEventType.TOOL_CALL_FINISHED, tool_call_id="c2", tool_name="refund", status="rejected"))
+    assert out.getvalue().splitlines() == [
+        "  ⌛ expired (turn-1.c1): nobody answered before the deadline",
+        "  ✗ rejected (turn-1.c2): no",
+        "  ⌛ refund expired",
+        "  ✗ refund rejected",
+    ]
+
+
 def test_turn_start_echoes_the_user_message_and_a_failure_is_one_line() -> None:
     view, out = renderer()
     view.handle(event(AgentEventType.TURN_STARTED, sequence=1), EventExtras(user_text="Refund order 7"))
@@ -241,3 +283,30 @@ def test_snapshot_shows_state_messages_tool_outcomes_pending_approvals_and_usage
     assert '… refund_order {"order_id": "7"} · turn-1 · idempotent_write · approval pending → not finished' in printed
     assert 'pending approval turn-1.call-2: refund_order {"order_id": "7"}' in printed
     assert "Usage: 2 model calls · 100 input tokens · 40 output tokens" in printed
+
+
+def test_a_snapshot_shows_the_outcomes_stored_on_past_turns_messages() -> None:
+    view, out = renderer()
+    expired = make_tool_call(
+        "c9",
+        "refund_order",
+        turn_id="turn-1",
+        policy=ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=True),
+        status=ToolCallStatus.AWAITING_APPROVAL,
+        interrupt_id="turn-1.c9",
+    ).expire(EXPIRED_REJECTION_MESSAGE)
+    stored = attrs.evolve(message(3, MessageRole.TOOL, None, tool="refund_order"), tool_outcomes=(expired.outcome(),))
+    snapshot = AgentSnapshot(
+        state=AgentState(turn_count=1, message_count=3),
+        messages=(message(1, MessageRole.USER, "Refund order 7"), stored),
+        pending_interrupts=(),
+        tool_calls=(),
+        usage=AgentUsage(),
+        queued_message_count=0,
+    )
+    render_snapshot(view.console, "s-1", snapshot)
+    printed = out.getvalue()
+    assert re.search(r"3\s+turn-1\s+tool\s+← refund_order ⌛ expired", printed)
+    assert (
+        "⌛ refund_order · turn-1 · idempotent_write · approval expired → expired: The tool call did not run" in printed
+    )

@@ -52,7 +52,8 @@ Where this adapter follows pydantic-ai 2.68.0 rather than the spec
    ``RunModel`` fail instead).
 2. A rejection resumes as ``DeferredToolResults.approvals[id] =
    ToolDenied(message)``, built by hand: in ``calls`` the model would see the
-   ``ToolDenied`` object as a successful return.
+   ``ToolDenied`` object as a successful return. An ``expired`` approval
+   resumes the same way with ``EXPIRED_REJECTION_MESSAGE``.
 3. Durability capabilities (``BaseDurabilityCapability``: Temporal, DBOS,
    Prefect) and ``pydantic_ai.durable_exec`` wrapper agents are refused by the
    runner's constructor with `ValueError`: outside its own workflow Pydantic AI

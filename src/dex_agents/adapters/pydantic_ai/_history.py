@@ -205,6 +205,7 @@ def framework_message(message: ModelMessage) -> FrameworkMessage:
             text=message.text,
             tool_call_id=None if call is None else call.tool_call_id,
             tool_name=None if call is None else call.tool_name,
+            tool_call_ids=tuple(part.tool_call_id for part in calls),
         )
     returns = [part for part in message.parts if isinstance(part, ToolReturnPart)]
     if not returns:
@@ -215,6 +216,7 @@ def framework_message(message: ModelMessage) -> FrameworkMessage:
         framework_item=item,
         tool_call_id=None if answer is None else answer.tool_call_id,
         tool_name=None if answer is None else answer.tool_name,
+        tool_call_ids=tuple(part.tool_call_id for part in returns),
     )
 
 

@@ -8,6 +8,7 @@ Resume (records to `DeferredToolResults`), built by hand because
 |-------------------|-----------------------------------------------------------------|
 | ``succeeded``     | ``calls[id] = ToolReturn(output)``; parsed JSON for typed tool parts |
 | ``rejected``      | ``approvals[id] = ToolDenied(rejection message)``               |
+| ``expired``       | ``approvals[id] = ToolDenied(EXPIRED_REJECTION_MESSAGE)``       |
 | ``failed``        | ``calls[id] = ToolFailed("The tool call failed: <error>")``     |
 | ``outcome_unknown`` | ``calls[id] = ToolFailed(OUTCOME_UNKNOWN_TOOL_RESULT)``       |
 
@@ -90,7 +91,7 @@ def deferred_tool_results(
             case ToolCallStatus.SUCCEEDED:
                 value = _returned_value(record.output or "", typed=tool_call_id in typed)
                 calls[tool_call_id] = ToolReturn(value)
-            case ToolCallStatus.REJECTED:
+            case ToolCallStatus.REJECTED | ToolCallStatus.EXPIRED:
                 approvals[tool_call_id] = ToolDenied(describe_tool_call_outcome(record))
             case ToolCallStatus.FAILED | ToolCallStatus.OUTCOME_UNKNOWN:
                 calls[tool_call_id] = ToolFailed(describe_tool_call_outcome(record))

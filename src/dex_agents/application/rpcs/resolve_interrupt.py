@@ -56,4 +56,6 @@ def request_refusal(request: ResolveInterruptRequest, options: AgentSessionOptio
             what="the rejection message",
             allow_blank=True,
         )
+    if refused is None and request.approver is not None:
+        refused = id_refusal(request.approver, field="approver", what="the approver")
     return refused

@@ -1,13 +1,14 @@
 """``send_user_message``: queue a user message (transactional).
 
-Answers ``False`` and queues nothing for blank text and for any text
-`text_refusal` refuses (too large, a lone surrogate, NUL); else queues the
+Answers ``False`` and queues nothing for blank text, for any text
+`text_refusal` refuses (too large, a lone surrogate, NUL) and for a
+malformed ``client_message_id``; else queues the
 message for the next turn and answers ``True``. `AgentSessionClient` applies
 the same checks before it sends, and raises `InvalidInputError` with the
 reason; this check is for callers that invoke the RPC directly.
 """
 
-from dex_agents.application.inputs import text_refusal
+from dex_agents.application.inputs import id_refusal, text_refusal
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import UserMessageQueue
 from dex_agents.domain.messages import AgentUserMessage
@@ -23,6 +24,10 @@ class SendUserMessage:
     async def execute(self, message: AgentUserMessage) -> bool:
         """Queue ``message``; ``False`` when it is blank or refused."""
         if text_refusal(message.text, options=self._options, field="text", what="the user message") is not None:
+            return False
+        if message.client_message_id is not None and id_refusal(
+            message.client_message_id, field="client_message_id", what="the client message ID"
+        ):
             return False
         self._queue.publish(message)
         return True

@@ -23,9 +23,11 @@ def begin_turn(
     state_store: SessionStateStore,
     messages: MessageLog,
     events: AgentEventWriter,
+    client_message_id: str | None = None,
 ) -> Next:
     """Start a turn with ``text``: ``RunModel`` next, or, when the turn cannot start, ``AwaitUserMessage``.
 
+    The stored user message keeps the application's ``client_message_id``.
     The text is checked as the client checks it (a raw ``start_flow`` or
     channel publish bypasses the client). A refused text, or a runner whose
     `build_user_message` raises or breaks the contract, fails the new turn at
@@ -46,7 +48,7 @@ def begin_turn(
         reason = f"the runner could not build the user message: {describe_exception(error)}"
         return fail_new_turn(started, reason, state_store=state_store, events=events)
     sequence = started.next_sequence
-    stored = AgentMessage.stored(user_message, sequence=sequence, turn_id=turn_id)
+    stored = AgentMessage.stored(user_message, sequence=sequence, turn_id=turn_id, client_message_id=client_message_id)
     messages.append(stored)
     state_store.set(started.with_messages_stored([stored]))
     events.write(ev.turn_started(sequence), turn_id=turn_id)

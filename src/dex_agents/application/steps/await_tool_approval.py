@@ -4,9 +4,13 @@ Input: the tool-call ID. While the call's interrupt is pending, waits for its
 answer on ``INTERRUPT_RESOLUTIONS`` together with a Timer at the deadline,
 rounded up to whole seconds (`plan_wait`). Then:
 
-- approved: marks the record ``approved``; next the call's tool Step;
-- rejected, or the deadline passed: records ``rejected``, publishes its result
-  and ends;
+- approved: marks the record ``approved`` (with the answer's approver);
+  next the call's tool Step;
+- rejected: records ``rejected``, publishes its result and ends;
+- the deadline passed unanswered: records ``expired`` with
+  `EXPIRED_REJECTION_MESSAGE` (what the model sees), publishes its result and
+  ends; its ``interrupt_resolved`` event says ``approved: false`` with that
+  message;
 - the Timer fired before the deadline (clocks differ), or the answer was
   accepted just as the Timer fired: waits again, and the answer is applied
   when it arrives;
@@ -103,23 +107,23 @@ class AwaitToolApproval:
         expired = AgentInterruptResolution(
             interrupt_id=interrupt.interrupt_id, approved=False, rejection_message=EXPIRED_REJECTION_MESSAGE
         )
-        return self._apply(record, expired)
+        return self._apply(record, expired, expired=True)
 
-    def _apply(self, record: AgentToolCall, resolution: AgentInterruptResolution) -> Next:
+    def _apply(self, record: AgentToolCall, resolution: AgentInterruptResolution, *, expired: bool = False) -> Next:
         self._events.write(
             ev.interrupt_resolved(
                 resolution.interrupt_id, approved=resolution.approved, rejection_message=resolution.rejection_message
             )
         )
         if resolution.approved:
-            self._tool_calls.put(record.approve())
+            self._tool_calls.put(record.approve(resolution.approver))
             return GoTo(step=tool_step_name(record.policy.effect), input=record.tool_call_id)
-        finish_tool_call(
-            record.reject(resolution.rejection_message),
-            tool_calls=self._tool_calls,
-            results=self._results,
-            events=self._events,
+        finished = (
+            record.expire(EXPIRED_REJECTION_MESSAGE)
+            if expired
+            else record.reject(resolution.rejection_message, resolution.approver)
         )
+        finish_tool_call(finished, tool_calls=self._tool_calls, results=self._results, events=self._events)
         return End()
 
     def _record(self, tool_call_id: str) -> AgentToolCall:

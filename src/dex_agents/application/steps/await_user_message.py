@@ -1,11 +1,15 @@
 """``AwaitUserMessage``: waits for the next user message.
 
 Input: none. Waits for one message of ``QUEUED_USER_MESSAGES``, stores it as
-the new turn's user message and starts the turn. Next: ``RunModel``. A
-message that cannot start a turn (refused text, a runner failing to build
-it) fails that turn at once (`begin_turn`); next: ``AwaitUserMessage``.
-3 attempts; failure route ``RecordTurnFailure``, which records the turn the
-message would have started as failed.
+the new turn's user message (with its ``client_message_id``) and starts the
+turn. Next: ``RunModel``. A message that cannot start a turn (refused text,
+a runner failing to build it) fails that turn at once (`begin_turn`); next:
+``AwaitUserMessage``. 3 attempts; failure route ``RecordTurnFailure``, which
+records the turn the message would have started as failed.
+
+Before it waits, it writes ``turn_committed`` for the turn that just ended
+(`announce_finished_turn`): the Step runs only after the Step that ended the
+turn committed, so this is the first moment the event tells the truth.
 """
 
 from collections.abc import Sequence
@@ -16,7 +20,9 @@ from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import MessageLog, SessionStateStore
 from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.application.steps._shared import begin_turn
+from dex_agents.domain import events as ev
 from dex_agents.domain.messages import AgentUserMessage
+from dex_agents.domain.session import turn_id_for
 
 
 class AwaitUserMessage:
@@ -37,21 +43,32 @@ class AwaitUserMessage:
         self._messages = messages
         self._events = events
 
+    def announce_finished_turn(self) -> None:
+        """Write ``turn_committed`` for the last turn, if one ran and none runs now (called before the wait)."""
+        state = self._state.get()
+        if state is None or state.turn_count == 0 or state.active_turn_id is not None:
+            return
+        self._events.write(
+            ev.turn_committed(failed_with=state.last_turn_error, message_count=state.message_count),
+            turn_id=turn_id_for(state.turn_count),
+        )
+
     async def execute(self, delivered: Sequence[AgentUserMessage]) -> Next:
         """Start a turn with the first delivered message (the wait delivers exactly one)."""
         state = self._state.get()
         assert state is not None, "the session has not started"
-        texts = [message.text for message in delivered if not message.is_blank]
-        if not texts:
+        messages = [message for message in delivered if not message.is_blank]
+        if not messages:
             # ``send_user_message`` refuses blank text, so only a message queued by
             # other means gets here; it starts no turn.
             return WaitAgain()
         return begin_turn(
-            texts[0],
+            messages[0].text,
             state=state,
             runner=self._runner,
             options=self._options,
             state_store=self._state,
             messages=self._messages,
             events=self._events,
+            client_message_id=messages[0].client_message_id,
         )

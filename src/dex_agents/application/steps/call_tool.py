@@ -70,9 +70,9 @@ class _ToolCallStep:
         try:
             result = await self._runner.execute_deferred_tool_call(execution)
         except ToolExecutionError as error:
-            finished = record.fail(self._bounded(error.message, "the tool's error"))
+            finished = record.fail(self._bounded(error.message, "the tool's error"), attempt=call.attempt)
         else:
-            finished = record.succeed(self._bounded(result.output, "the tool's output"))
+            finished = record.succeed(self._bounded(result.output, "the tool's output"), attempt=call.attempt)
         finish_tool_call(finished, tool_calls=self._tool_calls, results=self._results, events=self._events)
         return End()
 

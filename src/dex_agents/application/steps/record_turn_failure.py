@@ -19,7 +19,9 @@ Reached with the failed Step's input: nothing from ``RunModel`` and
 
 A runner whose `build_user_message` fails on the note does not stop the
 record: the note's text is added to ``last_turn_error`` instead. Writes
-``turn_failed``. Next: ``AwaitUserMessage``. 5 attempts and no failure
+``turn_failed``. The note carries the final records' `ToolOutcome` in
+``tool_outcomes``, the only place a failed turn's tool outcomes stay visible.
+Next: ``AwaitUserMessage``. 5 attempts and no failure
 route: only a dex-agents bug can fail it, and then the session fails with
 that error.
 """
@@ -98,7 +100,13 @@ class RecordTurnFailure:
                     what="the error",
                 )
             else:
-                stored = AgentMessage.stored(message, sequence=state.next_sequence, turn_id=turn_id)
+                outcomes = sorted((r for r in records if r.is_final), key=lambda r: r.deferral_order)
+                stored = AgentMessage.stored(
+                    message,
+                    sequence=state.next_sequence,
+                    turn_id=turn_id,
+                    tool_outcomes=(r.outcome() for r in outcomes),
+                )
                 self._messages.append(stored)
                 state = state.with_messages_stored([stored])
         self._state.set(state.fail_turn(error))

@@ -5,7 +5,10 @@ within 30 min; failure route ``RecordTurnFailure``. Calls the runner's
 `run_model_step` with every stored message, the turn's run state and records.
 
 - `TurnCompleted`: appends the turn's new messages in one commit, clears the
-  turn's run state and records, and goes to ``AwaitUserMessage``.
+  turn's run state and records, and goes to ``AwaitUserMessage``. Each stored
+  message that answers tool calls (``answered_tool_call_ids``) carries their
+  records' `ToolOutcome` in ``tool_outcomes``, matched by tool-call ID: the
+  records are deleted here, and the outcomes must outlive them.
 - `ToolCallsRequested`: stores the run state, one record per call (awaiting
   approval when its policy requires it, with a pending interrupt) and goes to
   many: per call ``AwaitToolApproval``, ``CallTool`` or
@@ -31,7 +34,7 @@ from dex_agents.application.ports import (
 from dex_agents.application.runner import AgentFrameworkRunner, AgentTurnContext, HeartbeatFn
 from dex_agents.domain import events as ev
 from dex_agents.domain.interrupts import AgentInterrupt, interrupt_id_for
-from dex_agents.domain.messages import AgentMessage
+from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.tools import (
     AgentToolCall,
@@ -44,6 +47,10 @@ from dex_agents.domain.tools import (
     step_kind,
 )
 from dex_agents.domain.turns import DeferredToolCall, ToolCallsRequested, TurnCompleted, validate_turn_outcome
+
+
+def _call_order(record: AgentToolCall) -> int:
+    return record.deferral_order
 
 
 def tool_step_name(effect: ToolEffect) -> StepName:
@@ -129,12 +136,24 @@ class RunModel:
     def _complete(
         self, state: AgentState, turn_id: str, outcome: TurnCompleted, records: Sequence[AgentToolCall]
     ) -> Next:
-        stored = [
-            AgentMessage.stored(message, sequence=state.next_sequence + offset, turn_id=turn_id)
-            for offset, message in enumerate(outcome.new_messages)
-        ]
-        for message in stored:
-            self._messages.append(message)
+        final = {record.tool_call_id: record for record in records if record.is_final}
+        stored: list[AgentMessage] = []
+        for offset, message in enumerate(outcome.new_messages):
+            answered = (
+                sorted((final[i] for i in message.answered_tool_call_ids if i in final), key=_call_order)
+                if message.role is MessageRole.TOOL
+                else []
+            )
+            stored.append(
+                AgentMessage.stored(
+                    message,
+                    sequence=state.next_sequence + offset,
+                    turn_id=turn_id,
+                    tool_outcomes=(record.outcome() for record in answered),
+                )
+            )
+        for stored_message in stored:
+            self._messages.append(stored_message)
         self._state.set(state.with_messages_stored(stored).complete_turn())
         self._run_state.set(None)
         for record in records:

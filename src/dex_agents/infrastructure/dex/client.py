@@ -8,10 +8,29 @@ raises `InvalidInputError` with the reason, and nothing reaches the session.
 ``resolve_interrupt`` retries a lock conflict (a Step holding
 ``PENDING_INTERRUPTS``) for up to 5 seconds. The query methods
 load exactly the ``AGENT_MESSAGES`` instances they return.
+
+Following what was sent, without sleeps or a test helper:
+
+- `AgentSessionClient.submit_user_message` queues a message under a fresh
+  ``client_message_id`` and returns a `MessageReceipt`: the ID, the event
+  stream position and the message count before the message was queued.
+- `AgentSessionClient.wait_for_turn` takes a receipt (or a turn ID) and
+  returns the `TurnResult` once the turn's end is committed: ``completed``, or
+  ``failed`` with its error. It finds the receipt's turn by the ID on the
+  turn's stored user message, which needs no counting of queued messages.
+- `AgentSessionClient.wait_until_idle` returns the snapshot once no turn runs
+  and no message is queued.
+
+Both waits read the committed snapshot, and between reads block on the event
+stream (``read_agent_event`` with a long poll) for ``turn_started`` and
+``turn_committed``; the latter is written after the turn's state committed, so
+the read that follows it sees the end. Events are best effort, so a long poll
+that times out (every `RECHECK_INTERVAL`) reads the snapshot anyway.
 """
 
 import asyncio
 import time
+import uuid
 from datetime import timedelta
 from typing import Any, cast
 
@@ -21,17 +40,22 @@ import dex
 from dex_agents.application.inputs import id_refusal, text_refusal
 from dex_agents.application.rpcs.resolve_interrupt import request_refusal
 from dex_agents.domain.errors import InvalidInputError
-from dex_agents.domain.events import AgentEvent
+from dex_agents.domain.events import AgentEvent, AgentEventType
 from dex_agents.domain.interrupts import ResolveInterruptRequest
 from dex_agents.domain.limits import InputProblem
-from dex_agents.domain.messages import AgentUserMessage, message_sequence_key
+from dex_agents.domain.messages import AgentMessage, AgentUserMessage, MessageRole, message_sequence_key
+from dex_agents.domain.session import turn_number
 from dex_agents.domain.snapshot import (
+    MAX_PAGE_LIMIT,
     AgentMessagesPage,
     AgentSnapshot,
     ListAgentMessagesRequest,
     MessageIndex,
+    TurnResult,
+    is_session_idle,
     page_sequences,
     snapshot_sequences,
+    turn_result,
 )
 from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
@@ -40,8 +64,28 @@ from dex_agents.infrastructure.dex.persistence import AGENT_MESSAGES
 LOCK_CONFLICT_RETRY = timedelta(seconds=5)
 """How long `AgentSessionClient.resolve_interrupt` retries a lock conflict."""
 
+RECHECK_INTERVAL = timedelta(seconds=2)
+"""Longest a wait blocks on the event stream before it reads the snapshot again (events are best effort)."""
+
 _LOCK_CONFLICT_PAUSE = 0.05
 _SNAPSHOT_TRIES = 5
+_WAKE_UP = frozenset({AgentEventType.TURN_STARTED, AgentEventType.TURN_COMMITTED})
+
+
+@attrs.frozen(kw_only=True)
+class MessageReceipt:
+    """What `AgentSessionClient.submit_user_message` knows of a message it queued."""
+
+    session_id: str
+    """The session."""
+    client_message_id: str
+    """The message's ID; stored on the user message of the turn it starts."""
+    accepted: bool
+    """Whether the session queued it (``False`` for blank text)."""
+    message_count: int
+    """Messages stored before it was queued: its turn's messages come after them."""
+    resume_token: str
+    """The event stream position before it was queued: its turn's events come after it."""
 
 
 @attrs.frozen(kw_only=True)
@@ -104,15 +148,164 @@ class AgentSessionClient:
                 malformed; nothing was sent.
             dex.FlowNotFoundError: no session has this ID.
         """
-        self._check_session_id(session_id)
-        refused = text_refusal(text, options=self._flow.options, field="text", what="the user message")
-        if refused is not None and refused.problem is InputProblem.BLANK:
+        if not self._check_user_message(session_id, text):
             return False
-        _raise_if(refused)
         result = await self._client.invoke_rpc(
             cast(Any, self._flow.send_user_message), session_id, AgentUserMessage(text=text)
         )
         return bool(result)
+
+    async def submit_user_message(
+        self, session_id: str, text: str, *, client_message_id: str | None = None
+    ) -> MessageReceipt:
+        """Queue a user message like `send_user_message`, and return a receipt to follow it.
+
+        ``client_message_id`` defaults to a fresh UUID; it ends up on the stored
+        user message of the turn the message starts. A blank text gets a
+        receipt that is not ``accepted``, and nothing is sent.
+
+        Raises:
+            InvalidInputError: as `send_user_message`; nothing was sent.
+        """
+        message_id = client_message_id or uuid.uuid4().hex
+        if client_message_id is not None:
+            _raise_if(id_refusal(client_message_id, field="client_message_id", what="the client message ID"))
+        if not self._check_user_message(session_id, text):
+            return MessageReceipt(
+                session_id=session_id, client_message_id=message_id, accepted=False, message_count=0, resume_token=""
+            )
+        resume_token = await self.latest_resume_token(session_id)
+        count = await self.get_message_count(session_id)
+        result = await self._client.invoke_rpc(
+            cast(Any, self._flow.send_user_message),
+            session_id,
+            AgentUserMessage(text=text, client_message_id=message_id),
+        )
+        return MessageReceipt(
+            session_id=session_id,
+            client_message_id=message_id,
+            accepted=bool(result),
+            message_count=count,
+            resume_token=resume_token,
+        )
+
+    async def find_turn(self, receipt: MessageReceipt) -> str | None:
+        """Return the turn the receipt's message started, or ``None`` while it has not started."""
+        found = await self._find_turn(receipt, receipt.message_count)
+        return None if found is None else found.turn_id
+
+    async def _find_turn(self, receipt: MessageReceipt, after_sequence: int) -> AgentMessage | None:
+        cursor: int | None = after_sequence
+        while cursor is not None:
+            page = await self.list_agent_messages(receipt.session_id, after_sequence=cursor, limit=MAX_PAGE_LIMIT)
+            for message in page.messages:
+                if message.role is MessageRole.USER and message.client_message_id == receipt.client_message_id:
+                    return message
+            cursor = page.next_after_sequence
+        return None
+
+    async def wait_for_turn(
+        self, session_id: str, turn: str | MessageReceipt, *, timeout: float | timedelta
+    ) -> TurnResult:
+        """Wait until the turn's end is committed, and return how it ended.
+
+        Args:
+            session_id: the session.
+            turn: a turn ID (``turn-<n>``) or the receipt of a message (its turn).
+            timeout: seconds (or a duration) to wait at most.
+
+        Raises:
+            ValueError: the receipt is of a message the session refused, or of another session.
+            TimeoutError: the turn did not end in time.
+        """
+        if isinstance(turn, MessageReceipt):
+            if not turn.accepted or turn.session_id != session_id:
+                raise ValueError(f"the receipt of {turn.client_message_id!r} starts no turn of {session_id!r}")
+            receipt: MessageReceipt | None = turn
+            turn_id: str | None = None
+            resume_token = turn.resume_token  # the turn's events all come after it
+        else:
+            turn_number(turn)  # refuses what is not a turn ID
+            receipt, turn_id = None, turn
+            # Taken before the first read: whatever that read misses is written after this position.
+            resume_token = await self.latest_resume_token(session_id)
+        deadline = time.monotonic() + _seconds(timeout)
+        errors: dict[str, str] = {}
+        first: AgentMessage | None = None
+        while True:
+            if receipt is not None and first is None:
+                first = await self._find_turn(receipt, receipt.message_count)
+                turn_id = None if first is None else first.turn_id
+            if turn_id is not None:
+                result = await self._turn_result(session_id, turn_id, first, errors.get(turn_id))
+                if result is not None:
+                    return result
+            resume_token = await self._wait_for_news(session_id, resume_token, deadline, errors, turn_id or "a turn")
+
+    async def _turn_result(
+        self, session_id: str, turn_id: str, first: AgentMessage | None, error_hint: str | None
+    ) -> TurnResult | None:
+        snapshot = await self.get_agent_snapshot(session_id)
+        result = turn_result(snapshot, turn_id, error_hint=error_hint)
+        if result is None or first is None or (result.messages and result.messages[0].sequence == first.sequence):
+            return result
+        # The turn's messages left the snapshot (it keeps the latest 200): read them from its user message.
+        page = await self.list_agent_messages(session_id, after_sequence=first.sequence - 1, limit=MAX_PAGE_LIMIT)
+        return turn_result(snapshot, turn_id, messages=page.messages, error_hint=error_hint)
+
+    async def wait_until_idle(self, session_id: str, *, timeout: float | timedelta) -> AgentSnapshot:
+        """Wait until the session runs no turn and has no queued message, and return that snapshot.
+
+        It reads the committed state, so for the few milliseconds between the
+        session taking a queued message and committing its new turn it looks
+        idle; to wait for a message you sent, use `wait_for_turn` with its receipt.
+
+        Raises:
+            TimeoutError: the session was not idle in time.
+        """
+        deadline = time.monotonic() + _seconds(timeout)
+        resume_token = await self.latest_resume_token(session_id)
+        while True:
+            snapshot = await self.get_agent_snapshot(session_id)
+            if is_session_idle(snapshot):
+                return snapshot
+            resume_token = await self._wait_for_news(session_id, resume_token, deadline, {}, "the session to be idle")
+
+    async def _wait_for_news(
+        self, session_id: str, resume_token: str, deadline: float, errors: dict[str, str], what: str
+    ) -> str:
+        """Read events after ``resume_token`` until one that can change a wait's answer, or a recheck is due.
+
+        Returns the token to read on from. Records each ``turn_failed`` error by turn in ``errors``.
+
+        Raises:
+            TimeoutError: ``deadline`` passed.
+        """
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{session_id}: timed out waiting for {what}")
+            poll = timedelta(seconds=min(left, RECHECK_INTERVAL.total_seconds()))
+            try:
+                message = await self.read_agent_event(session_id, resume_token, long_poll=poll)
+            except dex.LongPollTimeoutError:
+                return resume_token
+            resume_token = message.resume_token
+            event = message.event
+            if event.type is AgentEventType.TURN_FAILED and event.turn_id is not None:
+                error = event.payload.get("error")
+                if isinstance(error, str):
+                    errors[event.turn_id] = error
+            if event.type in _WAKE_UP:
+                return resume_token
+
+    async def latest_resume_token(self, session_id: str) -> str:
+        """Return the position after the newest retained event (``""`` when there is none).
+
+        Reading from it with `read_agent_event` yields only events written later.
+        """
+        page = await self._client.list_stream_messages(session_id, self._flow.events_stream, 1)
+        return page.messages[0].resume_token if page.messages else ""
 
     async def resolve_interrupt(
         self,
@@ -121,10 +314,13 @@ class AgentSessionClient:
         *,
         approved: bool,
         rejection_message: str | None = None,
+        approver: str | None = None,
     ) -> bool:
         """Answer a pending approval; ``False`` when it is not pending or its deadline passed.
 
-        A lock conflict with a running Step is retried for 5 seconds, then raised.
+        ``approver`` names who answered; the call's record and its stored
+        `ToolOutcome` keep it. A lock conflict with a running Step is retried
+        for 5 seconds, then raised.
 
         Raises:
             InvalidInputError: the interrupt ID or the rejection message is refused; nothing was sent.
@@ -132,7 +328,7 @@ class AgentSessionClient:
         """
         self._check_session_id(session_id)
         request = ResolveInterruptRequest(
-            interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message
+            interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message, approver=approver
         )
         _raise_if(request_refusal(request, self._flow.options))
         give_up = time.monotonic() + LOCK_CONFLICT_RETRY.total_seconds()
@@ -153,6 +349,7 @@ class AgentSessionClient:
         loaded (the latest 200 that fit in 2 MiB); if messages were added in
         between, reads again.
         """
+        self._check_session_id(session_id)
         index = await self.get_message_index(session_id)
         snapshot = await self._snapshot(session_id, index)
         for _ in range(_SNAPSHOT_TRIES):
@@ -191,6 +388,7 @@ class AgentSessionClient:
         over 2 MiB of messages (it always holds at least one when there is one):
         follow ``next_after_sequence`` until it is ``None``.
         """
+        self._check_session_id(session_id)
         index = await self.get_message_index(session_id)
         sequences, _ = page_sequences(
             after_sequence=after_sequence,
@@ -220,6 +418,15 @@ class AgentSessionClient:
         message = await self._client.read_stream(session_id, self._flow.events_stream, resume_token, long_poll)
         return AgentEventMessage(event=message.value, resume_token=message.resume_token)
 
+    def _check_user_message(self, session_id: str, text: str) -> bool:
+        """Return whether ``text`` may be sent (``False`` for blank); raise `InvalidInputError` for a refused one."""
+        self._check_session_id(session_id)
+        refused = text_refusal(text, options=self._flow.options, field="text", what="the user message")
+        if refused is not None and refused.problem is InputProblem.BLANK:
+            return False
+        _raise_if(refused)
+        return True
+
     @staticmethod
     def _check_session_id(session_id: str) -> None:
         _raise_if(id_refusal(session_id, field="session_id", what="the session ID"))
@@ -232,3 +439,7 @@ class AgentSessionClient:
 def _raise_if(refused: InvalidInputError | None) -> None:
     if refused is not None:
         raise refused
+
+
+def _seconds(timeout: float | timedelta) -> float:
+    return timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)

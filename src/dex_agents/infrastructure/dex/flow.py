@@ -5,6 +5,8 @@ over the handler's context, runs it, and maps the engine-neutral decision to a
 Dex `StepDecision`. What a Step waits for (a user message, an approval with
 its deadline Timer, tool results) is declared here. Model and tool Steps
 heartbeat in the background every 20 s while the runner works.
+``AwaitUserMessage``'s ``wait_for`` first writes ``turn_committed`` for the
+turn that just ended: Dex runs it only after that turn's last Step committed.
 
 RPCs: ``send_user_message`` (transactional), ``resolve_interrupt`` (locks
 ``PENDING_INTERRUPTS``), and the query-only ``get_agent_snapshot``,
@@ -20,6 +22,7 @@ that shape), hence the ``type: ignore[override]`` on every async handler.
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import timedelta
 from typing import Any, assert_never
@@ -85,6 +88,7 @@ from dex_agents.infrastructure.dex.stores import (
 )
 
 _UNKNOWN_FAILURE = "the Step failed without a recovery detail"
+_log = logging.getLogger(__name__)
 
 
 class _Session:
@@ -247,21 +251,29 @@ class AwaitUserMessageStep(_SessionStep, dex.Step[None]):
 
     name = StepName.AWAIT_USER_MESSAGE
 
+    def _use_case(self, context: dex.AsyncContext, events: AgentEventWriter) -> AwaitUserMessage:
+        return AwaitUserMessage(
+            runner=self._session.runner,
+            options=self._session.options,
+            state=DexSessionStateStore(context),
+            messages=DexMessageLog(context),
+            events=events,
+        )
+
     async def wait_for(self, context: dex.AsyncContext, input: None) -> dex.Wait:  # type: ignore[override]
-        """Wait for one queued user message."""
+        """Announce the committed end of the last turn, then wait for one queued user message."""
+        try:
+            with self._session.attempt(context, None) as events:
+                self._use_case(context, events).announce_finished_turn()
+        except Exception:  # noqa: BLE001 - a live event is best effort; a failed wait_for would fail the Flow
+            _log.warning("could not announce the committed turn", exc_info=True)
         return dex.Wait.until(QUEUED_USER_MESSAGES.for_one())
 
     async def execute(self, context: dex.AsyncContext, input: None) -> dex.StepDecision:  # type: ignore[override]
         """Start a turn with the message."""
         s = self._session
         with s.attempt(context, None) as events:
-            next_ = await AwaitUserMessage(
-                runner=s.runner,
-                options=s.options,
-                state=DexSessionStateStore(context),
-                messages=DexMessageLog(context),
-                events=events,
-            ).execute(tuple(QUEUED_USER_MESSAGES.results(context)))
+            next_ = await self._use_case(context, events).execute(tuple(QUEUED_USER_MESSAGES.results(context)))
         return s.decide(self.name, next_)
 
 

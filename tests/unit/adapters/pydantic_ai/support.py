@@ -26,10 +26,11 @@ from dex_agents import (
     build_turn_failure_note,
     is_approval_required,
 )
-from dex_agents.domain.interrupts import interrupt_id_for
+from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, interrupt_id_for
 from dex_agents.testing import RecordingEventSink, make_tool_execution, make_turn_context
 
-Approval = bool | str
+Approval = bool | str | None
+"""``True`` approves, ``False`` or a reason rejects, ``None`` lets the approval expire."""
 """``True`` approves; ``False`` rejects without a reason; a string rejects with it."""
 
 
@@ -140,6 +141,8 @@ class SessionDriver:
         )
         if needs_approval:
             answer = self.approve(record)
+            if answer is None:
+                return record.expire(EXPIRED_REJECTION_MESSAGE)
             if answer is not True:
                 return record.reject(answer if isinstance(answer, str) else None)
             record = record.approve()

@@ -85,6 +85,17 @@ def test_display_projection_follows_the_specs_table(
     assert loaded(projected) == message
 
 
+@pytest.mark.parametrize(
+    ("message", "tool_call_ids"),
+    [(RESPONSE_ONE_CALL, ("c1",)), (ONE_RETURN, ("c1",)), (TWO_RETURNS, ("c1", "c2")), (OPENING, ())],
+    ids=["response-one-call", "one-return", "two-returns", "other-request"],
+)
+def test_display_projection_names_every_call_a_message_requests_or_answers(
+    message: ModelMessage, tool_call_ids: tuple[str, ...]
+) -> None:
+    assert framework_message(message).tool_call_ids == tool_call_ids
+
+
 async def test_every_stored_framework_item_reads_back_with_model_messages_type_adapter() -> None:
     session = SessionDriver(PydanticAIRunner(order_agent(ScriptedModel())))
     await session.turn(script({"think": "hm", "text": "ok", "calls": [call("c1", "find_order", order_id="7")]}))

@@ -5,6 +5,7 @@ from pydantic_ai import Agent, RunContext, Tool, ToolFailed
 from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, ToolSearchReturnPart
 
 from dex_agents import (
+    EXPIRED_REJECTION_MESSAGE,
     OUTCOME_UNKNOWN_TOOL_RESULT,
     AgentMessage,
     AgentSessionOptions,
@@ -74,6 +75,13 @@ async def test_a_rejection_without_a_reason_is_denied_with_the_default_text() ->
     session = driver(ScriptedModel(), approve=lambda record: False)
     turn = await session.turn(script([call("c1", "refund_order", order_id="7")]))
     assert turn.completed.new_messages[-1].text == "refund_order[denied]=The tool call was rejected."
+
+
+async def test_an_expired_call_is_denied_with_the_expiry_text_not_a_rejection() -> None:
+    session = driver(ScriptedModel(), approve=lambda record: None)
+    turn = await session.turn(script([call("c1", "refund_order", order_id="7")]))
+    assert turn.record("c1").status is ToolCallStatus.EXPIRED
+    assert turn.completed.new_messages[-1].text == f"refund_order[denied]={EXPIRED_REJECTION_MESSAGE}"
 
 
 async def test_a_failed_call_is_a_tool_failure_with_the_failure_text() -> None:
