@@ -174,7 +174,7 @@ async def test_unknown_expired_and_already_resolved_interrupts_answer_false(
 
         outcomes = json.loads(snapshot.messages[-1].text or "{}")
         assert outcomes["a"].startswith("succeeded")
-        assert outcomes["b"].startswith("rejected")
+        assert outcomes["b"].startswith("expired")
 
 
 async def test_ten_concurrent_resolves_of_one_interrupt_have_exactly_one_winner(

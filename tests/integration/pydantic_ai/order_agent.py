@@ -61,6 +61,7 @@ TOOL_POLICIES = {
     "refund_order": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=True),
     "email_customer": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE),
     "read_tool": ToolPolicy(ToolEffect.READ),
+    "big_output": ToolPolicy(ToolEffect.READ),
     "idempotent_write": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE),
     "write": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False),
     "whoami": ToolPolicy(ToolEffect.READ),
@@ -162,6 +163,11 @@ def build_agent() -> Agent[OrderDeps, str]:
     async def read_tool(ctx: RunContext[OrderDeps], gate: str = "") -> str:
         await ran(ctx, "read_tool", gate)
         return "read done"
+
+    @agent.tool
+    async def big_output(ctx: RunContext[OrderDeps], size: int) -> str:
+        await ran(ctx, "big_output")
+        return "b" * size
 
     @agent.tool
     async def idempotent_write(ctx: RunContext[OrderDeps], gate: str = "") -> str:
