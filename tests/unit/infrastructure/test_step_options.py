@@ -62,7 +62,7 @@ def test_run_model_has_the_spec_timeouts_retries_loads_and_failure_route(flow: A
 def test_per_call_tool_options_load_only_their_record_and_repeat_every_option(
     flow: AgentSessionFlow, name: StepName, attempts: int, route: str
 ) -> None:
-    table = flow._session.step_options
+    table = flow._deps.step_options
     options = table.for_call(name, "call-9")
     assert (options.wait_for_durability, options.execute_durability) == (SYNC, SYNC)
     assert options.execute_retry == dex.RetryPolicy(maximum_attempts=attempts)
@@ -80,7 +80,7 @@ def test_per_call_tool_options_load_only_their_record_and_repeat_every_option(
 def test_approval_options_load_the_record_in_both_methods_and_lock_pending_interrupts(
     flow: AgentSessionFlow,
 ) -> None:
-    options = flow._session.step_options.for_call(StepName.AWAIT_TOOL_APPROVAL, "c")
+    options = flow._deps.step_options.for_call(StepName.AWAIT_TOOL_APPROVAL, "c")
     own = (AGENT_TOOL_CALLS.load("c"),)
     assert options.wait_for_load_attribute_map_instances == own
     assert options.execute_load_attribute_map_instances == own

@@ -26,8 +26,8 @@ def test_the_sdk_gets_the_same_options_object_every_time(flow: AgentSessionFlow,
 
 @pytest.mark.parametrize("name", list(StepName))
 def test_shared_options_equal_a_fresh_build(flow: AgentSessionFlow, name: StepName) -> None:
-    shared = flow._session.step_options.static(name)
-    fresh = StepOptionsTable(dict(flow._session.classes))._build_static(name)
+    shared = flow._deps.step_options.static(name)
+    fresh = StepOptionsTable(dict(flow._deps.classes))._build_static(name)
     assert shared == fresh
     assert shared._execute_failure_target is fresh._execute_failure_target
     assert shared._execute_failure_options == fresh._execute_failure_options
@@ -35,7 +35,7 @@ def test_shared_options_equal_a_fresh_build(flow: AgentSessionFlow, name: StepNa
 
 @pytest.mark.parametrize("name", sorted(PER_CALL_STEPS))
 def test_per_call_options_are_still_built_for_each_call(flow: AgentSessionFlow, name: StepName) -> None:
-    table = flow._session.step_options
+    table = flow._deps.step_options
     first, second = table.for_call(name, "c1"), table.for_call(name, "c2")
     assert first.execute_load_attribute_map_instances != second.execute_load_attribute_map_instances
     assert table.for_call(name, "c1") == first

@@ -7,6 +7,10 @@ that fit in 2 MiB (`snapshot_sequences`). Works for a
 stopped session, because it writes nothing.
 """
 
+from typing import Self
+
+import attrs
+
 from dex_agents.application.ports import (
     InterruptStore,
     MessageLog,
@@ -15,40 +19,44 @@ from dex_agents.application.ports import (
     UsageStore,
     UserMessageQueue,
 )
+from dex_agents.application.wiring import AgentSetup, SessionPorts
 from dex_agents.domain.snapshot import AgentSnapshot, MessageIndex, snapshot_sequences
 
 
+@attrs.frozen(kw_only=True)
 class GetAgentSnapshot:
     """Reads the session snapshot."""
 
-    def __init__(
-        self,
-        *,
-        state: SessionStateStore,
-        messages: MessageLog,
-        interrupts: InterruptStore,
-        tool_calls: ToolCallStore,
-        usage: UsageStore,
-        queue: UserMessageQueue,
-    ) -> None:
-        self._state = state
-        self._messages = messages
-        self._interrupts = interrupts
-        self._tool_calls = tool_calls
-        self._usage = usage
-        self._queue = queue
+    state: SessionStateStore
+    messages: MessageLog
+    interrupts: InterruptStore
+    tool_calls: ToolCallStore
+    usage: UsageStore
+    queue: UserMessageQueue
+
+    @classmethod
+    def wired(cls, ports: SessionPorts, agent: AgentSetup) -> Self:
+        """Build the use case from a session's ports and its agent's setup."""
+        return cls(
+            state=ports.state,
+            messages=ports.messages,
+            interrupts=ports.interrupts,
+            tool_calls=ports.tool_calls,
+            usage=ports.usage,
+            queue=ports.queue,
+        )
 
     async def execute(self) -> AgentSnapshot:
         """Return the snapshot."""
-        state = self._state.get()
+        state = self.state.get()
         index = MessageIndex.of(state)
         active_turn = None if state is None else state.active_turn_id
         sequences = snapshot_sequences(index.message_count, large_messages=index.large_messages)
         return AgentSnapshot(
             state=state,
-            messages=self._messages.read(sequences),
-            pending_interrupts=self._interrupts.get(),
-            tool_calls=tuple(record for record in self._tool_calls.all() if record.turn_id == active_turn),
-            usage=self._usage.get(),
-            queued_message_count=self._queue.size(),
+            messages=self.messages.read(sequences),
+            pending_interrupts=self.interrupts.get(),
+            tool_calls=tuple(record for record in self.tool_calls.all() if record.turn_id == active_turn),
+            usage=self.usage.get(),
+            queued_message_count=self.queue.size(),
         )

@@ -5,28 +5,41 @@ ends early rather than hold over 2 MiB (`page_sequences`). Reads only the
 messages of the page.
 """
 
+from typing import Self
+
+import attrs
+
 from dex_agents.application.ports import MessageLog, SessionStateStore
+from dex_agents.application.wiring import AgentSetup, SessionPorts
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.snapshot import AgentMessagesPage, ListAgentMessagesRequest, MessageIndex, page_sequences
 
 
+@attrs.frozen(kw_only=True)
 class ListAgentMessages:
     """Reads one page of messages."""
 
-    def __init__(self, *, state: SessionStateStore, messages: MessageLog) -> None:
-        self._state = state
-        self._messages = messages
+    state: SessionStateStore
+    messages: MessageLog
+
+    @classmethod
+    def wired(cls, ports: SessionPorts, agent: AgentSetup) -> Self:
+        """Build the use case from a session's ports and its agent's setup."""
+        return cls(
+            state=ports.state,
+            messages=ports.messages,
+        )
 
     async def execute(self, request: ListAgentMessagesRequest) -> AgentMessagesPage:
         """Return the page."""
-        index = MessageIndex.of(self._state.get())
+        index = MessageIndex.of(self.state.get())
         sequences, next_after = page_sequences(
             after_sequence=request.after_sequence,
             limit=request.limit,
             message_count=index.message_count,
             large_messages=index.large_messages,
         )
-        messages = self._messages.read(sequences)
+        messages = self.messages.read(sequences)
         if len(messages) < len(sequences):
             # A message the caller did not load (stored after it planned the page) is missing:
             # end the page before the gap, so following next_after_sequence never skips one.

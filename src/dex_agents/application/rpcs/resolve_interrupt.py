@@ -9,39 +9,47 @@ answers ``True``. RPCs cannot write live events; ``AwaitToolApproval`` writes
 ``interrupt_resolved`` when it applies the answer.
 """
 
+from typing import Self
+
+import attrs
+
 from dex_agents.application.inputs import id_refusal, text_refusal
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import Clock, InterruptStore, ResolutionPublisher
+from dex_agents.application.wiring import AgentSetup, SessionPorts
 from dex_agents.domain.errors import InvalidInputError
 from dex_agents.domain.interrupts import AgentInterruptResolution, ResolveInterruptRequest
 
 
+@attrs.frozen(kw_only=True)
 class ResolveInterrupt:
     """Accepts a person's answer to a pending interrupt."""
 
-    def __init__(
-        self,
-        *,
-        interrupts: InterruptStore,
-        resolutions: ResolutionPublisher,
-        clock: Clock,
-        options: AgentSessionOptions,
-    ) -> None:
-        self._interrupts = interrupts
-        self._resolutions = resolutions
-        self._clock = clock
-        self._options = options
+    interrupts: InterruptStore
+    resolutions: ResolutionPublisher
+    clock: Clock
+    options: AgentSessionOptions
+
+    @classmethod
+    def wired(cls, ports: SessionPorts, agent: AgentSetup) -> Self:
+        """Build the use case from a session's ports and its agent's setup."""
+        return cls(
+            interrupts=ports.interrupts,
+            resolutions=ports.resolutions,
+            clock=agent.clock,
+            options=agent.options,
+        )
 
     async def execute(self, request: ResolveInterruptRequest) -> bool:
         """Accept the answer; ``False`` when it cannot be accepted."""
-        if request_refusal(request, self._options) is not None:
+        if request_refusal(request, self.options) is not None:
             return False
-        pending = self._interrupts.get()
+        pending = self.interrupts.get()
         interrupt = next((i for i in pending if i.interrupt_id == request.interrupt_id), None)
-        if interrupt is None or interrupt.is_expired(self._clock.now()):
+        if interrupt is None or interrupt.is_expired(self.clock.now()):
             return False
-        self._interrupts.set([i for i in pending if i.interrupt_id != request.interrupt_id])
-        self._resolutions.publish(AgentInterruptResolution.from_request(request))
+        self.interrupts.set([i for i in pending if i.interrupt_id != request.interrupt_id])
+        self.resolutions.publish(AgentInterruptResolution.from_request(request))
         return True
 
 

@@ -8,26 +8,39 @@ the same checks before it sends, and raises `InvalidInputError` with the
 reason; this check is for callers that invoke the RPC directly.
 """
 
+from typing import Self
+
+import attrs
+
 from dex_agents.application.inputs import id_refusal, text_refusal
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import UserMessageQueue
+from dex_agents.application.wiring import AgentSetup, SessionPorts
 from dex_agents.domain.messages import AgentUserMessage
 
 
+@attrs.frozen(kw_only=True)
 class SendUserMessage:
     """Queues a user message for the session's next turn."""
 
-    def __init__(self, *, queue: UserMessageQueue, options: AgentSessionOptions) -> None:
-        self._queue = queue
-        self._options = options
+    queue: UserMessageQueue
+    options: AgentSessionOptions
+
+    @classmethod
+    def wired(cls, ports: SessionPorts, agent: AgentSetup) -> Self:
+        """Build the use case from a session's ports and its agent's setup."""
+        return cls(
+            queue=ports.queue,
+            options=agent.options,
+        )
 
     async def execute(self, message: AgentUserMessage) -> bool:
         """Queue ``message``; ``False`` when it is blank or refused."""
-        if text_refusal(message.text, options=self._options, field="text", what="the user message") is not None:
+        if text_refusal(message.text, options=self.options, field="text", what="the user message") is not None:
             return False
         if message.client_message_id is not None and id_refusal(
             message.client_message_id, field="client_message_id", what="the client message ID"
         ):
             return False
-        self._queue.publish(message)
+        self.queue.publish(message)
         return True

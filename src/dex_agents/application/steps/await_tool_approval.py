@@ -23,14 +23,17 @@ A record that is already final ends without publishing anything.
 
 import math
 from datetime import timedelta
+from typing import Self
 
 import attrs
 
 from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.next import End, GoTo, Next, WaitAgain
 from dex_agents.application.ports import Clock, InterruptStore, ToolCallStore, ToolResultPublisher
+from dex_agents.application.runner import HeartbeatFn
 from dex_agents.application.steps._shared import finish_tool_call
 from dex_agents.application.steps.run_model import tool_step_name
+from dex_agents.application.wiring import AgentSetup, SessionPorts
 from dex_agents.domain import events as ev
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterrupt, AgentInterruptResolution
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
@@ -46,23 +49,26 @@ class ApprovalWait:
     """A Timer (whole seconds) at the deadline, or ``None`` when there is none to wait for."""
 
 
+@attrs.frozen(kw_only=True)
 class AwaitToolApproval:
     """Applies a person's answer, or the deadline, to one tool call."""
 
-    def __init__(
-        self,
-        *,
-        tool_calls: ToolCallStore,
-        interrupts: InterruptStore,
-        results: ToolResultPublisher,
-        events: AgentEventWriter,
-        clock: Clock,
-    ) -> None:
-        self._tool_calls = tool_calls
-        self._interrupts = interrupts
-        self._results = results
-        self._events = events
-        self._clock = clock
+    tool_calls: ToolCallStore
+    interrupts: InterruptStore
+    results: ToolResultPublisher
+    events: AgentEventWriter
+    clock: Clock
+
+    @classmethod
+    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
+        """Build the use case from a session's ports and its agent's setup."""
+        return cls(
+            tool_calls=ports.tool_calls,
+            interrupts=ports.interrupts,
+            results=ports.results,
+            events=events,
+            clock=agent.clock,
+        )
 
     def plan_wait(self, tool_call_id: str) -> ApprovalWait | None:
         """Return what to wait for, or ``None`` when the call needs no waiting."""
@@ -73,7 +79,7 @@ class AwaitToolApproval:
         interrupt = self._pending(record.interrupt_id)
         timer = None
         if interrupt is not None and interrupt.deadline is not None:
-            seconds = math.ceil((interrupt.deadline - self._clock.now()).total_seconds())
+            seconds = math.ceil((interrupt.deadline - self.clock.now()).total_seconds())
             timer = timedelta(seconds=max(0, seconds))
         return ApprovalWait(interrupt_id=record.interrupt_id, timer=timer)
 
@@ -95,7 +101,7 @@ class AwaitToolApproval:
         if resolution is not None:
             return self._apply(record, resolution)
         interrupt = self._pending(record.interrupt_id)
-        if interrupt is None or not timer_fired or not interrupt.is_expired(self._clock.now()):
+        if interrupt is None or not timer_fired or not interrupt.is_expired(self.clock.now()):
             return WaitAgain(input=tool_call_id)
         if attempt > 1:
             # A retry reads the first attempt's snapshot, but the lock on the pending
@@ -103,33 +109,33 @@ class AwaitToolApproval:
             # is missing from it, and writing the list back would resurrect that
             # interrupt. A new execution reads the list afresh and expires this one.
             return WaitAgain(input=tool_call_id)
-        self._interrupts.set([i for i in self._interrupts.get() if i.interrupt_id != interrupt.interrupt_id])
+        self.interrupts.set([i for i in self.interrupts.get() if i.interrupt_id != interrupt.interrupt_id])
         expired = AgentInterruptResolution(
             interrupt_id=interrupt.interrupt_id, approved=False, rejection_message=EXPIRED_REJECTION_MESSAGE
         )
         return self._apply(record, expired, expired=True)
 
     def _apply(self, record: AgentToolCall, resolution: AgentInterruptResolution, *, expired: bool = False) -> Next:
-        self._events.write(
+        self.events.write(
             ev.interrupt_resolved(
                 resolution.interrupt_id, approved=resolution.approved, rejection_message=resolution.rejection_message
             )
         )
         if resolution.approved:
-            self._tool_calls.put(record.approve(resolution.approver))
+            self.tool_calls.put(record.approve(resolution.approver))
             return GoTo(step=tool_step_name(record.policy.effect), input=record.tool_call_id)
         finished = (
             record.expire(EXPIRED_REJECTION_MESSAGE)
             if expired
             else record.reject(resolution.rejection_message, resolution.approver)
         )
-        finish_tool_call(finished, tool_calls=self._tool_calls, results=self._results, events=self._events)
+        finish_tool_call(finished, tool_calls=self.tool_calls, results=self.results, events=self.events)
         return End()
 
     def _record(self, tool_call_id: str) -> AgentToolCall:
-        record = self._tool_calls.get(tool_call_id)
+        record = self.tool_calls.get(tool_call_id)
         assert record is not None, f"no record for tool call {tool_call_id!r}"
         return record
 
     def _pending(self, interrupt_id: str) -> AgentInterrupt | None:
-        return next((i for i in self._interrupts.get() if i.interrupt_id == interrupt_id), None)
+        return next((i for i in self.interrupts.get() if i.interrupt_id == interrupt_id), None)

@@ -13,49 +13,56 @@ turn committed, so this is the first moment the event tells the truth.
 """
 
 from collections.abc import Sequence
+from typing import Self
+
+import attrs
 
 from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.next import Next, WaitAgain
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import MessageLog, SessionStateStore
-from dex_agents.application.runner import AgentFrameworkRunner
+from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
 from dex_agents.application.steps._shared import begin_turn
+from dex_agents.application.wiring import AgentSetup, SessionPorts
 from dex_agents.domain import events as ev
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.session import turn_id_for
 
 
+@attrs.frozen(kw_only=True)
 class AwaitUserMessage:
     """Starts a turn with the user message the engine delivered."""
 
-    def __init__(
-        self,
-        *,
-        runner: AgentFrameworkRunner,
-        options: AgentSessionOptions,
-        state: SessionStateStore,
-        messages: MessageLog,
-        events: AgentEventWriter,
-    ) -> None:
-        self._runner = runner
-        self._options = options
-        self._state = state
-        self._messages = messages
-        self._events = events
+    runner: AgentFrameworkRunner
+    options: AgentSessionOptions
+    state: SessionStateStore
+    messages: MessageLog
+    events: AgentEventWriter
+
+    @classmethod
+    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
+        """Build the use case from a session's ports and its agent's setup."""
+        return cls(
+            runner=agent.runner,
+            options=agent.options,
+            state=ports.state,
+            messages=ports.messages,
+            events=events,
+        )
 
     def announce_finished_turn(self) -> None:
         """Write ``turn_committed`` for the last turn, if one ran and none runs now (called before the wait)."""
-        state = self._state.get()
+        state = self.state.get()
         if state is None or state.turn_count == 0 or state.active_turn_id is not None:
             return
-        self._events.write(
+        self.events.write(
             ev.turn_committed(failed_with=state.last_turn_error, message_count=state.message_count),
             turn_id=turn_id_for(state.turn_count),
         )
 
     async def execute(self, delivered: Sequence[AgentUserMessage]) -> Next:
         """Start a turn with the first delivered message (the wait delivers exactly one)."""
-        state = self._state.get()
+        state = self.state.get()
         assert state is not None, "the session has not started"
         messages = [message for message in delivered if not message.is_blank]
         if not messages:
@@ -65,10 +72,10 @@ class AwaitUserMessage:
         return begin_turn(
             messages[0].text,
             state=state,
-            runner=self._runner,
-            options=self._options,
-            state_store=self._state,
-            messages=self._messages,
-            events=self._events,
+            runner=self.runner,
+            options=self.options,
+            state_store=self.state,
+            messages=self.messages,
+            events=self.events,
             client_message_id=messages[0].client_message_id,
         )

@@ -18,6 +18,10 @@ cut to ``max_tool_output_bytes`` with a notice the model reads
 (`cap_text`), so a tool returning 10 MB does not fail its Step.
 """
 
+from typing import Self
+
+import attrs
+
 from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import End, Next
@@ -25,59 +29,63 @@ from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import ToolCallStore, ToolResultPublisher
 from dex_agents.application.runner import AgentFrameworkRunner, DeferredToolExecution, HeartbeatFn
 from dex_agents.application.steps._shared import finish_tool_call
+from dex_agents.application.wiring import AgentSetup, SessionPorts
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.limits import cap_text, sanitize_output_text
 from dex_agents.domain.tools import ToolCallStatus, idempotency_key
 
 
+@attrs.frozen(kw_only=True)
 class _ToolCallStep:
-    def __init__(
-        self,
-        *,
-        runner: AgentFrameworkRunner,
-        options: AgentSessionOptions,
-        tool_calls: ToolCallStore,
-        results: ToolResultPublisher,
-        events: AgentEventWriter,
-        heartbeat: HeartbeatFn,
-    ) -> None:
-        self._runner = runner
-        self._options = options
-        self._tool_calls = tool_calls
-        self._results = results
-        self._events = events
-        self._heartbeat = heartbeat
+    runner: AgentFrameworkRunner
+    options: AgentSessionOptions
+    tool_calls: ToolCallStore
+    results: ToolResultPublisher
+    events: AgentEventWriter
+    heartbeat: HeartbeatFn
+
+    @classmethod
+    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
+        """Build the use case from a session's ports and its agent's setup."""
+        return cls(
+            runner=agent.runner,
+            options=agent.options,
+            tool_calls=ports.tool_calls,
+            results=ports.results,
+            events=events,
+            heartbeat=heartbeat,
+        )
 
     async def execute(self, call: StepCall, tool_call_id: str) -> Next:
         """Run the call once and record its result."""
-        record = self._tool_calls.get(tool_call_id)
+        record = self.tool_calls.get(tool_call_id)
         assert record is not None, f"no record for tool call {tool_call_id!r}"
         if record.is_final:
             return End()
         assert record.status in (ToolCallStatus.PENDING, ToolCallStatus.APPROVED), (
             f"tool call {tool_call_id!r} may not run in status {record.status.value!r}"
         )
-        self._events.write_tool_call_started(record.tool_call_id, record.tool_name)
-        await self._heartbeat()
+        self.events.write_tool_call_started(record.tool_call_id, record.tool_name)
+        await self.heartbeat()
         execution = DeferredToolExecution(
             flow_id=call.flow_id,
             tool_call=record,
             idempotency_key=idempotency_key(call.flow_id, record.turn_id, record.tool_call_id),
             attempt=call.attempt,
-            events=self._events,
-            heartbeat=self._heartbeat,
+            events=self.events,
+            heartbeat=self.heartbeat,
         )
         try:
-            result = await self._runner.execute_deferred_tool_call(execution)
+            result = await self.runner.execute_deferred_tool_call(execution)
         except ToolExecutionError as error:
             finished = record.fail(self._bounded(error.message, "the tool's error"), attempt=call.attempt)
         else:
             finished = record.succeed(self._bounded(result.output, "the tool's output"), attempt=call.attempt)
-        finish_tool_call(finished, tool_calls=self._tool_calls, results=self._results, events=self._events)
+        finish_tool_call(finished, tool_calls=self.tool_calls, results=self.results, events=self.events)
         return End()
 
     def _bounded(self, text: str, what: str) -> str:
-        return cap_text(sanitize_output_text(text), self._options.max_tool_output_bytes, what=what)
+        return cap_text(sanitize_output_text(text), self.options.max_tool_output_bytes, what=what)
 
 
 class CallTool(_ToolCallStep):

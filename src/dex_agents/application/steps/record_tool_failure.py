@@ -10,18 +10,33 @@ recovery detail is cut to 8 KiB.
 Next: ends.
 """
 
+from typing import Self
+
+import attrs
+
 from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.next import End, Next
 from dex_agents.application.ports import ToolCallStore, ToolResultPublisher
+from dex_agents.application.runner import HeartbeatFn
 from dex_agents.application.steps._shared import finish_tool_call
+from dex_agents.application.wiring import AgentSetup, SessionPorts
 from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text
 
 
+@attrs.frozen(kw_only=True)
 class _ToolFailureRoute:
-    def __init__(self, *, tool_calls: ToolCallStore, results: ToolResultPublisher, events: AgentEventWriter) -> None:
-        self._tool_calls = tool_calls
-        self._results = results
-        self._events = events
+    tool_calls: ToolCallStore
+    results: ToolResultPublisher
+    events: AgentEventWriter
+
+    @classmethod
+    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
+        """Build the use case from a session's ports and its agent's setup."""
+        return cls(
+            tool_calls=ports.tool_calls,
+            results=ports.results,
+            events=events,
+        )
 
 
 class RecordToolFailure(_ToolFailureRoute):
@@ -29,14 +44,14 @@ class RecordToolFailure(_ToolFailureRoute):
 
     async def execute(self, tool_call_id: str, *, recovery_error: str) -> Next:
         """Record ``failed`` for a read, ``outcome_unknown`` for a write."""
-        record = self._tool_calls.get(tool_call_id)
+        record = self.tool_calls.get(tool_call_id)
         assert record is not None, f"no record for tool call {tool_call_id!r}"
         if not record.is_final:
             finish_tool_call(
                 record.after_exhausted_retries(cap_text(recovery_error, ERROR_TEXT_BYTES, what="the error")),
-                tool_calls=self._tool_calls,
-                results=self._results,
-                events=self._events,
+                tool_calls=self.tool_calls,
+                results=self.results,
+                events=self.events,
             )
         return End()
 
@@ -46,13 +61,13 @@ class RecordToolOutcomeUnknown(_ToolFailureRoute):
 
     async def execute(self, tool_call_id: str, *, recovery_error: str) -> Next:
         """Record ``outcome_unknown``."""
-        record = self._tool_calls.get(tool_call_id)
+        record = self.tool_calls.get(tool_call_id)
         assert record is not None, f"no record for tool call {tool_call_id!r}"
         if not record.is_final:
             finish_tool_call(
                 record.mark_outcome_unknown(cap_text(recovery_error, ERROR_TEXT_BYTES, what="the error")),
-                tool_calls=self._tool_calls,
-                results=self._results,
-                events=self._events,
+                tool_calls=self.tool_calls,
+                results=self.results,
+                events=self.events,
             )
         return End()

@@ -26,6 +26,10 @@ route: only a dex-agents bug can fail it, and then the session fails with
 that error.
 """
 
+from typing import Self
+
+import attrs
+
 from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.next import GoTo, Next, StepName
 from dex_agents.application.ports import (
@@ -36,8 +40,9 @@ from dex_agents.application.ports import (
     ToolCallStore,
     UsageStore,
 )
-from dex_agents.application.runner import AgentFrameworkRunner
+from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
 from dex_agents.application.steps._shared import describe_exception, fail_new_turn
+from dex_agents.application.wiring import AgentSetup, SessionPorts
 from dex_agents.domain import events as ev
 from dex_agents.domain.failure_note import build_turn_failure_note
 from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text
@@ -48,49 +53,52 @@ from dex_agents.domain.turns import validate_user_message
 from dex_agents.domain.usage import AgentUsage
 
 
+@attrs.frozen(kw_only=True)
 class RecordTurnFailure:
     """Ends a turn whose model Step failed for good."""
 
-    def __init__(
-        self,
-        *,
-        runner: AgentFrameworkRunner,
-        state: SessionStateStore,
-        messages: MessageLog,
-        run_state: RunStateStore,
-        tool_calls: ToolCallStore,
-        interrupts: InterruptStore,
-        usage: UsageStore,
-        events: AgentEventWriter,
-    ) -> None:
-        self._runner = runner
-        self._state = state
-        self._messages = messages
-        self._run_state = run_state
-        self._tool_calls = tool_calls
-        self._interrupts = interrupts
-        self._usage = usage
-        self._events = events
+    runner: AgentFrameworkRunner
+    state: SessionStateStore
+    messages: MessageLog
+    run_state: RunStateStore
+    tool_calls: ToolCallStore
+    interrupts: InterruptStore
+    usage: UsageStore
+    events: AgentEventWriter
+
+    @classmethod
+    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
+        """Build the use case from a session's ports and its agent's setup."""
+        return cls(
+            runner=agent.runner,
+            state=ports.state,
+            messages=ports.messages,
+            run_state=ports.run_state,
+            tool_calls=ports.tool_calls,
+            interrupts=ports.interrupts,
+            usage=ports.usage,
+            events=events,
+        )
 
     async def execute(self, *, recovery_error: str, start: AgentSessionStartInput | None = None) -> Next:
         """Record the failure and wait for the next user message; ``start`` when the start Step failed."""
         error = cap_text(recovery_error, ERROR_TEXT_BYTES, what="the error")
-        state = self._state.get()
+        state = self.state.get()
         if state is None:
             state = AgentState()
-            self._usage.set(AgentUsage())
-            self._interrupts.set(())
+            self.usage.set(AgentUsage())
+            self.interrupts.set(())
             if start is None or not start.starts_a_turn:
-                self._state.set(state)
+                self.state.set(state)
                 return GoTo(step=StepName.AWAIT_USER_MESSAGE)
         if state.active_turn_id is None:
-            return fail_new_turn(state.start_turn(), error, state_store=self._state, events=self._events)
+            return fail_new_turn(state.start_turn(), error, state_store=self.state, events=self.events)
         turn_id = state.active_turn_id
-        records = self._tool_calls.all()
+        records = self.tool_calls.all()
         note = build_turn_failure_note(records)
         if note is not None:
             try:
-                message = self._runner.build_user_message(note)
+                message = self.runner.build_user_message(note)
                 validate_user_message(message)
             except Exception as failure:  # noqa: BLE001 - the record must be kept even when the runner fails
                 error = cap_text(
@@ -107,14 +115,14 @@ class RecordTurnFailure:
                     turn_id=turn_id,
                     tool_outcomes=(r.outcome() for r in outcomes),
                 )
-                self._messages.append(stored)
+                self.messages.append(stored)
                 state = state.with_messages_stored([stored])
-        self._state.set(state.fail_turn(error))
+        self.state.set(state.fail_turn(error))
         for record in records:
-            self._tool_calls.delete(record.tool_call_id)
-        self._run_state.set(None)
-        self._interrupts.set([i for i in self._interrupts.get() if i.turn_id != turn_id])
-        self._events.write(ev.turn_failed(error))
+            self.tool_calls.delete(record.tool_call_id)
+        self.run_state.set(None)
+        self.interrupts.set([i for i in self.interrupts.get() if i.turn_id != turn_id])
+        self.events.write(ev.turn_failed(error))
         return GoTo(step=StepName.AWAIT_USER_MESSAGE)
 
 

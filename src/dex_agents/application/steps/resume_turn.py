@@ -7,29 +7,43 @@ unfinished, it waits again for the results still missing.
 """
 
 from collections.abc import Sequence
+from typing import Self
 
+import attrs
+
+from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.next import GoTo, Next, StepName, WaitAgain
 from dex_agents.application.ports import SessionStateStore, ToolCallStore
+from dex_agents.application.runner import HeartbeatFn
+from dex_agents.application.wiring import AgentSetup, SessionPorts
 from dex_agents.domain.tools import ToolCallCompleted
 
 
+@attrs.frozen(kw_only=True)
 class ResumeTurn:
     """Resumes the turn once every tool call of it has its result."""
 
-    def __init__(self, *, state: SessionStateStore, tool_calls: ToolCallStore) -> None:
-        self._state = state
-        self._tool_calls = tool_calls
+    state: SessionStateStore
+    tool_calls: ToolCallStore
+
+    @classmethod
+    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
+        """Build the use case from a session's ports and its agent's setup."""
+        return cls(
+            state=ports.state,
+            tool_calls=ports.tool_calls,
+        )
 
     async def execute(self, delivered: Sequence[ToolCallCompleted]) -> Next:
         """Go on to the model, or wait for the results still missing."""
         del delivered  # the records, not the messages, say whether the turn can go on
-        state = self._state.get()
+        state = self.state.get()
         assert state is not None, "the session has not started"
         assert state.active_turn_id is not None, "ResumeTurn needs an active turn"
         unfinished = sum(
-            1 for record in self._tool_calls.all() if record.turn_id == state.active_turn_id and not record.is_final
+            1 for record in self.tool_calls.all() if record.turn_id == state.active_turn_id and not record.is_final
         )
         if unfinished:
             return WaitAgain(input=unfinished)
-        self._state.set(state.resume_model())
+        self.state.set(state.resume_model())
         return GoTo(step=StepName.RUN_MODEL)

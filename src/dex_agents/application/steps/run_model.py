@@ -16,7 +16,9 @@ within 30 min; failure route ``RecordTurnFailure``. Calls the runner's
 """
 
 from collections.abc import Sequence
-from typing import assert_never
+from typing import Self, assert_never
+
+import attrs
 
 from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.invocation import StepCall
@@ -32,6 +34,7 @@ from dex_agents.application.ports import (
     UsageStore,
 )
 from dex_agents.application.runner import AgentFrameworkRunner, AgentTurnContext, HeartbeatFn
+from dex_agents.application.wiring import AgentSetup, SessionPorts
 from dex_agents.domain import events as ev
 from dex_agents.domain.interrupts import AgentInterrupt, interrupt_id_for
 from dex_agents.domain.messages import AgentMessage, MessageRole
@@ -62,69 +65,72 @@ def tool_step_name(effect: ToolEffect) -> StepName:
             return StepName.CALL_SINGLE_ATTEMPT_TOOL
 
 
+@attrs.frozen(kw_only=True)
 class RunModel:
     """Runs one model call of the active turn."""
 
-    def __init__(
-        self,
-        *,
-        runner: AgentFrameworkRunner,
-        options: AgentSessionOptions,
-        state: SessionStateStore,
-        messages: MessageLog,
-        run_state: RunStateStore,
-        tool_calls: ToolCallStore,
-        interrupts: InterruptStore,
-        usage: UsageStore,
-        events: AgentEventWriter,
-        heartbeat: HeartbeatFn,
-        clock: Clock,
-    ) -> None:
-        self._runner = runner
-        self._options = options
-        self._state = state
-        self._messages = messages
-        self._run_state = run_state
-        self._tool_calls = tool_calls
-        self._interrupts = interrupts
-        self._usage = usage
-        self._events = events
-        self._heartbeat = heartbeat
-        self._clock = clock
+    runner: AgentFrameworkRunner
+    options: AgentSessionOptions
+    state: SessionStateStore
+    messages: MessageLog
+    run_state: RunStateStore
+    tool_calls: ToolCallStore
+    interrupts: InterruptStore
+    usage: UsageStore
+    events: AgentEventWriter
+    heartbeat: HeartbeatFn
+    clock: Clock
+
+    @classmethod
+    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
+        """Build the use case from a session's ports and its agent's setup."""
+        return cls(
+            runner=agent.runner,
+            options=agent.options,
+            state=ports.state,
+            messages=ports.messages,
+            run_state=ports.run_state,
+            tool_calls=ports.tool_calls,
+            interrupts=ports.interrupts,
+            usage=ports.usage,
+            events=events,
+            heartbeat=heartbeat,
+            clock=agent.clock,
+        )
 
     def resolve_policy(self, tool_name: str, framework_effect: ToolEffect | None) -> ToolPolicy:
         """Resolve a tool's policy under this agent's options."""
         return resolve_tool_policy(
             tool_name,
-            explicit=self._options.tool_policies,
+            explicit=self.options.tool_policies,
             framework_effect=framework_effect,
-            default_effect=self._options.default_tool_effect,
+            default_effect=self.options.default_tool_effect,
         )
 
     async def execute(self, call: StepCall) -> Next:
         """Run the model once and store what it decided."""
-        state = self._state.get()
+        state = self.state.get()
         assert state is not None, "the session has not started"
         assert state.active_turn_id is not None, "RunModel needs an active turn"
         turn_id = state.active_turn_id
-        records = self._tool_calls.all()
+        records = self.tool_calls.all()
         context = AgentTurnContext(
             flow_id=call.flow_id,
             turn_id=turn_id,
             attempt=call.attempt,
             step_execution_id=call.step_execution_id,
-            messages=self._messages.read(range(1, state.message_count + 1)),
-            framework_run_state=self._run_state.get(),
+            messages=self.messages.read(range(1, state.message_count + 1)),
+            framework_run_state=self.run_state.get(),
             tool_calls={record.tool_call_id: record for record in records},
-            events=self._events,
-            heartbeat=self._heartbeat,
+            events=self.events,
+            heartbeat=self.heartbeat,
             policy_resolver=self.resolve_policy,
         )
-        outcome = await self._runner.run_model_step(context)
+        outcome = await self.runner.run_model_step(context)
         validate_turn_outcome(outcome, earlier_tool_call_ids=[record.tool_call_id for record in records])
-        total = self._usage.get() + outcome.usage
-        self._usage.set(total)
-        self._events.write(ev.usage_recorded(outcome.usage, total))
+        total = self.usage.get() + outcome.usage
+        self.usage.set(total)
+        self.events.write(ev.usage_recorded(outcome.usage, total))
         match outcome:
             case TurnCompleted():
                 return self._complete(state, turn_id, outcome, records)
@@ -153,24 +159,24 @@ class RunModel:
                 )
             )
         for stored_message in stored:
-            self._messages.append(stored_message)
-        self._state.set(state.with_messages_stored(stored).complete_turn())
-        self._run_state.set(None)
+            self.messages.append(stored_message)
+        self.state.set(state.with_messages_stored(stored).complete_turn())
+        self.run_state.set(None)
         for record in records:
-            self._tool_calls.delete(record.tool_call_id)
-        self._events.write(ev.turn_completed(len(outcome.new_messages)))
+            self.tool_calls.delete(record.tool_call_id)
+        self.events.write(ev.turn_completed(len(outcome.new_messages)))
         return GoTo(step=StepName.AWAIT_USER_MESSAGE)
 
     def _defer(self, state: AgentState, turn_id: str, outcome: ToolCallsRequested, earlier: int) -> Next:
-        self._run_state.set(outcome.framework_run_state)
-        now = self._clock.now()
-        deadline = None if self._options.interrupt_deadline is None else now + self._options.interrupt_deadline
-        pending = list(self._interrupts.get())
+        self.run_state.set(outcome.framework_run_state)
+        now = self.clock.now()
+        deadline = None if self.options.interrupt_deadline is None else now + self.options.interrupt_deadline
+        pending = list(self.interrupts.get())
         movements: list[GoTo] = []
         for order, requested in enumerate(outcome.tool_calls, start=earlier):
             record = self._record(turn_id, requested, order)
-            self._tool_calls.put(record)
-            self._events.write(ev.tool_call_deferred(requested.tool_call_id, requested.tool_name, requested.policy))
+            self.tool_calls.put(record)
+            self.events.write(ev.tool_call_deferred(requested.tool_call_id, requested.tool_name, requested.policy))
             if record.interrupt_id is None:
                 movements.append(GoTo(step=tool_step_name(record.policy.effect), input=record.tool_call_id))
                 continue
@@ -185,12 +191,10 @@ class RunModel:
                     deadline=deadline,
                 )
             )
-            self._events.write(
-                ev.interrupt_raised(record.interrupt_id, record.tool_call_id, record.tool_name, deadline)
-            )
+            self.events.write(ev.interrupt_raised(record.interrupt_id, record.tool_call_id, record.tool_name, deadline))
             movements.append(GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=record.tool_call_id))
-        self._interrupts.set(pending)
-        self._state.set(state.wait_for_tools())
+        self.interrupts.set(pending)
+        self.state.set(state.wait_for_tools())
         movements.append(GoTo(step=StepName.RESUME_TURN, input=len(outcome.tool_calls)))
         return GoToMany(movements=movements)
 

@@ -7,54 +7,62 @@ start a turn fails turn 1 at once (`begin_turn`); next: ``AwaitUserMessage``.
 3 attempts; failure route ``RecordStartFailure``.
 """
 
+from typing import Self
+
+import attrs
+
 from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.next import GoTo, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import InterruptStore, MessageLog, SessionStateStore, UsageStore
-from dex_agents.application.runner import AgentFrameworkRunner
+from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
 from dex_agents.application.steps._shared import begin_turn
+from dex_agents.application.wiring import AgentSetup, SessionPorts
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.usage import AgentUsage
 
 
+@attrs.frozen(kw_only=True)
 class StartAgentSession:
     """Initializes a session and maybe starts its first turn."""
 
-    def __init__(
-        self,
-        *,
-        runner: AgentFrameworkRunner,
-        options: AgentSessionOptions,
-        state: SessionStateStore,
-        messages: MessageLog,
-        usage: UsageStore,
-        interrupts: InterruptStore,
-        events: AgentEventWriter,
-    ) -> None:
-        self._runner = runner
-        self._options = options
-        self._state = state
-        self._messages = messages
-        self._usage = usage
-        self._interrupts = interrupts
-        self._events = events
+    runner: AgentFrameworkRunner
+    options: AgentSessionOptions
+    state: SessionStateStore
+    messages: MessageLog
+    usage: UsageStore
+    interrupts: InterruptStore
+    events: AgentEventWriter
+
+    @classmethod
+    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
+        """Build the use case from a session's ports and its agent's setup."""
+        return cls(
+            runner=agent.runner,
+            options=agent.options,
+            state=ports.state,
+            messages=ports.messages,
+            usage=ports.usage,
+            interrupts=ports.interrupts,
+            events=events,
+        )
 
     async def execute(self, start: AgentSessionStartInput) -> Next:
         """Initialize the session."""
         state = AgentState()
-        self._state.set(state)
-        self._usage.set(AgentUsage())
-        self._interrupts.set(())
+        self.state.set(state)
+        self.usage.set(AgentUsage())
+        self.interrupts.set(())
         if not start.starts_a_turn:
             return GoTo(step=StepName.AWAIT_USER_MESSAGE)
         assert start.initial_message is not None
         return begin_turn(
             start.initial_message,
             state=state,
-            runner=self._runner,
-            options=self._options,
-            state_store=self._state,
-            messages=self._messages,
-            events=self._events,
+            runner=self.runner,
+            options=self.options,
+            state_store=self.state,
+            messages=self.messages,
+            events=self.events,
         )

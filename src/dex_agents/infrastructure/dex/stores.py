@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 import dex
 
+from dex_agents.application.wiring import SessionPorts
 from dex_agents.domain.events import AgentEvent
 from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution
 from dex_agents.domain.limits import utf8_size
@@ -214,3 +215,36 @@ class SystemClock:
     def now(self) -> datetime:
         """Return the current time."""
         return datetime.now(UTC)
+
+
+class DexLoadedMessageLog(DexMessageLog):
+    """A message log for query RPCs: skips the instances the caller did not load."""
+
+    def read(self, sequences: Sequence[int]) -> tuple[AgentMessage, ...]:
+        """Return the loaded messages at ``sequences``, in that order."""
+        found: list[AgentMessage] = []
+        for sequence in sequences:
+            try:
+                found.extend(super().read((sequence,)))
+            except dex.AttributeMapNotLoadedError:
+                continue
+        return tuple(found)
+
+
+def dex_session_ports(context: dex.Context, *, loaded_messages_only: bool = False) -> SessionPorts:
+    """Return one session's ports over a Step's or RPC's context.
+
+    ``loaded_messages_only`` is for query RPCs, which read only the message
+    instances their caller loaded.
+    """
+    return SessionPorts(
+        state=DexSessionStateStore(context),
+        messages=DexLoadedMessageLog(context) if loaded_messages_only else DexMessageLog(context),
+        run_state=DexRunStateStore(context),
+        tool_calls=DexToolCallStore(context),
+        interrupts=DexInterruptStore(context),
+        usage=DexUsageStore(context),
+        queue=DexUserMessageQueue(context),
+        resolutions=DexResolutionPublisher(context),
+        results=DexToolResultPublisher(context),
+    )

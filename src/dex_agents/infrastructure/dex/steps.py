@@ -1,0 +1,440 @@
+"""The Dex Steps of a session Flow: each builds its use case, runs it, and maps its decision.
+
+Every Step reads the session through `dex_session_ports` over its handler's
+context, takes the agent's runner, options and clock from `StepDependencies`,
+and builds its use case with the use case's own ``wired`` factory, so adding a
+port to a use case changes nothing here. What a Step waits for (a user
+message, an approval with its deadline Timer, tool results) is declared here.
+Model and tool Steps heartbeat in the background while the runner works.
+
+`SessionStep` is the one typing shim for the SDK: dex 1.23 types
+``Step.execute`` / ``wait_for`` as plain methods taking ``Context``, while its
+async handlers take ``AsyncContext`` and return a coroutine (the Registry
+checks that shape at run time). The shim derives from the SDK's Step seen as
+``Any``, so no Step repeats an ignore, and it defines neither method, so the
+SDK still sees a ``wait_for`` only on the Steps that define one.
+"""
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from typing import Any, ClassVar, Generic, TypeVar, assert_never
+
+import attrs
+import dex
+
+from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.invocation import StepCall
+from dex_agents.application.next import End, GoTo, GoToMany, Next, StepName, WaitAgain
+from dex_agents.application.runner import HeartbeatFn
+from dex_agents.application.steps.await_tool_approval import AwaitToolApproval
+from dex_agents.application.steps.await_user_message import AwaitUserMessage
+from dex_agents.application.steps.call_tool import CallSingleAttemptTool, CallTool
+from dex_agents.application.steps.record_tool_failure import RecordToolFailure, RecordToolOutcomeUnknown
+from dex_agents.application.steps.record_turn_failure import (
+    RecordResumeFailure,
+    RecordStartFailure,
+    RecordTurnFailure,
+)
+from dex_agents.application.steps.resume_turn import ResumeTurn
+from dex_agents.application.steps.run_model import RunModel
+from dex_agents.application.steps.start_agent_session import StartAgentSession
+from dex_agents.application.wiring import AgentSetup, SessionPorts
+from dex_agents.domain.errors import StepAttemptError
+from dex_agents.domain.events import AgentEvent
+from dex_agents.domain.session import AgentState
+from dex_agents.domain.start import AgentSessionStartInput
+from dex_agents.infrastructure.dex.frames import metered_writes
+from dex_agents.infrastructure.dex.options import PER_CALL_STEPS, StepOptionsTable
+from dex_agents.infrastructure.dex.persistence import (
+    AGENT_STATE,
+    INTERRUPT_RESOLUTIONS,
+    QUEUED_USER_MESSAGES,
+    TOOL_CALL_RESULTS,
+)
+from dex_agents.infrastructure.dex.stores import StreamEventSink, dex_session_ports
+
+InputT = TypeVar("InputT")
+
+_UNKNOWN_FAILURE = "the Step failed without a recovery detail"
+_log = logging.getLogger(__name__)
+
+
+@attrs.define(kw_only=True)
+class StepDependencies:
+    """What the Steps of one agent Flow type share: the agent's setup, its Stream, its Step classes."""
+
+    agent: AgentSetup
+    """The runner, options and clock."""
+    stream: dex.Stream[AgentEvent]
+    """The Flow type's live event Stream."""
+    heartbeat_interval: timedelta
+    """How often model and tool Steps beat in the background."""
+    classes: dict[StepName, "type[dex.Step[Any]]"] = attrs.field(factory=dict)
+    """The Dex Step class of every Step name (filled by the Flow)."""
+    step_options: StepOptionsTable = attrs.field(init=False)
+    """Static and per-call options, built once per Step."""
+
+    def __attrs_post_init__(self) -> None:
+        self.step_options = StepOptionsTable(self.classes)
+
+    def writer(self, context: dex.AsyncContext, turn_id: str | None) -> AgentEventWriter:
+        """Return a live-event writer for this Step attempt."""
+        return AgentEventWriter(
+            StreamEventSink(context, self.stream),
+            turn_id=turn_id,
+            step_execution_id=context.step_execution_id,
+            attempt=context.attempt,
+            max_event_bytes=self.agent.options.max_event_bytes,
+        )
+
+    @contextlib.contextmanager
+    def attempt(self, context: dex.AsyncContext, turn_id: str | None) -> Iterator[AgentEventWriter]:
+        """Run one Step attempt's use case: hand it a writer, close the writer when it returns.
+
+        dex 1.23 reports any ``ValueError`` or ``TypeError`` escaping a handler as
+        an invalid Step result, which would misname a runner's or a tool's own
+        failure; they leave here as `StepAttemptError`, which says what failed.
+        Every value the use case stages is metered: a result too large for one
+        frame fails the attempt with `StepResultTooLargeError` and is never sent.
+        """
+        events = self.writer(context, turn_id)
+        try:
+            with metered_writes() as meter:
+                yield events
+            meter.check()
+        except (ValueError, TypeError) as error:
+            raise StepAttemptError(f"{type(error).__module__}.{type(error).__qualname__}: {error}") from error
+        finally:
+            events.close()
+
+    def decide(self, current: StepName, next_: Next) -> dex.StepDecision:
+        """Map a use case's decision to a Dex decision."""
+        match next_:
+            case GoTo():
+                return self._go(next_)
+            case GoToMany():
+                return dex.go_to_many(*(self._movement(m) for m in next_.movements))
+            case WaitAgain():
+                return self._go(GoTo(step=current, input=next_.input))
+            case End():
+                return dex.dead_end()
+            case _:
+                assert_never(next_)
+
+    def _go(self, movement: GoTo) -> dex.StepDecision:
+        if movement.step in PER_CALL_STEPS:
+            return dex.go_to_many(self._movement(movement))
+        return dex.go_to(self.classes[movement.step], movement.input)
+
+    def _movement(self, movement: GoTo) -> "dex.StepMovement[Any]":
+        options = None
+        if movement.step in PER_CALL_STEPS:
+            assert isinstance(movement.input, str)
+            options = self.step_options.for_call(movement.step, movement.input)
+        return dex.StepMovement.of(self.classes[movement.step], movement.input, options=options)
+
+
+def _call(context: dex.Context) -> StepCall:
+    return StepCall(flow_id=context.flow_id, step_execution_id=context.step_execution_id, attempt=context.attempt)
+
+
+def recovery_detail(context: dex.Context) -> str:
+    """The failed attempt's error as ``Type: detail`` (the type dropped for builtins), as people read it."""
+    error = context.recovery_error
+    if error is None:
+        return _UNKNOWN_FAILURE
+    kind = (error.error_type or "").removeprefix("builtins.")
+    if kind and error.detail:
+        return f"{kind}: {error.detail}"
+    return error.detail or kind or _UNKNOWN_FAILURE
+
+
+def _active_turn(context: dex.Context) -> str | None:
+    state: AgentState | None = AGENT_STATE.get(context)  # None before the session started
+    return None if state is None else state.active_turn_id
+
+
+@contextlib.asynccontextmanager
+async def _heartbeating(context: dex.AsyncContext, interval: timedelta) -> AsyncIterator[None]:
+    """Beat every ``interval`` until the block ends (the task never outlives the handler)."""
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(interval.total_seconds())
+            await context.heartbeat()
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def _heartbeat_fn(context: dex.AsyncContext) -> HeartbeatFn:
+    async def heartbeat() -> None:
+        await context.heartbeat()
+
+    return heartbeat
+
+
+async def _no_heartbeat() -> None:
+    """The heartbeat of use cases that do not call the runner."""
+
+
+_SdkStep: Any = dex.Step
+"""dex 1.23's Step base, typed as ``Any``: its sync ``Context`` signatures do not describe async handlers."""
+
+
+class SessionStep(_SdkStep, Generic[InputT]):  # type: ignore[misc]  # the one typing shim for the SDK's Step
+    """Base of every session Step: its name and options, the Step dependencies, the session's ports.
+
+    Subclasses define ``async def execute(context: dex.AsyncContext, input)`` and,
+    where the Step waits, ``async def wait_for``; the SDK checks those shapes
+    when the Registry is built.
+    """
+
+    name: ClassVar[StepName]
+
+    def __init__(self, deps: StepDependencies) -> None:
+        self.deps = deps
+
+    def get_step_type(self) -> str:
+        """Return the Step type: the Step's name."""
+        return self.name.value
+
+    def get_step_options(self) -> dex.StepOptions | None:
+        """Return the Step's static options."""
+        return self.deps.step_options.static(self.name)
+
+    def ports(self, context: dex.Context) -> SessionPorts:
+        """Return the session's ports over this handler's context."""
+        return dex_session_ports(context)
+
+
+class StartAgentSessionStep(SessionStep[AgentSessionStartInput]):
+    """Dex Step of `StartAgentSession`."""
+
+    name = StepName.START_AGENT_SESSION
+
+    async def execute(self, context: dex.AsyncContext, input: AgentSessionStartInput) -> dex.StepDecision:
+        """Initialize the session."""
+        deps = self.deps
+        with deps.attempt(context, None) as events:
+            use_case = StartAgentSession.wired(self.ports(context), deps.agent, events=events, heartbeat=_no_heartbeat)
+            next_ = await use_case.execute(input)
+        return deps.decide(self.name, next_)
+
+
+class AwaitUserMessageStep(SessionStep[None]):
+    """Dex Step of `AwaitUserMessage`."""
+
+    name = StepName.AWAIT_USER_MESSAGE
+
+    def _use_case(self, context: dex.AsyncContext, events: AgentEventWriter) -> AwaitUserMessage:
+        return AwaitUserMessage.wired(self.ports(context), self.deps.agent, events=events, heartbeat=_no_heartbeat)
+
+    async def wait_for(self, context: dex.AsyncContext, input: None) -> dex.Wait:
+        """Announce the committed end of the last turn, then wait for one queued user message."""
+        try:
+            with self.deps.attempt(context, None) as events:
+                self._use_case(context, events).announce_finished_turn()
+        except Exception:  # noqa: BLE001 - a live event is best effort; a failed wait_for would fail the Flow
+            _log.warning("could not announce the committed turn", exc_info=True)
+        return dex.Wait.until(QUEUED_USER_MESSAGES.for_one())
+
+    async def execute(self, context: dex.AsyncContext, input: None) -> dex.StepDecision:
+        """Start a turn with the message."""
+        with self.deps.attempt(context, None) as events:
+            next_ = await self._use_case(context, events).execute(tuple(QUEUED_USER_MESSAGES.results(context)))
+        return self.deps.decide(self.name, next_)
+
+
+class RunModelStep(SessionStep[None]):
+    """Dex Step of `RunModel`."""
+
+    name = StepName.RUN_MODEL
+
+    async def execute(self, context: dex.AsyncContext, input: None) -> dex.StepDecision:
+        """Run one model call."""
+        deps = self.deps
+        with deps.attempt(context, _active_turn(context)) as events:
+            async with _heartbeating(context, deps.heartbeat_interval):
+                use_case = RunModel.wired(
+                    self.ports(context), deps.agent, events=events, heartbeat=_heartbeat_fn(context)
+                )
+                next_ = await use_case.execute(_call(context))
+        return deps.decide(self.name, next_)
+
+
+class AwaitToolApprovalStep(SessionStep[str]):
+    """Dex Step of `AwaitToolApproval`."""
+
+    name = StepName.AWAIT_TOOL_APPROVAL
+
+    def _use_case(self, context: dex.AsyncContext, events: AgentEventWriter) -> AwaitToolApproval:
+        return AwaitToolApproval.wired(self.ports(context), self.deps.agent, events=events, heartbeat=_no_heartbeat)
+
+    async def wait_for(self, context: dex.AsyncContext, input: str) -> dex.Wait:
+        """Wait for the answer, and for the deadline while the interrupt is pending."""
+        with self.deps.attempt(context, _active_turn(context)) as events:
+            plan = self._use_case(context, events).plan_wait(input)
+        if plan is None:
+            return dex.Wait.skip_immediately()
+        answer = INTERRUPT_RESOLUTIONS.for_one(plan.interrupt_id)
+        if plan.timer is None:
+            return dex.Wait.until(answer)
+        return dex.Wait.any_of(dex.Timer.by_duration(plan.timer), answer)
+
+    async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
+        """Apply the answer or the deadline."""
+        with self.deps.attempt(context, _active_turn(context)) as events:
+            use_case = self._use_case(context, events)
+            record = use_case.tool_calls.get(input)
+            resolutions = (
+                ()
+                if record is None or record.interrupt_id is None
+                else tuple(INTERRUPT_RESOLUTIONS.results(context, record.interrupt_id))
+            )
+            next_ = await use_case.execute(
+                input,
+                resolution=resolutions[0] if resolutions else None,
+                timer_fired=context.has_timer_fired(),
+                attempt=context.attempt,
+            )
+        return self.deps.decide(self.name, next_)
+
+
+class _ToolStep(SessionStep[str]):
+    use_case: ClassVar[type[CallTool] | type[CallSingleAttemptTool]]
+
+    async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
+        """Run the tool call once."""
+        deps = self.deps
+        with deps.attempt(context, _active_turn(context)) as events:
+            async with _heartbeating(context, deps.heartbeat_interval):
+                use_case = self.use_case.wired(
+                    self.ports(context), deps.agent, events=events, heartbeat=_heartbeat_fn(context)
+                )
+                next_ = await use_case.execute(_call(context), input)
+        return deps.decide(self.name, next_)
+
+
+class CallToolStep(_ToolStep):
+    """Dex Step of `CallTool`."""
+
+    name = StepName.CALL_TOOL
+    use_case = CallTool
+
+
+class CallSingleAttemptToolStep(_ToolStep):
+    """Dex Step of `CallSingleAttemptTool`."""
+
+    name = StepName.CALL_SINGLE_ATTEMPT_TOOL
+    use_case = CallSingleAttemptTool
+
+
+class _ToolFailureStep(SessionStep[str]):
+    use_case: ClassVar[type[RecordToolFailure] | type[RecordToolOutcomeUnknown]]
+
+    async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
+        """Record the call's failure."""
+        with self.deps.attempt(context, _active_turn(context)) as events:
+            use_case = self.use_case.wired(self.ports(context), self.deps.agent, events=events, heartbeat=_no_heartbeat)
+            next_ = await use_case.execute(input, recovery_error=recovery_detail(context))
+        return self.deps.decide(self.name, next_)
+
+
+class RecordToolFailureStep(_ToolFailureStep):
+    """Dex Step of `RecordToolFailure`."""
+
+    name = StepName.RECORD_TOOL_FAILURE
+    use_case = RecordToolFailure
+
+
+class RecordToolOutcomeUnknownStep(_ToolFailureStep):
+    """Dex Step of `RecordToolOutcomeUnknown`."""
+
+    name = StepName.RECORD_TOOL_OUTCOME_UNKNOWN
+    use_case = RecordToolOutcomeUnknown
+
+
+class ResumeTurnStep(SessionStep[int]):
+    """Dex Step of `ResumeTurn`."""
+
+    name = StepName.RESUME_TURN
+
+    async def wait_for(self, context: dex.AsyncContext, input: int) -> dex.Wait:
+        """Wait for ``input`` tool results."""
+        return dex.Wait.until(TOOL_CALL_RESULTS.for_n(input))
+
+    async def execute(self, context: dex.AsyncContext, input: int) -> dex.StepDecision:
+        """Resume the turn, or wait for what is missing."""
+        with self.deps.attempt(context, _active_turn(context)) as events:
+            use_case = ResumeTurn.wired(self.ports(context), self.deps.agent, events=events, heartbeat=_no_heartbeat)
+            next_ = await use_case.execute(tuple(TOOL_CALL_RESULTS.results(context)))
+        return self.deps.decide(self.name, next_)
+
+
+class _TurnFailureStep(SessionStep[InputT]):
+    use_case: ClassVar[type[RecordTurnFailure]]
+
+    async def _record(self, context: dex.AsyncContext, start: AgentSessionStartInput | None) -> dex.StepDecision:
+        with self.deps.attempt(context, _active_turn(context)) as events:
+            use_case = self.use_case.wired(self.ports(context), self.deps.agent, events=events, heartbeat=_no_heartbeat)
+            next_ = await use_case.execute(recovery_error=recovery_detail(context), start=start)
+        return self.deps.decide(self.name, next_)
+
+
+class RecordTurnFailureStep(_TurnFailureStep[None]):
+    """Dex Step of `RecordTurnFailure`: the route of ``RunModel`` and ``AwaitUserMessage``."""
+
+    name = StepName.RECORD_TURN_FAILURE
+    use_case = RecordTurnFailure
+
+    async def execute(self, context: dex.AsyncContext, input: None) -> dex.StepDecision:
+        """Record the failed turn."""
+        return await self._record(context, None)
+
+
+class RecordResumeFailureStep(_TurnFailureStep[int]):
+    """Dex Step of `RecordTurnFailure` for ``ResumeTurn``, whose input is a result count."""
+
+    name = StepName.RECORD_RESUME_FAILURE
+    use_case = RecordResumeFailure
+
+    async def execute(self, context: dex.AsyncContext, input: int) -> dex.StepDecision:
+        """Record the failed turn."""
+        return await self._record(context, None)
+
+
+class RecordStartFailureStep(_TurnFailureStep[AgentSessionStartInput]):
+    """Dex Step of `RecordTurnFailure` for ``StartAgentSession``, whose input is the start input."""
+
+    name = StepName.RECORD_START_FAILURE
+    use_case = RecordStartFailure
+
+    async def execute(self, context: dex.AsyncContext, input: AgentSessionStartInput) -> dex.StepDecision:
+        """Initialize the session and record its first turn as failed."""
+        return await self._record(context, input)
+
+
+STEP_CLASSES: tuple[type[SessionStep[Any]], ...] = (
+    StartAgentSessionStep,
+    AwaitUserMessageStep,
+    RunModelStep,
+    AwaitToolApprovalStep,
+    CallToolStep,
+    CallSingleAttemptToolStep,
+    RecordToolFailureStep,
+    RecordToolOutcomeUnknownStep,
+    ResumeTurnStep,
+    RecordTurnFailureStep,
+    RecordResumeFailureStep,
+    RecordStartFailureStep,
+)
+"""Every session Step, ``StartAgentSession`` first."""
