@@ -7,35 +7,42 @@ runs in Step mode: every model call is one ``RunModel`` Step and every tool
 call, reads included, is its own Step, so a crash repeats at most the one call
 that was running.
 
-Steps (input; what it does; next):
+Steps (the one table of them; `STEP_POLICIES` holds the same numbers):
 
-- ``StartAgentSession`` (start input): initializes state, usage and
-  interrupts; ``RunModel`` when the first message is not blank, else
-  ``AwaitUserMessage``; 3 attempts, failure route ``RecordStartFailure``.
-- ``AwaitUserMessage`` (none): writes ``turn_committed`` for the turn that
-  just ended, waits for a queued user message, stores it and starts a turn;
-  ``RunModel``; 3 attempts, failure route ``RecordTurnFailure``.
-- ``RunModel`` (none): one model call; 15 min timeout, 2 min heartbeat
-  timeout, 3 attempts within 30 min, failure route ``RecordTurnFailure``;
-  ``AwaitUserMessage`` when the turn completed, else one Step per tool call
-  plus ``ResumeTurn``, in parallel.
-- ``AwaitToolApproval`` (tool-call ID): waits for a person's answer and the
-  deadline; the call's tool Step, or ends ``rejected`` or ``expired``;
-  5 attempts.
-- ``CallTool`` (tool-call ID): a read or idempotent write; 3 attempts,
-  failure route ``RecordToolFailure``; ends.
-- ``CallSingleAttemptTool`` (tool-call ID): any other call; exactly 1
-  attempt, failure route ``RecordToolOutcomeUnknown``; ends.
-- ``RecordToolFailure`` (tool-call ID): ``failed`` for a read,
-  ``outcome_unknown`` for a write; ends; 5 attempts.
-- ``RecordToolOutcomeUnknown`` (tool-call ID): ``outcome_unknown``; ends; 5 attempts.
-- ``ResumeTurn`` (result count): waits for the tool results; ``RunModel``;
-  3 attempts, failure route ``RecordResumeFailure``.
-- ``RecordTurnFailure`` (none), ``RecordResumeFailure`` (result count),
-  ``RecordStartFailure`` (start input): record the error and a note of the
-  calls that ran, clear the turn (or record the turn a failed
-  ``AwaitUserMessage`` or ``StartAgentSession`` would have started as
-  failed); ``AwaitUserMessage``; 5 attempts, no route.
+| Step                         | input        | attempts    | failure route                |
+|------------------------------|--------------|-------------|------------------------------|
+| ``StartAgentSession``        | start input  | 3           | ``RecordStartFailure``       |
+| ``AwaitUserMessage``         | none         | 3           | ``RecordTurnFailure``        |
+| ``RunModel``                 | none         | 3 in 30 min | ``RecordTurnFailure``        |
+| ``AwaitToolApproval``        | tool-call ID | 5           | none                         |
+| ``CallTool``                 | tool-call ID | 3           | ``RecordToolFailure``        |
+| ``CallSingleAttemptTool``    | tool-call ID | 1           | ``RecordToolOutcomeUnknown`` |
+| ``RecordToolFailure``        | tool-call ID | 5           | none                         |
+| ``RecordToolOutcomeUnknown`` | tool-call ID | 5           | none                         |
+| ``ResumeTurn``               | result count | 3           | ``RecordResumeFailure``      |
+| ``RecordTurnFailure``        | none         | 5           | none                         |
+| ``RecordResumeFailure``      | result count | 5           | none                         |
+| ``RecordStartFailure``       | start input  | 5           | none                         |
+
+- ``StartAgentSession`` initializes state, usage and interrupts; next
+  ``RunModel`` when the first message is not blank, else ``AwaitUserMessage``.
+- ``AwaitUserMessage`` writes ``turn_committed`` for the turn that just ended,
+  waits for a queued user message and starts a turn; next ``RunModel``.
+- ``RunModel`` makes one model call (15 min timeout, 2 min heartbeat timeout);
+  next ``AwaitUserMessage`` when the turn completed, else one Step per tool
+  call plus ``ResumeTurn``, in parallel.
+- ``AwaitToolApproval`` waits for a person's answer and the deadline; next
+  the call's tool Step, or it ends ``rejected`` or ``expired``.
+- ``CallTool`` runs a read or idempotent write, ``CallSingleAttemptTool`` any
+  other call (both with a 2 min heartbeat timeout); they end.
+- ``RecordToolFailure`` records ``failed`` for a read and ``outcome_unknown``
+  for a write; ``RecordToolOutcomeUnknown`` records ``outcome_unknown``.
+- ``ResumeTurn`` waits for the tool results; next ``RunModel``.
+- ``RecordTurnFailure`` records the error and a note of the calls that ran and
+  clears the turn (or records the turn a failed ``AwaitUserMessage`` would have
+  started as failed); ``RecordResumeFailure`` does the same for ``ResumeTurn``
+  and ``RecordStartFailure`` for ``StartAgentSession`` (it initializes the
+  session too); next ``AwaitUserMessage``.
 
 A runner whose ``build_user_message`` raises, or a refused first message,
 fails that turn inside the Step; no Step is left on the engine's default of
@@ -50,7 +57,9 @@ attempt fails with `StepResultTooLargeError` and nothing is sent.
 
 Every tool call publishes exactly one result when its record becomes final.
 
-Effects (`ToolEffect`):
+Effects (`ToolEffect`; the one table of them, pinned to `tool_step_name`,
+`maximum_attempts`, `status_after_exhausted_retries` and
+`default_requires_approval` by a parity test):
 
 | effect                 | Step                    | attempts | after exhausted retries | approval |
 |------------------------|-------------------------|----------|-------------------------|----------|

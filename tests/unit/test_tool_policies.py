@@ -3,20 +3,18 @@
 import pytest
 
 from dex_agents.application.next import StepName
-from dex_agents.application.policies import STEP_POLICIES
-from dex_agents.application.steps.run_model import tool_step_name
+from dex_agents.application.policies import STEP_POLICIES, tool_step_name
 from dex_agents.domain.tools import (
     ToolCallStatus,
     ToolEffect,
     ToolPolicy,
-    ToolStepKind,
     default_requires_approval,
     idempotency_key,
     is_approval_required,
+    is_single_attempt,
     maximum_attempts,
     resolve_tool_policy,
     status_after_exhausted_retries,
-    step_kind,
 )
 from dex_agents.testing import make_tool_call
 
@@ -44,7 +42,7 @@ def test_each_effect_runs_in_its_step_with_its_attempts_outcome_and_approval(
     effect: ToolEffect, step: StepName, attempts: int, after_retries: ToolCallStatus, *, approval: bool
 ) -> None:
     assert tool_step_name(effect) is step
-    assert step_kind(effect) is ToolStepKind(step.value)
+    assert is_single_attempt(effect) is (attempts == 1)
     assert maximum_attempts(effect) == attempts == STEP_POLICIES[step].maximum_attempts
     assert status_after_exhausted_retries(effect) is after_retries
     assert default_requires_approval(effect) is approval

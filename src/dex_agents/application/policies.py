@@ -1,25 +1,18 @@
-"""The Step graph's policies as data, so every host engine maps the same numbers.
+"""The Step graph's policies as data, so every host engine maps the same numbers, and the effect → Step rule.
 
-| Step                    | attempts      | method timeout | heartbeat timeout | failure route              |
-|-------------------------|---------------|----------------|-------------------|----------------------------|
-| `StartAgentSession`     | 3             | default        | default           | `RecordStartFailure`       |
-| `AwaitUserMessage`      | 3             | default        | default           | `RecordTurnFailure`        |
-| `RunModel`              | 3 in 30 min   | 15 min         | 2 min             | `RecordTurnFailure`        |
-| `AwaitToolApproval`     | 5             | default        | default           | none                       |
-| `CallTool`              | 3             | default        | 2 min             | `RecordToolFailure`        |
-| `CallSingleAttemptTool` | 1             | default        | 2 min             | `RecordToolOutcomeUnknown` |
-| `ResumeTurn`            | 3             | default        | default           | `RecordResumeFailure`      |
-| every `Record…` Step    | 5             | default        | default           | none                       |
-
-"default" is the engine's default (on Dex: a 1-minute heartbeat timeout
-for a Step that does not beat, which bounds every attempt). No Step is left
-on the engine's default retries (on Dex: 4 hours of back-off), so every
-failure ends within minutes: in a failure route that fails the turn and
-keeps the session, or, for the Steps without one, which run only dex-agents
-code, in a failed session whose error names the bug.
-Every Step persists its results synchronously (the host must set that
-explicitly). `HEARTBEAT_INTERVAL` is how often model and tool Steps beat in the
-background.
+`STEP_POLICIES` holds each Step's attempts, timeouts and failure route;
+`tool_step_name` says which Step runs a call of each effect; `policy_resolver`
+is the one way a tool's policy is resolved under an agent's options. The Step
+table and the effect table of the `dex_agents` package docstring describe
+them, and a parity test keeps them equal. "default" there is the engine's
+default (on Dex: a 1-minute heartbeat timeout for a Step that does not beat,
+which bounds every attempt). No Step is left on the engine's default retries
+(on Dex: 4 hours of back-off), so every failure ends within minutes: in a
+failure route that fails the turn and keeps the session, or, for the Steps
+without one, which run only dex-agents code, in a failed session whose error
+names the bug. Every Step persists its results synchronously (the host must
+set that explicitly). `HEARTBEAT_INTERVAL` is how often model and tool Steps
+beat in the background.
 """
 
 from collections.abc import Mapping
@@ -28,6 +21,9 @@ from datetime import timedelta
 import attrs
 
 from dex_agents.application.next import StepName
+from dex_agents.application.options import AgentSessionOptions
+from dex_agents.application.runner import PolicyResolver
+from dex_agents.domain.tools import ToolEffect, ToolPolicy, is_single_attempt, resolve_tool_policy
 
 HEARTBEAT_INTERVAL = timedelta(seconds=20)
 """Background heartbeat period during model and tool calls."""
@@ -92,3 +88,22 @@ STEP_POLICIES: Mapping[StepName, StepPolicy] = {
     StepName.RECORD_START_FAILURE: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
 }
 """The policy of every Step."""
+
+
+def tool_step_name(effect: ToolEffect) -> StepName:
+    """Return the Step that runs calls of ``effect``: ``CallSingleAttemptTool`` for single-attempt effects."""
+    return StepName.CALL_SINGLE_ATTEMPT_TOOL if is_single_attempt(effect) else StepName.CALL_TOOL
+
+
+def policy_resolver(options: AgentSessionOptions) -> PolicyResolver:
+    """Return how tool policies resolve under ``options``: explicit policy, framework effect, default effect."""
+
+    def resolve(tool_name: str, framework_effect: ToolEffect | None) -> ToolPolicy:
+        return resolve_tool_policy(
+            tool_name,
+            explicit=options.tool_policies,
+            framework_effect=framework_effect,
+            default_effect=options.default_tool_effect,
+        )
+
+    return resolve

@@ -1,18 +1,15 @@
 """Tool effects, policies, tool-call records and their legal transitions.
 
-Effect table (what the session does with a call, by its effect):
-
-| effect               | Step                    | attempts | after exhausted retries | approval |
-|----------------------|-------------------------|----------|-------------------------|----------|
-| read                 | `CallTool`              | 3        | `failed`                | no       |
-| idempotent_write     | `CallTool`              | 3        | `outcome_unknown`       | no       |
-| non_idempotent_write | `CallSingleAttemptTool` | 1        | `outcome_unknown`       | yes      |
-| unclassified         | `CallSingleAttemptTool` | 1        | `outcome_unknown`       | yes      |
-
-A write that exhausted its attempts may have taken effect, so it is recorded
-as ``outcome_unknown``, never ``failed``. Policies resolve in order: an
-explicit `ToolPolicy` for the tool name, then the effect the framework reports
-(for example MCP ``readOnlyHint``), then the session's default effect.
+What the session does with a call by its effect (its Step, attempts, outcome
+after exhausted retries and default approval) is the effect table of the
+`dex_agents` package docstring; `is_single_attempt`,
+`status_after_exhausted_retries` and `default_requires_approval` are its
+domain rules, and `dex_agents.application.policies.tool_step_name` maps them
+onto Steps. A write that exhausted its attempts may have taken effect, so it
+is recorded as ``outcome_unknown``, never ``failed``. Policies resolve in
+order: an explicit `ToolPolicy` for the tool name, then the effect the
+framework reports (for example MCP ``readOnlyHint``), then the session's
+default effect.
 
 A record moves through `TOOL_CALL_TRANSITIONS`; `transition` refuses anything
 else with `InvalidTransitionError`. A call waiting for approval ends
@@ -39,13 +36,6 @@ class ToolEffect(StrEnum):
     IDEMPOTENT_WRITE = "idempotent_write"
     NON_IDEMPOTENT_WRITE = "non_idempotent_write"
     UNCLASSIFIED = "unclassified"
-
-
-class ToolStepKind(StrEnum):
-    """The Step that runs a tool call."""
-
-    CALL_TOOL = "CallTool"
-    CALL_SINGLE_ATTEMPT_TOOL = "CallSingleAttemptTool"
 
 
 class ToolCallStatus(StrEnum):
@@ -94,22 +84,18 @@ TOOL_CALL_TRANSITIONS: Mapping[ToolCallStatus, frozenset[ToolCallStatus]] = {
 """Legal status changes of a tool-call record."""
 
 
-def step_kind(effect: ToolEffect) -> ToolStepKind:
-    """Return the Step that runs calls of ``effect``."""
+def is_single_attempt(effect: ToolEffect) -> bool:
+    """Whether calls of ``effect`` run exactly once: running one twice could do its work twice."""
     match effect:
         case ToolEffect.READ | ToolEffect.IDEMPOTENT_WRITE:
-            return ToolStepKind.CALL_TOOL
+            return False
         case ToolEffect.NON_IDEMPOTENT_WRITE | ToolEffect.UNCLASSIFIED:
-            return ToolStepKind.CALL_SINGLE_ATTEMPT_TOOL
+            return True
 
 
 def maximum_attempts(effect: ToolEffect) -> int:
-    """Return how many attempts a call of ``effect`` gets."""
-    match step_kind(effect):
-        case ToolStepKind.CALL_TOOL:
-            return 3
-        case ToolStepKind.CALL_SINGLE_ATTEMPT_TOOL:
-            return 1
+    """Return how many attempts a call of ``effect`` gets: 1 for a single-attempt effect, else 3."""
+    return 1 if is_single_attempt(effect) else 3
 
 
 def status_after_exhausted_retries(effect: ToolEffect) -> ToolCallStatus:
@@ -125,7 +111,7 @@ def status_after_exhausted_retries(effect: ToolEffect) -> ToolCallStatus:
 
 def default_requires_approval(effect: ToolEffect) -> bool:
     """Return whether calls of ``effect`` wait for approval unless a policy says otherwise."""
-    return step_kind(effect) is ToolStepKind.CALL_SINGLE_ATTEMPT_TOOL
+    return is_single_attempt(effect)
 
 
 @attrs.frozen

@@ -29,6 +29,7 @@ from typing import TypeAlias
 
 from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.options import AgentSessionOptions
+from dex_agents.application.policies import policy_resolver as resolver_for
 from dex_agents.application.runner import (
     AgentTurnContext,
     DeferredToolExecution,
@@ -46,7 +47,6 @@ from dex_agents.domain.tools import (
     ToolPolicy,
     idempotency_key,
     is_approval_required,
-    resolve_tool_policy,
 )
 from dex_agents.domain.turns import AgentTurnOutcome, DeferredToolCall, ToolCallsRequested, TurnCompleted
 from dex_agents.domain.usage import AgentUsage
@@ -322,7 +322,7 @@ def make_turn_context(
     if messages is None:
         messages = (AgentMessage.stored(user_message(user_text), sequence=1, turn_id=turn_id),)
     if policy_resolver is None:
-        policy_resolver = _policy_resolver(AgentSessionOptions() if options is None else options)
+        policy_resolver = resolver_for(AgentSessionOptions() if options is None else options)
     if events is None:
         events = make_event_writer(sink, turn_id=turn_id, step_execution_id=step_execution_id, attempt=attempt)
     return AgentTurnContext(
@@ -395,18 +395,6 @@ def make_tool_execution(
         events=events,
         heartbeat=RecordingHeartbeat() if heartbeat is None else heartbeat,
     )
-
-
-def _policy_resolver(options: AgentSessionOptions) -> PolicyResolver:
-    def resolve(tool_name: str, framework_effect: ToolEffect | None) -> ToolPolicy:
-        return resolve_tool_policy(
-            tool_name,
-            explicit=options.tool_policies,
-            framework_effect=framework_effect,
-            default_effect=options.default_tool_effect,
-        )
-
-    return resolve
 
 
 class _ToolScript:

@@ -29,10 +29,10 @@ import attrs
 
 from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.next import End, GoTo, Next, WaitAgain
+from dex_agents.application.policies import tool_step_name
 from dex_agents.application.ports import Clock, InterruptStore, ToolCallStore, ToolResultPublisher
 from dex_agents.application.runner import HeartbeatFn
 from dex_agents.application.steps._shared import finish_tool_call
-from dex_agents.application.steps.run_model import tool_step_name
 from dex_agents.application.wiring import AgentSetup, SessionPorts
 from dex_agents.domain import events as ev
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterrupt, AgentInterruptResolution

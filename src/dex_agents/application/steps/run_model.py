@@ -24,6 +24,7 @@ from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import GoTo, GoToMany, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
+from dex_agents.application.policies import policy_resolver, tool_step_name
 from dex_agents.application.ports import (
     Clock,
     InterruptStore,
@@ -42,27 +43,13 @@ from dex_agents.domain.session import AgentState
 from dex_agents.domain.tools import (
     AgentToolCall,
     ToolCallStatus,
-    ToolEffect,
-    ToolPolicy,
-    ToolStepKind,
     is_approval_required,
-    resolve_tool_policy,
-    step_kind,
 )
 from dex_agents.domain.turns import DeferredToolCall, ToolCallsRequested, TurnCompleted, validate_turn_outcome
 
 
 def _call_order(record: AgentToolCall) -> int:
     return record.deferral_order
-
-
-def tool_step_name(effect: ToolEffect) -> StepName:
-    """Return the Step that runs calls of ``effect``."""
-    match step_kind(effect):
-        case ToolStepKind.CALL_TOOL:
-            return StepName.CALL_TOOL
-        case ToolStepKind.CALL_SINGLE_ATTEMPT_TOOL:
-            return StepName.CALL_SINGLE_ATTEMPT_TOOL
 
 
 @attrs.frozen(kw_only=True)
@@ -98,15 +85,6 @@ class RunModel:
             clock=agent.clock,
         )
 
-    def resolve_policy(self, tool_name: str, framework_effect: ToolEffect | None) -> ToolPolicy:
-        """Resolve a tool's policy under this agent's options."""
-        return resolve_tool_policy(
-            tool_name,
-            explicit=self.options.tool_policies,
-            framework_effect=framework_effect,
-            default_effect=self.options.default_tool_effect,
-        )
-
     async def execute(self, call: StepCall) -> Next:
         """Run the model once and store what it decided."""
         state = self.state.get()
@@ -124,7 +102,7 @@ class RunModel:
             tool_calls={record.tool_call_id: record for record in records},
             events=self.events,
             heartbeat=self.heartbeat,
-            policy_resolver=self.resolve_policy,
+            policy_resolver=policy_resolver(self.options),
         )
         outcome = await self.runner.run_model_step(context)
         validate_turn_outcome(outcome, earlier_tool_call_ids=[record.tool_call_id for record in records])

@@ -31,8 +31,9 @@ that times out (every `RECHECK_INTERVAL`) reads the snapshot anyway.
 import asyncio
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import attrs
 import dex
@@ -60,6 +61,9 @@ from dex_agents.domain.snapshot import (
 from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 from dex_agents.infrastructure.dex.persistence import AGENT_MESSAGES
+
+InputT = TypeVar("InputT")
+OutputT = TypeVar("OutputT")
 
 LOCK_CONFLICT_RETRY = timedelta(seconds=5)
 """How long `AgentSessionClient.resolve_interrupt` retries a lock conflict."""
@@ -150,9 +154,7 @@ class AgentSessionClient:
         """
         if not self._check_user_message(session_id, text):
             return False
-        result = await self._client.invoke_rpc(
-            cast(Any, self._flow.send_user_message), session_id, AgentUserMessage(text=text)
-        )
+        result = await self._call(self._flow.send_user_message, session_id, AgentUserMessage(text=text))
         return bool(result)
 
     async def submit_user_message(
@@ -176,8 +178,8 @@ class AgentSessionClient:
             )
         resume_token = await self.latest_resume_token(session_id)
         count = await self.get_message_count(session_id)
-        result = await self._client.invoke_rpc(
-            cast(Any, self._flow.send_user_message),
+        result = await self._call(
+            self._flow.send_user_message,
             session_id,
             AgentUserMessage(text=text, client_message_id=message_id),
         )
@@ -334,7 +336,7 @@ class AgentSessionClient:
         give_up = time.monotonic() + LOCK_CONFLICT_RETRY.total_seconds()
         while True:
             try:
-                result = await self._client.invoke_rpc(cast(Any, self._flow.resolve_interrupt), session_id, request)
+                result = await self._call(self._flow.resolve_interrupt, session_id, request)
             except dex.RpcLockConflictError:
                 if time.monotonic() >= give_up:
                     raise
@@ -363,21 +365,20 @@ class AgentSessionClient:
     async def _snapshot(self, session_id: str, index: MessageIndex) -> AgentSnapshot:
         sequences = snapshot_sequences(index.message_count, large_messages=index.large_messages)
         loads = tuple(AGENT_MESSAGES.load(message_sequence_key(n)) for n in sequences)
-        snapshot = await self._client.invoke_rpc(
-            cast(Any, self._flow.get_agent_snapshot),
+        return await self._query(
+            self._flow.get_agent_snapshot,
             session_id,
             options=dex.RPCInvokeOptions(load_attribute_map_instances=loads),
         )
-        return cast(AgentSnapshot, snapshot)
 
     async def get_message_count(self, session_id: str) -> int:
         """Return how many messages the session stored."""
-        return int(await self._client.invoke_rpc(cast(Any, self._flow.get_agent_message_count), session_id))
+        count: int = await self._query(self._flow.get_agent_message_count, session_id)
+        return count
 
     async def get_message_index(self, session_id: str) -> MessageIndex:
         """Return how many messages the session stored, and the sizes of its large ones."""
-        index = await self._client.invoke_rpc(cast(Any, self._flow.get_agent_message_index), session_id)
-        return cast(MessageIndex, index)
+        return await self._query(self._flow.get_agent_message_index, session_id)
 
     async def list_agent_messages(
         self, session_id: str, *, after_sequence: int = 0, limit: int = 50
@@ -399,13 +400,12 @@ class AgentSessionClient:
         if not sequences:
             return AgentMessagesPage(messages=(), next_after_sequence=None)
         loads = tuple(AGENT_MESSAGES.load(message_sequence_key(n)) for n in sequences)
-        page = await self._client.invoke_rpc(
-            cast(Any, self._flow.list_agent_messages),
+        return await self._call(
+            self._flow.list_agent_messages,
             session_id,
             ListAgentMessagesRequest(after_sequence=after_sequence, limit=len(sequences)),
             options=dex.RPCInvokeOptions(load_attribute_map_instances=loads),
         )
-        return cast(AgentMessagesPage, page)
 
     async def read_agent_event(
         self, session_id: str, resume_token: str = "", *, long_poll: timedelta | None = None
@@ -430,6 +430,31 @@ class AgentSessionClient:
     @staticmethod
     def _check_session_id(session_id: str) -> None:
         _raise_if(id_refusal(session_id, field="session_id", what="the session ID"))
+
+    async def _call(
+        self,
+        rpc: Callable[[dex.Context, InputT], Awaitable[dex.RPCResult[OutputT]]],
+        session_id: str,
+        request: InputT,
+        *,
+        options: dex.RPCInvokeOptions | None = None,
+    ) -> OutputT:
+        """Invoke an RPC that takes an input (the SDK types RPCs as sync functions; ours are async)."""
+        result = await self._client.invoke_rpc(
+            cast(Any, rpc), session_id, request, options=options or dex.RPCInvokeOptions()
+        )
+        return cast(OutputT, result)
+
+    async def _query(
+        self,
+        rpc: Callable[[dex.Context], Awaitable[dex.RPCResult[OutputT]]],
+        session_id: str,
+        *,
+        options: dex.RPCInvokeOptions | None = None,
+    ) -> OutputT:
+        """Invoke an RPC without input."""
+        result = await self._client.invoke_rpc(cast(Any, rpc), session_id, options=options or dex.RPCInvokeOptions())
+        return cast(OutputT, result)
 
     async def stop_session(self, session_id: str, reason: str | None = None) -> None:
         """Stop the session; its state stays readable through the query methods."""
