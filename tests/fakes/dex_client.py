@@ -1,4 +1,4 @@
-"""A Dex ``AsyncClient`` stand-in that serves one `FakeSession`: its RPCs and its live events as a Stream.
+"""A Dex ``AsyncClient`` stand-in that serves one `InMemorySessionHost`: its RPCs and its live events as a Stream.
 
 `AgentSessionClient` drives it exactly as it drives Dex: RPCs by name, the
 event Stream by resume token (the index after an event) with long polls. A
@@ -19,7 +19,7 @@ from dex_agents.domain.interrupts import ResolveInterruptRequest
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.snapshot import ListAgentMessagesRequest, MessageIndex
 from dex_agents.testing import RecordingEventSink
-from tests.fakes.session import FakeSession
+from dex_agents.testing.memory import InMemorySessionHost
 
 _CREATED = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -44,9 +44,9 @@ class NotifyingEventSink(RecordingEventSink):
 
 
 class FakeSessionDexClient:
-    """Serves one `FakeSession` under any flow ID."""
+    """Serves one `InMemorySessionHost` under any flow ID."""
 
-    def __init__(self, session: FakeSession) -> None:
+    def __init__(self, session: InMemorySessionHost) -> None:
         self.session = session
         self.sink = NotifyingEventSink()
         session.sink = self.sink

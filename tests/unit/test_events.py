@@ -12,7 +12,7 @@ from dex_agents.domain.events import EVENT_PAYLOAD_KEYS, AgentEventBody, AgentEv
 from dex_agents.domain.tools import ToolCallStatus, ToolEffect, ToolPolicy
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.testing import RecordingEventSink, make_event_writer
-from tests.fakes.channels import FailingEventSink
+from tests.fakes.sinks import FailingEventSink
 
 DEADLINE = datetime(2026, 1, 1, 12, 5, tzinfo=UTC)
 

@@ -17,7 +17,7 @@ from dex_agents.testing import (
     framework_message,
     tool_calls_requested,
 )
-from tests.fakes.session import FakeSession
+from dex_agents.testing.memory import InMemorySessionHost
 
 KIB = 1024
 SMALL = AgentSessionOptions(max_input_text_bytes=4 * KIB, max_tool_output_bytes=4 * KIB, max_event_bytes=2 * KIB)
@@ -35,13 +35,13 @@ def breaking_runner(error: Exception) -> ScriptedRunner:
 
 @pytest.mark.parametrize("text", ["x" * (4 * KIB + 1), "bad \ud800 surrogate", "nul \x00 inside", "", "   "], ids=repr)
 async def test_send_user_message_refuses_a_bad_text_and_queues_nothing(text: str) -> None:
-    session = FakeSession(options=SMALL)
+    session = InMemorySessionHost(options=SMALL)
     assert await session.send_user_message(text) is False
     assert session.queue.size() == 0
 
 
 async def test_send_user_message_accepts_a_text_at_the_limit() -> None:
-    session = FakeSession(options=SMALL)
+    session = InMemorySessionHost(options=SMALL)
     assert await session.send_user_message("é" * (2 * KIB)) is True
     assert session.queue.size() == 1
 
@@ -55,7 +55,7 @@ async def test_resolve_interrupt_answers_false_to_a_malformed_request_and_leaves
 ) -> None:
     refund = ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE)
     runner = ScriptedRunner([tool_calls_requested(deferred_tool_call("c1", "refund", "{}", policy=refund))])
-    session = FakeSession(runner, options=SMALL)
+    session = InMemorySessionHost(runner, options=SMALL)
     await session.start("go")
     await session.run_model()
 
@@ -66,7 +66,7 @@ async def test_resolve_interrupt_answers_false_to_a_malformed_request_and_leaves
 
 
 async def test_a_runner_whose_build_user_message_raises_fails_that_turn_and_the_session_waits_again() -> None:
-    session = FakeSession(breaking_runner(UnicodeEncodeError("utf-8", "x", 0, 1, "surrogates not allowed")))
+    session = InMemorySessionHost(breaking_runner(UnicodeEncodeError("utf-8", "x", 0, 1, "surrogates not allowed")))
     await session.start(None)
 
     decision = await session.await_user_message([AgentUserMessage(text="please break")])
@@ -86,7 +86,7 @@ async def test_a_runner_whose_build_user_message_raises_fails_that_turn_and_the_
 async def test_after_a_failed_build_the_next_message_starts_a_turn_normally() -> None:
     runner = breaking_runner(RuntimeError("boom"))
     runner.script_model(TurnCompleted(new_messages=[assistant_message("hello")]))
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
     await session.start(None)
     assert await session.send_user_message("break it") is True
     assert await session.send_user_message("hi") is True
@@ -99,7 +99,7 @@ async def test_after_a_failed_build_the_next_message_starts_a_turn_normally() ->
 
 
 async def test_a_first_message_the_client_did_not_check_fails_turn_one_with_the_same_reason() -> None:
-    session = FakeSession(options=SMALL)
+    session = InMemorySessionHost(options=SMALL)
 
     decision = await session.start("x" * (5 * KIB))
 
@@ -113,7 +113,7 @@ async def test_a_first_message_the_client_did_not_check_fails_turn_one_with_the_
 
 async def test_a_queued_message_that_bypassed_the_checks_fails_its_turn_instead_of_reaching_the_runner() -> None:
     runner = ScriptedRunner()
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
     await session.start(None)
 
     await session.await_user_message([AgentUserMessage(text="lone \udc00")])
@@ -128,7 +128,7 @@ async def test_a_huge_tool_output_is_stored_cut_with_a_notice_and_the_turn_goes_
         [tool_calls_requested(deferred_tool_call("c1", "dump", "{}", policy=READ))],
         tool_replies={"c1": "y" * 10_000_000},
     )
-    session = FakeSession(runner, options=SMALL)
+    session = InMemorySessionHost(runner, options=SMALL)
     await session.start("go")
     await session.run_model()
 
@@ -151,7 +151,7 @@ async def test_a_tool_output_with_lone_surrogates_and_nul_is_stored_with_replace
         [tool_calls_requested(deferred_tool_call("c1", "read", "{}", policy=READ))],
         tool_replies={"c1": "bytes \udcff and \x00"},
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
     await session.start("go")
     await session.run_model()
 
@@ -168,7 +168,7 @@ async def test_a_model_streaming_a_long_delta_writes_several_bounded_events_hold
         return TurnCompleted(new_messages=[assistant_message(text)])
 
     runner = ScriptedRunner([stream])
-    session = FakeSession(runner, options=SMALL)
+    session = InMemorySessionHost(runner, options=SMALL)
     await session.start("go")
     session.sink.clear()
 
@@ -183,7 +183,7 @@ async def test_a_model_streaming_a_long_delta_writes_several_bounded_events_hold
 
 async def test_a_resume_turn_that_failed_for_good_ends_the_turn_waiting_for_tools() -> None:
     runner = ScriptedRunner([tool_calls_requested(deferred_tool_call("c1", "read", "{}", policy=READ))])
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
     await session.start("go")
     await session.run_model()
     assert session.state.current.status is AgentStatus.RUNNING_TOOLS
@@ -202,7 +202,7 @@ async def test_a_resume_turn_that_failed_for_good_ends_the_turn_waiting_for_tool
 
 
 async def test_an_await_user_message_that_failed_for_good_records_the_turn_its_message_would_have_started() -> None:
-    session = FakeSession()
+    session = InMemorySessionHost()
     await session.start(None)
 
     await session.record_turn_failure(recovery_error="worker lost three times")
@@ -216,7 +216,7 @@ async def test_an_await_user_message_that_failed_for_good_records_the_turn_its_m
 async def test_a_start_that_failed_for_good_initializes_the_session_and_fails_its_first_turn(
     initial: str | None, turns: int
 ) -> None:
-    session = FakeSession()
+    session = InMemorySessionHost()
 
     decision = await session.record_turn_failure(
         recovery_error="boom", start=AgentSessionStartInput(initial_message=initial), step=StepName.RECORD_START_FAILURE
@@ -231,7 +231,7 @@ async def test_a_start_that_failed_for_good_initializes_the_session_and_fails_it
 
 
 async def test_a_recovery_error_of_megabytes_is_stored_cut_to_8_kib() -> None:
-    session = FakeSession()
+    session = InMemorySessionHost()
     await session.start(None)
 
     await session.record_turn_failure(recovery_error="e" * 1_000_000)
@@ -250,7 +250,7 @@ async def test_the_turn_failure_note_cuts_each_huge_outcome() -> None:
         ],
         tool_replies={"c1": "o" * 200_000},
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
     await session.start("go")
     await session.run_model()
     await session.call_tool("c1")

@@ -17,38 +17,36 @@ from dex_agents.application.ports import (
 )
 from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
 from dex_agents.testing import RecordingEventSink, RecordingHeartbeat, ScriptedRunner
-from tests.fakes.channels import (
-    FailingEventSink,
-    FakeResolutionPublisher,
-    FakeToolResultPublisher,
-    FakeUserMessageQueue,
+from dex_agents.testing.memory import (
+    InMemoryInterruptStore,
+    InMemoryMessageLog,
+    InMemoryResolutionPublisher,
+    InMemoryRunStateStore,
+    InMemorySessionStateStore,
+    InMemoryToolCallStore,
+    InMemoryToolResultPublisher,
+    InMemoryUsageStore,
+    InMemoryUserMessageQueue,
+    ManualClock,
 )
-from tests.fakes.clock import FakeClock
-from tests.fakes.stores import (
-    FakeInterruptStore,
-    FakeMessageLog,
-    FakeRunStateStore,
-    FakeSessionStateStore,
-    FakeToolCallStore,
-    FakeUsageStore,
-)
+from tests.fakes.sinks import FailingEventSink
 
 
 def test_every_fake_conforms_to_its_port() -> None:
-    state: SessionStateStore = FakeSessionStateStore()
-    messages: MessageLog = FakeMessageLog()
-    run_state: RunStateStore = FakeRunStateStore()
-    tool_calls: ToolCallStore = FakeToolCallStore()
-    interrupts: InterruptStore = FakeInterruptStore()
-    usage: UsageStore = FakeUsageStore()
-    queue: UserMessageQueue = FakeUserMessageQueue()
-    resolutions: ResolutionPublisher = FakeResolutionPublisher()
-    results: ToolResultPublisher = FakeToolResultPublisher()
+    state: SessionStateStore = InMemorySessionStateStore()
+    messages: MessageLog = InMemoryMessageLog()
+    run_state: RunStateStore = InMemoryRunStateStore()
+    tool_calls: ToolCallStore = InMemoryToolCallStore()
+    interrupts: InterruptStore = InMemoryInterruptStore()
+    usage: UsageStore = InMemoryUsageStore()
+    queue: UserMessageQueue = InMemoryUserMessageQueue()
+    resolutions: ResolutionPublisher = InMemoryResolutionPublisher()
+    results: ToolResultPublisher = InMemoryToolResultPublisher()
     sink: EventSink = RecordingEventSink()
     failing_sink: EventSink = FailingEventSink()
     heartbeat: Heartbeat = RecordingHeartbeat()
     heartbeat_fn: HeartbeatFn = RecordingHeartbeat()
-    clock: Clock = FakeClock()
+    clock: Clock = ManualClock()
     runner: AgentFrameworkRunner = ScriptedRunner()
 
     ports = [state, messages, run_state, tool_calls, interrupts, usage, queue, resolutions, results]

@@ -8,11 +8,11 @@ from dex_agents.domain.snapshot import page_sequences, snapshot_sequences
 from dex_agents.domain.tools import ToolCallStatus, ToolEffect, ToolPolicy
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.testing import ScriptedRunner, deferred_tool_call, make_tool_call, tool_calls_requested
-from tests.fakes.session import FakeSession
+from dex_agents.testing.memory import InMemorySessionHost
 
 
-def with_messages(count: int) -> FakeSession:
-    session = FakeSession()
+def with_messages(count: int) -> InMemorySessionHost:
+    session = InMemorySessionHost()
     for sequence in range(1, count + 1):
         session.messages.append(
             AgentMessage(
@@ -25,7 +25,7 @@ def with_messages(count: int) -> FakeSession:
 
 
 async def test_a_snapshot_before_the_start_step_commits_has_no_state() -> None:
-    snapshot = await FakeSession().get_agent_snapshot()
+    snapshot = await InMemorySessionHost().get_agent_snapshot()
     assert snapshot.state is None
     assert (snapshot.messages, snapshot.pending_interrupts, snapshot.tool_calls) == ((), (), ())
     assert (snapshot.usage, snapshot.queued_message_count) == (AgentUsage(), 0)
@@ -56,7 +56,7 @@ async def test_a_snapshot_shows_state_interrupts_the_active_turns_calls_usage_an
             )
         ]
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
     await session.start("go")
     await session.run_model()
     session.tool_calls.put(make_tool_call("stale", turn_id="turn-0", deferral_order=99))
@@ -109,7 +109,7 @@ async def test_a_page_after_the_last_message_is_empty_and_ends_the_chain(after: 
 
 
 async def test_a_page_of_a_session_that_has_not_started_is_empty() -> None:
-    page = await FakeSession().list_agent_messages()
+    page = await InMemorySessionHost().list_agent_messages()
     assert (page.messages, page.next_after_sequence) == ((), None)
 
 

@@ -17,7 +17,7 @@ from dex_agents.testing import (
     framework_message,
     tool_calls_requested,
 )
-from tests.fakes.session import FakeSession
+from dex_agents.testing.memory import InMemorySessionHost
 
 NOTE = (
     "[Dex] The previous turn failed after these tool calls ran:\n"
@@ -27,7 +27,7 @@ NOTE = (
 )
 
 
-async def failed_after_tools(runner: ScriptedRunner | None = None) -> FakeSession:
+async def failed_after_tools(runner: ScriptedRunner | None = None) -> InMemorySessionHost:
     """A turn whose two tool calls finished, and whose next model call keeps failing."""
     if runner is None:
         runner = ScriptedRunner()
@@ -38,7 +38,7 @@ async def failed_after_tools(runner: ScriptedRunner | None = None) -> FakeSessio
             run_state="resume-here",
         )
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
     await session.start("Refund my open order")
     await session.run_model()
     session.tool_calls.put(session.tool_calls["c2"].mark_outcome_unknown("worker lost"))
@@ -50,7 +50,7 @@ async def failed_after_tools(runner: ScriptedRunner | None = None) -> FakeSessio
 
 async def test_a_failed_turn_without_tool_calls_records_the_error_and_appends_nothing() -> None:
     runner = ScriptedRunner()
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
     await session.start("hi")
     session.sink.clear()
 
@@ -91,7 +91,7 @@ async def test_a_failed_turn_with_final_records_appends_one_note_then_clears_the
 
 async def test_a_failed_turn_whose_records_are_unfinished_appends_no_note() -> None:
     runner = ScriptedRunner([tool_calls_requested(deferred_tool_call("c1", "search"))])
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
     await session.start("go")
     await session.run_model()
     session.state.set(session.state.current.resume_model())
@@ -156,7 +156,7 @@ async def test_a_note_whose_runner_raises_goes_into_the_error_and_the_turn_still
 
 async def test_a_model_step_that_keeps_failing_ends_the_turn_through_record_turn_failure() -> None:
     runner = ScriptedRunner([TimeoutError("slow")] * 3)
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
 
     waiting = await session.drive(await session.start("first"))
 
@@ -172,7 +172,7 @@ async def test_a_model_step_that_keeps_failing_ends_the_turn_through_record_turn
 
 async def test_last_turn_error_is_cleared_when_a_later_turn_completes() -> None:
     runner = ScriptedRunner([TimeoutError("slow")] * 3 + [TurnCompleted(new_messages=[assistant_message("hello")])])
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
     waiting = await session.drive(await session.start("first"))
     assert session.state.current.last_turn_error == "TimeoutError: slow"
 

@@ -4,12 +4,12 @@ from dex_agents.application.next import GoTo, StepName, WaitAgain
 from dex_agents.domain.session import AgentStatus
 from dex_agents.domain.tools import ToolCallCompleted, ToolCallStatus
 from dex_agents.testing import ScriptedRunner, deferred_tool_call, make_tool_call, tool_calls_requested
-from tests.fakes.session import FakeSession
+from dex_agents.testing.memory import InMemorySessionHost
 
 
-async def running_tools(*tool_call_ids: str) -> FakeSession:
+async def running_tools(*tool_call_ids: str) -> InMemorySessionHost:
     calls = [deferred_tool_call(tool_call_id, "tool") for tool_call_id in tool_call_ids]
-    session = FakeSession(ScriptedRunner([tool_calls_requested(*calls)]))
+    session = InMemorySessionHost(ScriptedRunner([tool_calls_requested(*calls)]))
     await session.start("go")
     await session.run_model()
     return session

@@ -21,7 +21,7 @@ from dex_agents.testing import (
     framework_message,
     tool_calls_requested,
 )
-from tests.fakes.session import FakeSession
+from dex_agents.testing.memory import InMemorySessionHost
 
 READ = ToolPolicy(ToolEffect.READ)
 IDEMPOTENT = ToolPolicy(ToolEffect.IDEMPOTENT_WRITE)
@@ -29,8 +29,8 @@ NON_IDEMPOTENT = ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE)
 UNCLASSIFIED = ToolPolicy(ToolEffect.UNCLASSIFIED)
 
 
-async def in_first_turn(runner: ScriptedRunner, *, options: AgentSessionOptions | None = None) -> FakeSession:
-    session = FakeSession(runner, options=options)
+async def in_first_turn(runner: ScriptedRunner, *, options: AgentSessionOptions | None = None) -> InMemorySessionHost:
+    session = InMemorySessionHost(runner, options=options)
     await session.start("Find my tickets")
     session.sink.clear()
     return session
@@ -345,7 +345,7 @@ async def test_a_runner_exception_fails_the_attempt_and_stores_nothing() -> None
 
 async def test_run_model_reads_every_stored_message_in_sequence_order() -> None:
     runner = ScriptedRunner([TurnCompleted(new_messages=[assistant_message(str(n))]) for n in range(3)])
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
     await session.start("m")
     for text in ("a", "b"):
         await session.run_model()

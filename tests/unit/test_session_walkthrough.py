@@ -16,7 +16,7 @@ from dex_agents.testing import (
     framework_message,
     tool_calls_requested,
 )
-from tests.fakes.session import FakeSession
+from dex_agents.testing.memory import InMemorySessionHost
 
 E = AgentEventType
 
@@ -45,7 +45,7 @@ async def test_a_turn_with_a_read_and_an_approved_write_runs_end_to_end() -> Non
         ],
         tool_replies={"find_order": "order 7: 20 EUR", "refund": "refund R-1 issued"},
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
 
     waiting = await session.drive(await session.start("Refund order 7"))
 
@@ -108,7 +108,7 @@ async def test_tool_call_ids_may_repeat_in_a_later_turn_with_a_new_idempotency_k
         ],
         tool_replies={"tag": "ok"},
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
     waiting = await session.drive(await session.start("tag it"))
     await session.send_user_message("tag it again")
 
@@ -124,7 +124,7 @@ async def test_retried_attempts_of_one_step_share_its_step_execution_id() -> Non
         [tool_calls_requested(deferred_tool_call("c1", "search")), TurnCompleted(new_messages=[])],
         tool_replies={"search": [ConnectionError("a"), ConnectionError("b"), "rows"]},
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
 
     await session.drive(await session.start("go"))
 
@@ -144,7 +144,7 @@ async def test_queued_user_messages_wait_until_the_running_turn_ends() -> None:
         ],
         tool_replies={"refund": "ok"},
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
     waiting = await session.drive(await session.start("first"))
     assert await session.send_user_message("second")
     waiting = await session.drive(*waiting)

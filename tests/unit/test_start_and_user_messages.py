@@ -9,12 +9,12 @@ from dex_agents.domain.messages import AgentUserMessage, MessageRole
 from dex_agents.domain.session import AgentState, AgentStatus
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.testing import ScriptedRunner, framework_message
-from tests.fakes.session import FakeSession
+from dex_agents.testing.memory import InMemorySessionHost
 
 
 async def test_a_non_blank_initial_message_starts_the_first_turn() -> None:
     runner = ScriptedRunner()
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
 
     decision = await session.start("Find my open tickets")
 
@@ -41,7 +41,7 @@ async def test_a_non_blank_initial_message_starts_the_first_turn() -> None:
 @pytest.mark.parametrize("initial_message", [None, "", "   ", "\n\t "])
 async def test_a_blank_initial_message_starts_no_turn(initial_message: str | None) -> None:
     runner = ScriptedRunner()
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
 
     decision = await session.start(initial_message)
 
@@ -53,7 +53,7 @@ async def test_a_blank_initial_message_starts_no_turn(initial_message: str | Non
 
 
 async def test_start_initializes_usage_and_pending_interrupts() -> None:
-    session = FakeSession()
+    session = InMemorySessionHost()
     session.usage.set(AgentUsage(model_calls=9))
     session.interrupts.set([_stale_interrupt()])
 
@@ -64,7 +64,7 @@ async def test_start_initializes_usage_and_pending_interrupts() -> None:
 
 
 async def test_a_delivered_user_message_starts_the_next_turn_at_the_next_sequence() -> None:
-    session = FakeSession()
+    session = InMemorySessionHost()
     await session.start(None)
     session.state.set(session.state.current.with_messages_appended(4))
 
@@ -80,7 +80,7 @@ async def test_a_delivered_user_message_starts_the_next_turn_at_the_next_sequenc
 
 
 async def test_a_blank_delivered_message_starts_no_turn_and_waits_again() -> None:
-    session = FakeSession()
+    session = InMemorySessionHost()
     await session.start(None)
 
     decision = await session.await_user_message([AgentUserMessage(text="   ")])
@@ -91,7 +91,7 @@ async def test_a_blank_delivered_message_starts_no_turn_and_waits_again() -> Non
 
 
 async def test_a_user_message_built_with_another_role_fails_the_first_turn_and_keeps_the_session() -> None:
-    session = FakeSession(
+    session = InMemorySessionHost(
         ScriptedRunner(build_user_message=lambda text: framework_message(MessageRole.ASSISTANT, text))
     )
 
@@ -108,7 +108,9 @@ async def test_a_user_message_built_with_another_role_fails_the_first_turn_and_k
 
 
 async def test_a_user_message_built_with_another_role_fails_its_turn_when_delivered() -> None:
-    session = FakeSession(ScriptedRunner(build_user_message=lambda text: framework_message(MessageRole.SYSTEM, text)))
+    session = InMemorySessionHost(
+        ScriptedRunner(build_user_message=lambda text: framework_message(MessageRole.SYSTEM, text))
+    )
     await session.start(None)
 
     next_ = await session.await_user_message([AgentUserMessage(text="hi")])
@@ -122,13 +124,13 @@ async def test_a_user_message_built_with_another_role_fails_its_turn_when_delive
 
 @pytest.mark.parametrize("text", ["", " ", "\n\t"])
 async def test_sending_a_blank_user_message_returns_false_and_queues_nothing(text: str) -> None:
-    session = FakeSession()
+    session = InMemorySessionHost()
     assert await session.send_user_message(text) is False
     assert session.queue.size() == 0
 
 
 async def test_sending_user_messages_queues_them_in_order() -> None:
-    session = FakeSession()
+    session = InMemorySessionHost()
     assert await session.send_user_message("first") is True
     assert await session.send_user_message(" second ") is True
     assert session.queue.size() == 2
@@ -143,5 +145,5 @@ def _stale_interrupt() -> AgentInterrupt:
         tool_call_id="c1",
         tool_name="refund",
         arguments="{}",
-        raised_at=FakeSession().clock.now(),
+        raised_at=InMemorySessionHost().clock.now(),
     )

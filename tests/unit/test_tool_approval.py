@@ -11,7 +11,7 @@ from dex_agents.domain.events import AgentEventType
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterruptResolution
 from dex_agents.domain.tools import ApprovalStatus, ToolCallCompleted, ToolCallStatus, ToolEffect, ToolPolicy
 from dex_agents.testing import ScriptedRunner, deferred_tool_call, tool_calls_requested
-from tests.fakes.session import FakeSession
+from dex_agents.testing.memory import InMemorySessionHost
 
 CALL = "c1"
 INTERRUPT = "turn-1.c1"
@@ -20,9 +20,9 @@ NON_IDEMPOTENT = ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE)
 
 async def waiting_for_approval(
     *, policy: ToolPolicy = NON_IDEMPOTENT, deadline: timedelta | None = timedelta(seconds=90)
-) -> FakeSession:
+) -> InMemorySessionHost:
     runner = ScriptedRunner([tool_calls_requested(deferred_tool_call(CALL, "refund", '{"order": 7}', policy=policy))])
-    session = FakeSession(runner, options=AgentSessionOptions(interrupt_deadline=deadline))
+    session = InMemorySessionHost(runner, options=AgentSessionOptions(interrupt_deadline=deadline))
     await session.start("Refund order 7")
     await session.run_model()
     session.sink.clear()
@@ -256,7 +256,7 @@ async def test_resolving_a_pending_interrupt_removes_it_and_publishes_the_answer
             )
         ]
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
     await session.start("go")
     await session.run_model()
 
@@ -307,7 +307,7 @@ async def test_a_retried_expiry_does_not_write_back_interrupts_resolved_since_it
     # the attempts is still in it, and writing the list back would resurrect it.
     calls = [deferred_tool_call(call_id, "refund", policy=NON_IDEMPOTENT) for call_id in ("c1", "c2")]
     runner = ScriptedRunner([tool_calls_requested(*calls)])
-    session = FakeSession(runner, options=AgentSessionOptions(interrupt_deadline=timedelta(seconds=90)))
+    session = InMemorySessionHost(runner, options=AgentSessionOptions(interrupt_deadline=timedelta(seconds=90)))
     await session.start("Refund")
     await session.run_model()
     first_attempt_snapshot = session.interrupts.value

@@ -32,7 +32,7 @@ from dex_agents.testing import (
     make_tool_call,
     tool_calls_requested,
 )
-from tests.fakes.session import FakeSession
+from dex_agents.testing.memory import InMemorySessionHost
 
 READ = ToolPolicy(ToolEffect.READ)
 WRITE = ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE)
@@ -61,7 +61,7 @@ async def test_each_tool_result_message_of_a_completed_turn_carries_its_calls_ou
         ],
         tool_replies={"find": "found", "lookup": ToolExecutionError("no such order")},
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
 
     await session.drive(await session.start("go"))
 
@@ -88,7 +88,7 @@ async def test_one_message_answering_several_calls_carries_all_their_outcomes_in
         ],
         tool_replies={"find": "found"},
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
 
     await session.drive(await session.start("go"))
 
@@ -101,7 +101,7 @@ async def test_a_message_that_is_not_a_tool_result_carries_no_outcome_even_when_
         [tool_calls_requested(deferred_tool_call("c1", "find")), answer_with(request)],
         tool_replies={"find": "found"},
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
 
     await session.drive(await session.start("go"))
 
@@ -113,7 +113,7 @@ async def test_a_retried_read_records_the_attempt_that_succeeded() -> None:
         [tool_calls_requested(deferred_tool_call("c1", "find")), answer_with(tool_result("c1"))],
         tool_replies={"find": [RuntimeError("flaky"), "found"]},
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
 
     await session.drive(await session.start("go"))
 
@@ -126,7 +126,7 @@ async def test_a_write_that_exhausted_its_attempts_records_them_as_outcome_unkno
         [tool_calls_requested(deferred_tool_call("c1", "charge", policy=policy)), answer_with(tool_result("c1"))],
         tool_replies={"charge": RuntimeError("timeout")},
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
 
     await session.drive(await session.start("go"))
 
@@ -143,7 +143,7 @@ async def test_an_approved_call_keeps_its_approval_and_approver() -> None:
         [tool_calls_requested(deferred_tool_call("c1", "refund", policy=WRITE)), answer_with(tool_result("c1"))],
         tool_replies={"refund": "refunded"},
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
     waiting = await session.drive(await session.start("go"))
 
     assert await session.resolve_interrupt("turn-1.c1", approved=True, approver="ana")
@@ -162,7 +162,7 @@ async def test_a_rejected_call_keeps_its_reason_and_approver_and_never_ran() -> 
     runner = ScriptedRunner(
         [tool_calls_requested(deferred_tool_call("c1", "refund", policy=WRITE)), answer_with(tool_result("c1"))],
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
     waiting = await session.drive(await session.start("go"))
 
     assert await session.resolve_interrupt("turn-1.c1", approved=False, rejection_message="no", approver="bo")
@@ -190,7 +190,7 @@ async def test_an_expired_call_is_stored_expired_and_its_model_text_says_the_app
         return answer_with(tool_result("c1"))
 
     runner = ScriptedRunner([tool_calls_requested(deferred_tool_call("c1", "refund", policy=WRITE)), answer])
-    session = FakeSession(runner, options=AgentSessionOptions(interrupt_deadline=timedelta(seconds=30)))
+    session = InMemorySessionHost(runner, options=AgentSessionOptions(interrupt_deadline=timedelta(seconds=30)))
     waiting = await session.drive(await session.start("go"))
     session.clock.advance(30)
 
@@ -212,7 +212,7 @@ async def test_a_failed_turns_note_carries_the_outcomes_of_the_calls_that_ran() 
         ],
         tool_replies={"find": "found"},
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
 
     await session.drive(await session.start("go"))
 

@@ -18,7 +18,7 @@ from dex_agents.testing import (
     deferred_tool_call,
     tool_calls_requested,
 )
-from tests.fakes.session import FakeSession
+from dex_agents.testing.memory import InMemorySessionHost
 
 READ = ToolPolicy(ToolEffect.READ)
 IDEMPOTENT = ToolPolicy(ToolEffect.IDEMPOTENT_WRITE)
@@ -26,12 +26,14 @@ NON_IDEMPOTENT_NO_APPROVAL = ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, require
 S = ToolCallStatus
 
 
-async def with_pending_call(policy: ToolPolicy, replies: ToolReplies, *, tool_call_id: str = "c1") -> FakeSession:
+async def with_pending_call(
+    policy: ToolPolicy, replies: ToolReplies, *, tool_call_id: str = "c1"
+) -> InMemorySessionHost:
     runner = ScriptedRunner(
         [tool_calls_requested(deferred_tool_call(tool_call_id, "tool", '{"x": 1}', policy=policy))],
         tool_replies={tool_call_id: replies},
     )
-    session = FakeSession(runner)
+    session = InMemorySessionHost(runner)
     await session.start("go")
     await session.run_model()
     session.sink.clear()
@@ -290,7 +292,7 @@ async def test_every_tool_call_publishes_exactly_one_result_whatever_its_route(
         ],
         tool_replies={"c1": replies, "other": "fine"},
     )
-    session = FakeSession(runner, options=AgentSessionOptions(interrupt_deadline=timedelta(minutes=1)))
+    session = InMemorySessionHost(runner, options=AgentSessionOptions(interrupt_deadline=timedelta(minutes=1)))
     waiting = await session.drive(await session.start("go"))
 
     if answer is not None:

@@ -17,7 +17,7 @@ from dex_agents.domain.events import AgentEventType
 from dex_agents.domain.session import turn_number
 from dex_agents.domain.snapshot import is_session_idle
 from dex_agents.testing import ScriptedRunner, assistant_message
-from tests.fakes.session import FakeSession
+from dex_agents.testing.memory import InMemorySessionHost
 
 
 def message(sequence: int, turn_id: str, role: MessageRole, text: str | None = None) -> AgentMessage:
@@ -116,7 +116,9 @@ def hello() -> TurnCompleted:
 
 
 async def test_turn_committed_is_written_before_the_next_wait_with_the_turns_outcome() -> None:
-    session = FakeSession(ScriptedRunner([hello(), RuntimeError("down"), RuntimeError("down"), RuntimeError("down")]))
+    session = InMemorySessionHost(
+        ScriptedRunner([hello(), RuntimeError("down"), RuntimeError("down"), RuntimeError("down")])
+    )
     session.announce_finished_turn()
     assert session.sink.events == ()  # no turn ran yet
 
@@ -135,7 +137,7 @@ async def test_turn_committed_is_written_before_the_next_wait_with_the_turns_out
 
 
 async def test_the_user_message_of_a_turn_keeps_the_applications_message_id() -> None:
-    session = FakeSession(ScriptedRunner([hello()]))
+    session = InMemorySessionHost(ScriptedRunner([hello()]))
     waiting = await session.drive(await session.start(None))
     assert await session.send_user_message("hi", client_message_id="m-7")
 

@@ -6,6 +6,8 @@
   private ``dexcli dev`` when ``DEXCLI`` is set), `run_agent_worker` for Worker
   children, `FileGate`, `InvocationLog`, `wait_until`,
   `wait_for_agent_snapshot`, `read_step_history` and `EXECUTE_COMPLETED_EVENT`.
+- Whole sessions without an engine: `InMemorySessionHost` and `ManualClock`
+  (`dex_agents.testing.memory` has every in-memory port).
 - `dex_agents.testing.fake_dex`: the fake Dex server itself.
 """
 
@@ -16,6 +18,7 @@ from dex_agents.testing.fake_dex import (
     StepHistoryEntry,
     read_step_history,
 )
+from dex_agents.testing.memory import InMemorySessionHost, ManualClock
 from dex_agents.testing.probes import (
     FileGate,
     InvocationLog,
@@ -49,7 +52,9 @@ __all__ = [
     "FakeDex",
     "FakeDexConfig",
     "FileGate",
+    "InMemorySessionHost",
     "InvocationLog",
+    "ManualClock",
     "ModelReply",
     "RecordingEventSink",
     "RecordingHeartbeat",

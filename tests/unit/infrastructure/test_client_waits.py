@@ -1,4 +1,4 @@
-"""`AgentSessionClient` follows a sent message to its turn's end, on a fake Dex client serving a `FakeSession`."""
+"""`AgentSessionClient` follows a sent message to its turn's end, on a fake Dex client over an in-memory host."""
 
 import asyncio
 from datetime import timedelta
@@ -11,8 +11,8 @@ from dex_agents import AgentSessionClient, AgentSessionFlow, TurnCompleted, Turn
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.infrastructure.dex import client as client_module
 from dex_agents.testing import ScriptedRunner, assistant_message
+from dex_agents.testing.memory import InMemorySessionHost
 from tests.fakes.dex_client import FakeSessionDexClient
-from tests.fakes.session import FakeSession
 
 SESSION = "session-1"
 
@@ -21,7 +21,7 @@ def hello(text: str = "hello") -> TurnCompleted:
     return TurnCompleted(new_messages=[assistant_message(text)], usage=AgentUsage(model_calls=1))
 
 
-def client_for(session: FakeSession) -> tuple[AgentSessionClient, FakeSessionDexClient]:
+def client_for(session: InMemorySessionHost) -> tuple[AgentSessionClient, FakeSessionDexClient]:
     fake = FakeSessionDexClient(session)
     flow = AgentSessionFlow(ScriptedRunner(), flow_type="ClientWaits")
     return AgentSessionClient(cast(dex.AsyncClient, fake), flow), fake
@@ -34,13 +34,13 @@ def no_rechecks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_send_user_message_still_answers_a_plain_bool() -> None:
-    sessions, _ = client_for(FakeSession())
+    sessions, _ = client_for(InMemorySessionHost())
     assert await sessions.send_user_message(SESSION, "hi") is True
     assert await sessions.send_user_message(SESSION, " ") is False
 
 
 async def test_a_receipt_is_followed_to_the_turn_it_started() -> None:
-    session = FakeSession(ScriptedRunner([hello("first"), hello("second")]))
+    session = InMemorySessionHost(ScriptedRunner([hello("first"), hello("second")]))
     sessions, _ = client_for(session)
     waiting = await session.drive(await session.start("opening"))
 
@@ -54,7 +54,7 @@ async def test_a_receipt_is_followed_to_the_turn_it_started() -> None:
 
 
 async def test_a_wait_blocks_on_the_stream_until_turn_committed_not_turn_completed() -> None:
-    session = FakeSession(ScriptedRunner([hello()]))
+    session = InMemorySessionHost(ScriptedRunner([hello()]))
     sessions, fake = client_for(session)
     await session.drive(await session.start(None))
     receipt = await sessions.submit_user_message(SESSION, "hi")
@@ -77,7 +77,7 @@ async def test_a_wait_blocks_on_the_stream_until_turn_committed_not_turn_complet
 
 
 async def test_a_failed_turn_is_reported_with_its_error() -> None:
-    session = FakeSession(ScriptedRunner([RuntimeError("model down")] * 3))
+    session = InMemorySessionHost(ScriptedRunner([RuntimeError("model down")] * 3))
     sessions, _ = client_for(session)
     await session.drive(await session.start("hi"))
 
@@ -87,7 +87,7 @@ async def test_a_failed_turn_is_reported_with_its_error() -> None:
 
 
 async def test_a_turn_that_does_not_end_in_time_raises_timeout_error() -> None:
-    session = FakeSession(ScriptedRunner([hello()]))
+    session = InMemorySessionHost(ScriptedRunner([hello()]))
     sessions, _ = client_for(session)
     await session.drive(await session.start(None))
     receipt = await sessions.submit_user_message(SESSION, "hi")
@@ -96,13 +96,13 @@ async def test_a_turn_that_does_not_end_in_time_raises_timeout_error() -> None:
 
 
 async def test_a_wait_for_something_that_is_not_a_turn_id_is_refused() -> None:
-    sessions, _ = client_for(FakeSession())
+    sessions, _ = client_for(InMemorySessionHost())
     with pytest.raises(ValueError, match="not a turn ID"):
         await sessions.wait_for_turn(SESSION, "session-1", timeout=1)
 
 
 async def test_wait_until_idle_returns_once_no_turn_runs_and_nothing_is_queued() -> None:
-    session = FakeSession(ScriptedRunner([hello()]))
+    session = InMemorySessionHost(ScriptedRunner([hello()]))
     sessions, fake = client_for(session)
     waiting = await session.drive(await session.start(None))
     await sessions.submit_user_message(SESSION, "hi")
@@ -119,7 +119,7 @@ async def test_wait_until_idle_returns_once_no_turn_runs_and_nothing_is_queued()
 
 
 async def test_the_latest_resume_token_skips_every_event_written_before() -> None:
-    session = FakeSession(ScriptedRunner([hello()]))
+    session = InMemorySessionHost(ScriptedRunner([hello()]))
     sessions, _ = client_for(session)
     await session.drive(await session.start("hi"))
     token = await sessions.latest_resume_token(SESSION)

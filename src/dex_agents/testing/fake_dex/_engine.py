@@ -19,7 +19,7 @@ from dex.dexpb import dex_pb2 as pb
 from google.protobuf import duration_pb2, timestamp_pb2  # type: ignore[import-untyped]
 
 from dex_agents.testing.fake_dex._blobs import BlobStore
-from dex_agents.testing.fake_dex._clock import FakeClock
+from dex_agents.testing.fake_dex._clock import ManualClock
 from dex_agents.testing.fake_dex._config import FakeDexConfig
 from dex_agents.testing.fake_dex._errors import (
     ServiceError,
@@ -222,7 +222,7 @@ def _is_loaded(key: str, loads: Iterable[str]) -> bool:
 class Engine:
     """Fake Dex's server side: it owns every Flow run and drives its Step executions."""
 
-    def __init__(self, config: FakeDexConfig, clock: FakeClock) -> None:
+    def __init__(self, config: FakeDexConfig, clock: ManualClock) -> None:
         self.config = config
         self.clock = clock
         self.streams = Streams()

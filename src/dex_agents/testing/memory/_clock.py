@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 DEFAULT_START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
-class FakeClock:
+class ManualClock:
     """``Clock``: fixed UTC time, moved by `advance` (no real sleeping)."""
 
     def __init__(self, start: datetime = DEFAULT_START) -> None:

@@ -2,13 +2,12 @@
 
 from collections import deque
 
-from dex_agents.domain.events import AgentEvent
 from dex_agents.domain.interrupts import AgentInterruptResolution
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.tools import ToolCallCompleted
 
 
-class FakeUserMessageQueue:
+class InMemoryUserMessageQueue:
     """``QUEUED_USER_MESSAGES``: a first-in, first-out queue."""
 
     def __init__(self) -> None:
@@ -25,7 +24,7 @@ class FakeUserMessageQueue:
         return self._queue.popleft() if self._queue else None
 
 
-class FakeResolutionPublisher:
+class InMemoryResolutionPublisher:
     """``INTERRUPT_RESOLUTIONS``: answers queued by interrupt ID."""
 
     def __init__(self) -> None:
@@ -42,7 +41,7 @@ class FakeResolutionPublisher:
         return waiting.popleft() if waiting else None
 
 
-class FakeToolResultPublisher:
+class InMemoryToolResultPublisher:
     """``TOOL_CALL_RESULTS``: every published result, and a consumable queue."""
 
     def __init__(self) -> None:
@@ -68,14 +67,3 @@ class FakeToolResultPublisher:
     def published_for(self, tool_call_id: str) -> list[ToolCallCompleted]:
         """Every result published for one call."""
         return [result for result in self.published if result.tool_call_id == tool_call_id]
-
-
-class FailingEventSink:
-    """An event sink whose every emit raises, for the best-effort rule."""
-
-    def __init__(self) -> None:
-        self.attempts = 0
-
-    def emit(self, event: AgentEvent) -> None:
-        self.attempts += 1
-        raise ConnectionError(f"stream unavailable for {event.type}")

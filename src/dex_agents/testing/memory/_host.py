@@ -1,17 +1,18 @@
-"""A whole session on fakes: every port, one method per Step and RPC, and a tiny driver.
+"""`InMemorySessionHost`: a whole session on in-memory ports, one method per Step and RPC, and a tiny driver.
 
-`FakeSession` builds each use case the way a host would (a fresh event writer
-per Step attempt, bound to the active turn, closed when the call returns) and
-keeps every fake public so tests assert end state. `FakeSession.drive` follows
-the "what next" values like a very small engine: it retries failing Steps as
-`STEP_POLICIES` says and takes their failure routes, delivers waits from the
-fake channels, fires an approval Timer once the fake clock has reached it, and
-returns the Steps left waiting.
+It builds each use case with its ``wired`` factory, as the Dex binding does
+(a fresh event writer per Step attempt, bound to the active turn, closed when
+the call returns), and keeps every port public so tests assert end state.
+`InMemorySessionHost.drive` follows the "what next" values like a very small
+engine: it retries failing Steps as `STEP_POLICIES` says and takes their
+failure routes, delivers waits from the in-memory channels, fires an approval
+Timer once the clock has reached it, and returns the Steps left waiting.
 """
 
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from itertools import count
+from typing import Protocol, Self, TypeVar
 
 from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.invocation import StepCall
@@ -22,7 +23,7 @@ from dex_agents.application.rpcs.get_agent_snapshot import GetAgentSnapshot
 from dex_agents.application.rpcs.list_agent_messages import ListAgentMessages
 from dex_agents.application.rpcs.resolve_interrupt import ResolveInterrupt
 from dex_agents.application.rpcs.send_user_message import SendUserMessage
-from dex_agents.application.runner import AgentFrameworkRunner
+from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
 from dex_agents.application.steps.await_tool_approval import ApprovalWait, AwaitToolApproval
 from dex_agents.application.steps.await_user_message import AwaitUserMessage
 from dex_agents.application.steps.call_tool import CallSingleAttemptTool, CallTool
@@ -31,27 +32,42 @@ from dex_agents.application.steps.record_turn_failure import RecordTurnFailure
 from dex_agents.application.steps.resume_turn import ResumeTurn
 from dex_agents.application.steps.run_model import RunModel
 from dex_agents.application.steps.start_agent_session import StartAgentSession
+from dex_agents.application.wiring import AgentSetup, SessionPorts
 from dex_agents.domain.interrupts import AgentInterruptResolution, ResolveInterruptRequest
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest
 from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.tools import ToolCallCompleted
-from dex_agents.testing import RecordingEventSink, RecordingHeartbeat, ScriptedRunner
-from tests.fakes.channels import FakeResolutionPublisher, FakeToolResultPublisher, FakeUserMessageQueue
-from tests.fakes.clock import FakeClock
-from tests.fakes.stores import (
-    FakeInterruptStore,
-    FakeMessageLog,
-    FakeRunStateStore,
-    FakeSessionStateStore,
-    FakeToolCallStore,
-    FakeUsageStore,
+from dex_agents.testing.memory._channels import (
+    InMemoryResolutionPublisher,
+    InMemoryToolResultPublisher,
+    InMemoryUserMessageQueue,
 )
+from dex_agents.testing.memory._clock import ManualClock
+from dex_agents.testing.memory._stores import (
+    InMemoryInterruptStore,
+    InMemoryMessageLog,
+    InMemoryRunStateStore,
+    InMemorySessionStateStore,
+    InMemoryToolCallStore,
+    InMemoryUsageStore,
+)
+from dex_agents.testing.runner_doubles import RecordingEventSink, RecordingHeartbeat, ScriptedRunner
 
 FLOW_ID = "session-1"
 
 
-class FakeSession:
+class _WiredStepUseCase(Protocol):
+    @classmethod
+    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
+        """Build the use case."""
+        ...
+
+
+StepUseCaseT = TypeVar("StepUseCaseT", bound=_WiredStepUseCase)
+
+
+class InMemorySessionHost:
     """One agent session whose ports are all in-memory fakes."""
 
     def __init__(
@@ -59,22 +75,22 @@ class FakeSession:
         runner: AgentFrameworkRunner | None = None,
         *,
         options: AgentSessionOptions | None = None,
-        clock: FakeClock | None = None,
+        clock: ManualClock | None = None,
         flow_id: str = FLOW_ID,
     ) -> None:
         self.runner: AgentFrameworkRunner = ScriptedRunner() if runner is None else runner
         self.options = AgentSessionOptions() if options is None else options
-        self.clock = FakeClock() if clock is None else clock
+        self.clock = ManualClock() if clock is None else clock
         self.flow_id = flow_id
-        self.state = FakeSessionStateStore()
-        self.messages = FakeMessageLog()
-        self.run_state = FakeRunStateStore()
-        self.tool_calls = FakeToolCallStore()
-        self.interrupts = FakeInterruptStore()
-        self.usage = FakeUsageStore()
-        self.queue = FakeUserMessageQueue()
-        self.resolutions = FakeResolutionPublisher()
-        self.results = FakeToolResultPublisher()
+        self.state = InMemorySessionStateStore()
+        self.messages = InMemoryMessageLog()
+        self.run_state = InMemoryRunStateStore()
+        self.tool_calls = InMemoryToolCallStore()
+        self.interrupts = InMemoryInterruptStore()
+        self.usage = InMemoryUsageStore()
+        self.queue = InMemoryUserMessageQueue()
+        self.resolutions = InMemoryResolutionPublisher()
+        self.results = InMemoryToolResultPublisher()
         self.sink = RecordingEventSink()
         self.heartbeat = RecordingHeartbeat()
         self.writers: list[AgentEventWriter] = []
@@ -88,7 +104,31 @@ class FakeSession:
         assert isinstance(self.runner, ScriptedRunner)
         return self.runner
 
+    @property
+    def ports(self) -> SessionPorts:
+        """The session's ports, as a host hands them to the use cases."""
+        return SessionPorts(
+            state=self.state,
+            messages=self.messages,
+            run_state=self.run_state,
+            tool_calls=self.tool_calls,
+            interrupts=self.interrupts,
+            usage=self.usage,
+            queue=self.queue,
+            resolutions=self.resolutions,
+            results=self.results,
+        )
+
+    @property
+    def agent(self) -> AgentSetup:
+        """The runner, options and clock, as the Steps of one agent share them."""
+        return AgentSetup(runner=self.runner, options=self.options, clock=self.clock)
+
     # -- building use cases -------------------------------------------------
+
+    def build(self, use_case: type[StepUseCaseT], events: AgentEventWriter) -> StepUseCaseT:
+        """Build a Step's use case as a host does: its ``wired`` factory over this session's ports."""
+        return use_case.wired(self.ports, self.agent, events=events, heartbeat=self.heartbeat)
 
     def step_call(self, step: StepName, *, attempt: int = 1, step_execution_id: str | None = None) -> StepCall:
         """Return the invocation of one Step attempt."""
@@ -120,14 +160,8 @@ class FakeSession:
         events = self.writer(call)
         self._ran(StepName.START_AGENT_SESSION, initial_message)
         try:
-            return await StartAgentSession(
-                runner=self.runner,
-                options=self.options,
-                state=self.state,
-                messages=self.messages,
-                usage=self.usage,
-                interrupts=self.interrupts,
-                events=events,
+            return await StartAgentSession.wired(
+                self.ports, self.agent, events=events, heartbeat=self.heartbeat
             ).execute(AgentSessionStartInput(initial_message=initial_message))
         finally:
             events.close()
@@ -137,8 +171,8 @@ class FakeSession:
         events = self.writer(call)
         self._ran(StepName.AWAIT_USER_MESSAGE, None)
         try:
-            return await AwaitUserMessage(
-                runner=self.runner, options=self.options, state=self.state, messages=self.messages, events=events
+            return await AwaitUserMessage.wired(
+                self.ports, self.agent, events=events, heartbeat=self.heartbeat
             ).execute(delivered)
         finally:
             events.close()
@@ -148,26 +182,14 @@ class FakeSession:
         call = self.step_call(StepName.AWAIT_USER_MESSAGE)
         events = self.writer(call, turn_id=None)
         try:
-            AwaitUserMessage(
-                runner=self.runner, options=self.options, state=self.state, messages=self.messages, events=events
+            AwaitUserMessage.wired(
+                self.ports, self.agent, events=events, heartbeat=self.heartbeat
             ).announce_finished_turn()
         finally:
             events.close()
 
     def run_model_use_case(self, events: AgentEventWriter) -> RunModel:
-        return RunModel(
-            runner=self.runner,
-            options=self.options,
-            state=self.state,
-            messages=self.messages,
-            run_state=self.run_state,
-            tool_calls=self.tool_calls,
-            interrupts=self.interrupts,
-            usage=self.usage,
-            events=events,
-            heartbeat=self.heartbeat,
-            clock=self.clock,
-        )
+        return self.build(RunModel, events)
 
     async def run_model(self, *, attempt: int = 1, step_execution_id: str | None = None) -> Next:
         call = self.step_call(StepName.RUN_MODEL, attempt=attempt, step_execution_id=step_execution_id)
@@ -181,13 +203,7 @@ class FakeSession:
     def approval(self, *, turn_id: str | None = None) -> tuple[AwaitToolApproval, AgentEventWriter]:
         call = self.step_call(StepName.AWAIT_TOOL_APPROVAL)
         events = self.writer(call, turn_id=turn_id)
-        use_case = AwaitToolApproval(
-            tool_calls=self.tool_calls,
-            interrupts=self.interrupts,
-            results=self.results,
-            events=events,
-            clock=self.clock,
-        )
+        use_case = self.build(AwaitToolApproval, events)
         return use_case, events
 
     def plan_approval(self, tool_call_id: str) -> ApprovalWait | None:
@@ -224,14 +240,7 @@ class FakeSession:
         kind = CallTool if step is StepName.CALL_TOOL else CallSingleAttemptTool
         self._ran(step, tool_call_id, call)
         try:
-            return await kind(
-                runner=self.runner,
-                options=self.options,
-                tool_calls=self.tool_calls,
-                results=self.results,
-                events=events,
-                heartbeat=self.heartbeat,
-            ).execute(call, tool_call_id)
+            return await self.build(kind, events).execute(call, tool_call_id)
         finally:
             events.close()
 
@@ -240,9 +249,9 @@ class FakeSession:
         events = self.writer(call, turn_id=self._turn_of(tool_call_id))
         self._ran(StepName.RECORD_TOOL_FAILURE, tool_call_id)
         try:
-            return await RecordToolFailure(tool_calls=self.tool_calls, results=self.results, events=events).execute(
-                tool_call_id, recovery_error=recovery_error
-            )
+            return await RecordToolFailure.wired(
+                self.ports, self.agent, events=events, heartbeat=self.heartbeat
+            ).execute(tool_call_id, recovery_error=recovery_error)
         finally:
             events.close()
 
@@ -251,15 +260,17 @@ class FakeSession:
         events = self.writer(call, turn_id=self._turn_of(tool_call_id))
         self._ran(StepName.RECORD_TOOL_OUTCOME_UNKNOWN, tool_call_id)
         try:
-            return await RecordToolOutcomeUnknown(
-                tool_calls=self.tool_calls, results=self.results, events=events
+            return await RecordToolOutcomeUnknown.wired(
+                self.ports, self.agent, events=events, heartbeat=self.heartbeat
             ).execute(tool_call_id, recovery_error=recovery_error)
         finally:
             events.close()
 
     async def resume_turn(self, delivered: Sequence[ToolCallCompleted]) -> Next:
         self._ran(StepName.RESUME_TURN, len(delivered))
-        return await ResumeTurn(state=self.state, tool_calls=self.tool_calls).execute(delivered)
+        return await ResumeTurn.wired(
+            self.ports, self.agent, events=self.writer(self.step_call(StepName.RESUME_TURN)), heartbeat=self.heartbeat
+        ).execute(delivered)
 
     async def record_turn_failure(
         self,
@@ -272,15 +283,8 @@ class FakeSession:
         events = self.writer(call)
         self._ran(step, start)
         try:
-            return await RecordTurnFailure(
-                runner=self.runner,
-                state=self.state,
-                messages=self.messages,
-                run_state=self.run_state,
-                tool_calls=self.tool_calls,
-                interrupts=self.interrupts,
-                usage=self.usage,
-                events=events,
+            return await RecordTurnFailure.wired(
+                self.ports, self.agent, events=events, heartbeat=self.heartbeat
             ).execute(recovery_error=recovery_error, start=start)
         finally:
             events.close()
@@ -292,7 +296,7 @@ class FakeSession:
     # -- RPCs -----------------------------------------------------------------
 
     async def send_user_message(self, text: str, *, client_message_id: str | None = None) -> bool:
-        return await SendUserMessage(queue=self.queue, options=self.options).execute(
+        return await SendUserMessage.wired(self.ports, self.agent).execute(
             AgentUserMessage(text=text, client_message_id=client_message_id)
         )
 
@@ -307,22 +311,13 @@ class FakeSession:
         request = ResolveInterruptRequest(
             interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message, approver=approver
         )
-        return await ResolveInterrupt(
-            interrupts=self.interrupts, resolutions=self.resolutions, clock=self.clock, options=self.options
-        ).execute(request)
+        return await ResolveInterrupt.wired(self.ports, self.agent).execute(request)
 
     async def get_agent_snapshot(self) -> AgentSnapshot:
-        return await GetAgentSnapshot(
-            state=self.state,
-            messages=self.messages,
-            interrupts=self.interrupts,
-            tool_calls=self.tool_calls,
-            usage=self.usage,
-            queue=self.queue,
-        ).execute()
+        return await GetAgentSnapshot.wired(self.ports, self.agent).execute()
 
     async def list_agent_messages(self, *, after_sequence: int = 0, limit: int = 50) -> AgentMessagesPage:
-        return await ListAgentMessages(state=self.state, messages=self.messages).execute(
+        return await ListAgentMessages.wired(self.ports, self.agent).execute(
             ListAgentMessagesRequest(after_sequence=after_sequence, limit=limit)
         )
 

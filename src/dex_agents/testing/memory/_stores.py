@@ -13,7 +13,7 @@ from dex_agents.domain.tools import AgentToolCall
 from dex_agents.domain.usage import AgentUsage
 
 
-class FakeSessionStateStore:
+class InMemorySessionStateStore:
     """``AGENT_STATE``."""
 
     def __init__(self, state: AgentState | None = None) -> None:
@@ -32,7 +32,7 @@ class FakeSessionStateStore:
         return self.value
 
 
-class FakeMessageLog:
+class InMemoryMessageLog:
     """``AGENT_MESSAGES``; refuses to overwrite a sequence, which no Step may do."""
 
     def __init__(self, messages: Sequence[AgentMessage] = ()) -> None:
@@ -61,7 +61,7 @@ class FakeMessageLog:
         return tuple(message.text for message in self.all)
 
 
-class FakeRunStateStore:
+class InMemoryRunStateStore:
     """``FRAMEWORK_RUN_STATE``."""
 
     def __init__(self, run_state: str | None = None) -> None:
@@ -74,7 +74,7 @@ class FakeRunStateStore:
         self.value = run_state
 
 
-class FakeToolCallStore:
+class InMemoryToolCallStore:
     """``AGENT_TOOL_CALLS``, keyed by tool-call ID."""
 
     def __init__(self, records: Sequence[AgentToolCall] = ()) -> None:
@@ -96,7 +96,7 @@ class FakeToolCallStore:
         return self._by_id[tool_call_id]
 
 
-class FakeInterruptStore:
+class InMemoryInterruptStore:
     """``PENDING_INTERRUPTS``."""
 
     def __init__(self, interrupts: Sequence[AgentInterrupt] = ()) -> None:
@@ -114,7 +114,7 @@ class FakeInterruptStore:
         return tuple(interrupt.interrupt_id for interrupt in self.value)
 
 
-class FakeUsageStore:
+class InMemoryUsageStore:
     """``AGENT_USAGE``."""
 
     def __init__(self, usage: AgentUsage | None = None) -> None:
