@@ -1,14 +1,17 @@
 """What a host hands every use case: one session's ports, and what the Steps of one agent share.
 
 A host builds `SessionPorts` once per Step or RPC call (the Dex binding from
-the handler's context, the in-memory host from its fakes) and an `AgentSetup`
-once per agent; each use case takes what it needs through its own ``wired``
-factory. Adding a port to a use case touches that use case only: its field
-and its ``wired``.
+the handler's context, the in-memory host from its in-memory ports) and an
+`AgentSetup` once per agent; every use case derives from `Wired`, whose one
+``wired`` factory fills each of the use case's fields by its name. Adding a
+port to a use case touches that use case only: its field.
 """
+
+from typing import Self, cast
 
 import attrs
 
+from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import (
     Clock,
@@ -22,7 +25,7 @@ from dex_agents.application.ports import (
     UsageStore,
     UserMessageQueue,
 )
-from dex_agents.application.runner import AgentFrameworkRunner
+from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
 
 
 @attrs.frozen(kw_only=True)
@@ -59,3 +62,52 @@ class AgentSetup:
     """The agent's session options."""
     clock: Clock
     """The clock approval deadlines are measured by."""
+
+
+async def _no_heartbeat() -> None:
+    """The heartbeat handed to a use case built outside a Step that beats (an RPC)."""
+
+
+class Wired:
+    """Base of every use case: `wired` builds one from what a host has, each field by its name.
+
+    A use case is a frozen attrs class whose fields are named after what it
+    needs: a port of `SessionPorts` (``state``, ``messages``, ...), a part of
+    `AgentSetup` (``runner``, ``options``, ``clock``), or the Step attempt's
+    ``events`` and ``heartbeat``. So adding a port to a use case is adding
+    the field, and no host changes.
+    """
+
+    @classmethod
+    def wired(
+        cls,
+        ports: SessionPorts,
+        agent: AgentSetup,
+        *,
+        events: AgentEventWriter | None = None,
+        heartbeat: HeartbeatFn = _no_heartbeat,
+    ) -> Self:
+        """Build the use case from a session's ports, its agent's setup and the Step attempt's events.
+
+        Raises:
+            TypeError: the use case needs something no host provides (a field
+                named after nothing above), or ``events`` and it got none.
+        """
+        available: dict[str, object] = {
+            "runner": agent.runner,
+            "options": agent.options,
+            "clock": agent.clock,
+            "heartbeat": heartbeat,
+        }
+        available.update((name, getattr(ports, name)) for name in _PORT_NAMES)
+        if events is not None:
+            available["events"] = events
+        try:
+            return cls(
+                **{field.name: available[field.name] for field in attrs.fields(cast("type[attrs.AttrsInstance]", cls))}
+            )
+        except KeyError as missing:
+            raise TypeError(f"{cls.__name__} needs {missing.args[0]!r}, which a host does not provide") from None
+
+
+_PORT_NAMES = tuple(field.name for field in attrs.fields(SessionPorts))

@@ -7,8 +7,6 @@ that fit in 2 MiB (`snapshot_sequences`). Works for a
 stopped session, because it writes nothing.
 """
 
-from typing import Self
-
 import attrs
 
 from dex_agents.application.ports import (
@@ -19,12 +17,12 @@ from dex_agents.application.ports import (
     UsageStore,
     UserMessageQueue,
 )
-from dex_agents.application.wiring import AgentSetup, SessionPorts
+from dex_agents.application.wiring import Wired
 from dex_agents.domain.snapshot import AgentSnapshot, MessageIndex, snapshot_sequences
 
 
 @attrs.frozen(kw_only=True)
-class GetAgentSnapshot:
+class GetAgentSnapshot(Wired):
     """Reads the session snapshot."""
 
     state: SessionStateStore
@@ -33,18 +31,6 @@ class GetAgentSnapshot:
     tool_calls: ToolCallStore
     usage: UsageStore
     queue: UserMessageQueue
-
-    @classmethod
-    def wired(cls, ports: SessionPorts, agent: AgentSetup) -> Self:
-        """Build the use case from a session's ports and its agent's setup."""
-        return cls(
-            state=ports.state,
-            messages=ports.messages,
-            interrupts=ports.interrupts,
-            tool_calls=ports.tool_calls,
-            usage=ports.usage,
-            queue=ports.queue,
-        )
 
     async def execute(self) -> AgentSnapshot:
         """Return the snapshot."""

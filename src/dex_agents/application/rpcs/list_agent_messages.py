@@ -5,30 +5,20 @@ ends early rather than hold over 2 MiB (`page_sequences`). Reads only the
 messages of the page.
 """
 
-from typing import Self
-
 import attrs
 
 from dex_agents.application.ports import MessageLog, SessionStateStore
-from dex_agents.application.wiring import AgentSetup, SessionPorts
+from dex_agents.application.wiring import Wired
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.snapshot import AgentMessagesPage, ListAgentMessagesRequest, MessageIndex, page_sequences
 
 
 @attrs.frozen(kw_only=True)
-class ListAgentMessages:
+class ListAgentMessages(Wired):
     """Reads one page of messages."""
 
     state: SessionStateStore
     messages: MessageLog
-
-    @classmethod
-    def wired(cls, ports: SessionPorts, agent: AgentSetup) -> Self:
-        """Build the use case from a session's ports and its agent's setup."""
-        return cls(
-            state=ports.state,
-            messages=ports.messages,
-        )
 
     async def execute(self, request: ListAgentMessagesRequest) -> AgentMessagesPage:
         """Return the page."""

@@ -9,36 +9,24 @@ answers ``True``. RPCs cannot write live events; ``AwaitToolApproval`` writes
 ``interrupt_resolved`` when it applies the answer.
 """
 
-from typing import Self
-
 import attrs
 
 from dex_agents.application.inputs import id_refusal, text_refusal
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import Clock, InterruptStore, ResolutionPublisher
-from dex_agents.application.wiring import AgentSetup, SessionPorts
+from dex_agents.application.wiring import Wired
 from dex_agents.domain.errors import InvalidInputError
 from dex_agents.domain.interrupts import AgentInterruptResolution, ResolveInterruptRequest
 
 
 @attrs.frozen(kw_only=True)
-class ResolveInterrupt:
+class ResolveInterrupt(Wired):
     """Accepts a person's answer to a pending interrupt."""
 
     interrupts: InterruptStore
     resolutions: ResolutionPublisher
     clock: Clock
     options: AgentSessionOptions
-
-    @classmethod
-    def wired(cls, ports: SessionPorts, agent: AgentSetup) -> Self:
-        """Build the use case from a session's ports and its agent's setup."""
-        return cls(
-            interrupts=ports.interrupts,
-            resolutions=ports.resolutions,
-            clock=agent.clock,
-            options=agent.options,
-        )
 
     async def execute(self, request: ResolveInterruptRequest) -> bool:
         """Accept the answer; ``False`` when it cannot be accepted."""

@@ -8,31 +8,21 @@ the same checks before it sends, and raises `InvalidInputError` with the
 reason; this check is for callers that invoke the RPC directly.
 """
 
-from typing import Self
-
 import attrs
 
 from dex_agents.application.inputs import id_refusal, text_refusal
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import UserMessageQueue
-from dex_agents.application.wiring import AgentSetup, SessionPorts
+from dex_agents.application.wiring import Wired
 from dex_agents.domain.messages import AgentUserMessage
 
 
 @attrs.frozen(kw_only=True)
-class SendUserMessage:
+class SendUserMessage(Wired):
     """Queues a user message for the session's next turn."""
 
     queue: UserMessageQueue
     options: AgentSessionOptions
-
-    @classmethod
-    def wired(cls, ports: SessionPorts, agent: AgentSetup) -> Self:
-        """Build the use case from a session's ports and its agent's setup."""
-        return cls(
-            queue=ports.queue,
-            options=agent.options,
-        )
 
     async def execute(self, message: AgentUserMessage) -> bool:
         """Queue ``message``; ``False`` when it is blank or refused."""

@@ -23,7 +23,6 @@ A record that is already final ends without publishing anything.
 
 import math
 from datetime import timedelta
-from typing import Self
 
 import attrs
 
@@ -31,9 +30,8 @@ from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.next import End, GoTo, Next, WaitAgain
 from dex_agents.application.policies import tool_step_name
 from dex_agents.application.ports import Clock, InterruptStore, ToolCallStore, ToolResultPublisher
-from dex_agents.application.runner import HeartbeatFn
 from dex_agents.application.steps._shared import finish_tool_call
-from dex_agents.application.wiring import AgentSetup, SessionPorts
+from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterrupt, AgentInterruptResolution
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
@@ -50,7 +48,7 @@ class ApprovalWait:
 
 
 @attrs.frozen(kw_only=True)
-class AwaitToolApproval:
+class AwaitToolApproval(Wired):
     """Applies a person's answer, or the deadline, to one tool call."""
 
     tool_calls: ToolCallStore
@@ -58,17 +56,6 @@ class AwaitToolApproval:
     results: ToolResultPublisher
     events: AgentEventWriter
     clock: Clock
-
-    @classmethod
-    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
-        """Build the use case from a session's ports and its agent's setup."""
-        return cls(
-            tool_calls=ports.tool_calls,
-            interrupts=ports.interrupts,
-            results=ports.results,
-            events=events,
-            clock=agent.clock,
-        )
 
     def plan_wait(self, tool_call_id: str) -> ApprovalWait | None:
         """Return what to wait for, or ``None`` when the call needs no waiting."""

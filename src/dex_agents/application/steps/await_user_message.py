@@ -13,7 +13,6 @@ turn committed, so this is the first moment the event tells the truth.
 """
 
 from collections.abc import Sequence
-from typing import Self
 
 import attrs
 
@@ -21,16 +20,16 @@ from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.next import Next, WaitAgain
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import MessageLog, SessionStateStore
-from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
+from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.application.steps._shared import begin_turn
-from dex_agents.application.wiring import AgentSetup, SessionPorts
+from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.session import turn_id_for
 
 
 @attrs.frozen(kw_only=True)
-class AwaitUserMessage:
+class AwaitUserMessage(Wired):
     """Starts a turn with the user message the engine delivered."""
 
     runner: AgentFrameworkRunner
@@ -38,17 +37,6 @@ class AwaitUserMessage:
     state: SessionStateStore
     messages: MessageLog
     events: AgentEventWriter
-
-    @classmethod
-    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
-        """Build the use case from a session's ports and its agent's setup."""
-        return cls(
-            runner=agent.runner,
-            options=agent.options,
-            state=ports.state,
-            messages=ports.messages,
-            events=events,
-        )
 
     def announce_finished_turn(self) -> None:
         """Write ``turn_committed`` for the last turn, if one ran and none runs now (called before the wait)."""

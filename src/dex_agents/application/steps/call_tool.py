@@ -18,8 +18,6 @@ cut to ``max_tool_output_bytes`` with a notice the model reads
 (`cap_text`), so a tool returning 10 MB does not fail its Step.
 """
 
-from typing import Self
-
 import attrs
 
 from dex_agents.application.events import AgentEventWriter
@@ -29,32 +27,20 @@ from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import ToolCallStore, ToolResultPublisher
 from dex_agents.application.runner import AgentFrameworkRunner, DeferredToolExecution, HeartbeatFn
 from dex_agents.application.steps._shared import finish_tool_call
-from dex_agents.application.wiring import AgentSetup, SessionPorts
+from dex_agents.application.wiring import Wired
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.limits import cap_text, sanitize_output_text
 from dex_agents.domain.tools import ToolCallStatus, idempotency_key
 
 
 @attrs.frozen(kw_only=True)
-class _ToolCallStep:
+class _ToolCallStep(Wired):
     runner: AgentFrameworkRunner
     options: AgentSessionOptions
     tool_calls: ToolCallStore
     results: ToolResultPublisher
     events: AgentEventWriter
     heartbeat: HeartbeatFn
-
-    @classmethod
-    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
-        """Build the use case from a session's ports and its agent's setup."""
-        return cls(
-            runner=agent.runner,
-            options=agent.options,
-            tool_calls=ports.tool_calls,
-            results=ports.results,
-            events=events,
-            heartbeat=heartbeat,
-        )
 
     async def execute(self, call: StepCall, tool_call_id: str) -> Next:
         """Run the call once and record its result."""

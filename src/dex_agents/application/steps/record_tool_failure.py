@@ -10,64 +10,50 @@ recovery detail is cut to 8 KiB.
 Next: ends.
 """
 
-from typing import Self
+import abc
 
 import attrs
 
 from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.next import End, Next
 from dex_agents.application.ports import ToolCallStore, ToolResultPublisher
-from dex_agents.application.runner import HeartbeatFn
 from dex_agents.application.steps._shared import finish_tool_call
-from dex_agents.application.wiring import AgentSetup, SessionPorts
+from dex_agents.application.wiring import Wired
 from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text
+from dex_agents.domain.tools import AgentToolCall
 
 
 @attrs.frozen(kw_only=True)
-class _ToolFailureRoute:
+class _ToolFailureRoute(Wired, abc.ABC):
     tool_calls: ToolCallStore
     results: ToolResultPublisher
     events: AgentEventWriter
 
-    @classmethod
-    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
-        """Build the use case from a session's ports and its agent's setup."""
-        return cls(
-            tool_calls=ports.tool_calls,
-            results=ports.results,
-            events=events,
-        )
+    async def execute(self, tool_call_id: str, *, recovery_error: str) -> Next:
+        """Record the call's final status, with the engine's recovery detail as its error."""
+        record = self.tool_calls.get(tool_call_id)
+        assert record is not None, f"no record for tool call {tool_call_id!r}"
+        if not record.is_final:
+            error = cap_text(recovery_error, ERROR_TEXT_BYTES, what="the error")
+            finish_tool_call(
+                self._finished(record, error), tool_calls=self.tool_calls, results=self.results, events=self.events
+            )
+        return End()
+
+    @abc.abstractmethod
+    def _finished(self, record: AgentToolCall, error: str) -> AgentToolCall:
+        """Return what the failed call becomes."""
 
 
 class RecordToolFailure(_ToolFailureRoute):
-    """Records a ``CallTool`` call whose attempts all failed."""
+    """Records a ``CallTool`` call whose attempts all failed: ``failed`` for a read, ``outcome_unknown`` for a write."""
 
-    async def execute(self, tool_call_id: str, *, recovery_error: str) -> Next:
-        """Record ``failed`` for a read, ``outcome_unknown`` for a write."""
-        record = self.tool_calls.get(tool_call_id)
-        assert record is not None, f"no record for tool call {tool_call_id!r}"
-        if not record.is_final:
-            finish_tool_call(
-                record.after_exhausted_retries(cap_text(recovery_error, ERROR_TEXT_BYTES, what="the error")),
-                tool_calls=self.tool_calls,
-                results=self.results,
-                events=self.events,
-            )
-        return End()
+    def _finished(self, record: AgentToolCall, error: str) -> AgentToolCall:
+        return record.after_exhausted_retries(error)
 
 
 class RecordToolOutcomeUnknown(_ToolFailureRoute):
-    """Records a ``CallSingleAttemptTool`` call whose one attempt failed."""
+    """Records a ``CallSingleAttemptTool`` call whose one attempt failed: ``outcome_unknown``."""
 
-    async def execute(self, tool_call_id: str, *, recovery_error: str) -> Next:
-        """Record ``outcome_unknown``."""
-        record = self.tool_calls.get(tool_call_id)
-        assert record is not None, f"no record for tool call {tool_call_id!r}"
-        if not record.is_final:
-            finish_tool_call(
-                record.mark_outcome_unknown(cap_text(recovery_error, ERROR_TEXT_BYTES, what="the error")),
-                tool_calls=self.tool_calls,
-                results=self.results,
-                events=self.events,
-            )
-        return End()
+    def _finished(self, record: AgentToolCall, error: str) -> AgentToolCall:
+        return record.mark_outcome_unknown(error)

@@ -26,8 +26,6 @@ route: only a dex-agents bug can fail it, and then the session fails with
 that error.
 """
 
-from typing import Self
-
 import attrs
 
 from dex_agents.application.events import AgentEventWriter
@@ -40,9 +38,9 @@ from dex_agents.application.ports import (
     ToolCallStore,
     UsageStore,
 )
-from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
+from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.application.steps._shared import describe_exception, fail_new_turn
-from dex_agents.application.wiring import AgentSetup, SessionPorts
+from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.failure_note import build_turn_failure_note
 from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text
@@ -54,7 +52,7 @@ from dex_agents.domain.usage import AgentUsage
 
 
 @attrs.frozen(kw_only=True)
-class RecordTurnFailure:
+class RecordTurnFailure(Wired):
     """Ends a turn whose model Step failed for good."""
 
     runner: AgentFrameworkRunner
@@ -65,20 +63,6 @@ class RecordTurnFailure:
     interrupts: InterruptStore
     usage: UsageStore
     events: AgentEventWriter
-
-    @classmethod
-    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
-        """Build the use case from a session's ports and its agent's setup."""
-        return cls(
-            runner=agent.runner,
-            state=ports.state,
-            messages=ports.messages,
-            run_state=ports.run_state,
-            tool_calls=ports.tool_calls,
-            interrupts=ports.interrupts,
-            usage=ports.usage,
-            events=events,
-        )
 
     async def execute(self, *, recovery_error: str, start: AgentSessionStartInput | None = None) -> Next:
         """Record the failure and wait for the next user message; ``start`` when the start Step failed."""

@@ -7,32 +7,21 @@ unfinished, it waits again for the results still missing.
 """
 
 from collections.abc import Sequence
-from typing import Self
 
 import attrs
 
-from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.next import GoTo, Next, StepName, WaitAgain
 from dex_agents.application.ports import SessionStateStore, ToolCallStore
-from dex_agents.application.runner import HeartbeatFn
-from dex_agents.application.wiring import AgentSetup, SessionPorts
+from dex_agents.application.wiring import Wired
 from dex_agents.domain.tools import ToolCallCompleted
 
 
 @attrs.frozen(kw_only=True)
-class ResumeTurn:
+class ResumeTurn(Wired):
     """Resumes the turn once every tool call of it has its result."""
 
     state: SessionStateStore
     tool_calls: ToolCallStore
-
-    @classmethod
-    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
-        """Build the use case from a session's ports and its agent's setup."""
-        return cls(
-            state=ports.state,
-            tool_calls=ports.tool_calls,
-        )
 
     async def execute(self, delivered: Sequence[ToolCallCompleted]) -> Next:
         """Go on to the model, or wait for the results still missing."""

@@ -16,7 +16,7 @@ within 30 min; failure route ``RecordTurnFailure``. Calls the runner's
 """
 
 from collections.abc import Sequence
-from typing import Self, assert_never
+from typing import assert_never
 
 import attrs
 
@@ -35,7 +35,7 @@ from dex_agents.application.ports import (
     UsageStore,
 )
 from dex_agents.application.runner import AgentFrameworkRunner, AgentTurnContext, HeartbeatFn
-from dex_agents.application.wiring import AgentSetup, SessionPorts
+from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.interrupts import AgentInterrupt, interrupt_id_for
 from dex_agents.domain.messages import AgentMessage, MessageRole
@@ -53,7 +53,7 @@ def _call_order(record: AgentToolCall) -> int:
 
 
 @attrs.frozen(kw_only=True)
-class RunModel:
+class RunModel(Wired):
     """Runs one model call of the active turn."""
 
     runner: AgentFrameworkRunner
@@ -67,23 +67,6 @@ class RunModel:
     events: AgentEventWriter
     heartbeat: HeartbeatFn
     clock: Clock
-
-    @classmethod
-    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
-        """Build the use case from a session's ports and its agent's setup."""
-        return cls(
-            runner=agent.runner,
-            options=agent.options,
-            state=ports.state,
-            messages=ports.messages,
-            run_state=ports.run_state,
-            tool_calls=ports.tool_calls,
-            interrupts=ports.interrupts,
-            usage=ports.usage,
-            events=events,
-            heartbeat=heartbeat,
-            clock=agent.clock,
-        )
 
     async def execute(self, call: StepCall) -> Next:
         """Run the model once and store what it decided."""

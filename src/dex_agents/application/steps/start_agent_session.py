@@ -7,24 +7,22 @@ start a turn fails turn 1 at once (`begin_turn`); next: ``AwaitUserMessage``.
 3 attempts; failure route ``RecordStartFailure``.
 """
 
-from typing import Self
-
 import attrs
 
 from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.next import GoTo, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import InterruptStore, MessageLog, SessionStateStore, UsageStore
-from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
+from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.application.steps._shared import begin_turn
-from dex_agents.application.wiring import AgentSetup, SessionPorts
+from dex_agents.application.wiring import Wired
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.usage import AgentUsage
 
 
 @attrs.frozen(kw_only=True)
-class StartAgentSession:
+class StartAgentSession(Wired):
     """Initializes a session and maybe starts its first turn."""
 
     runner: AgentFrameworkRunner
@@ -34,19 +32,6 @@ class StartAgentSession:
     usage: UsageStore
     interrupts: InterruptStore
     events: AgentEventWriter
-
-    @classmethod
-    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
-        """Build the use case from a session's ports and its agent's setup."""
-        return cls(
-            runner=agent.runner,
-            options=agent.options,
-            state=ports.state,
-            messages=ports.messages,
-            usage=ports.usage,
-            interrupts=ports.interrupts,
-            events=events,
-        )
 
     async def execute(self, start: AgentSessionStartInput) -> Next:
         """Initialize the session."""

@@ -41,7 +41,7 @@ from dex_agents.application.steps.record_turn_failure import (
 from dex_agents.application.steps.resume_turn import ResumeTurn
 from dex_agents.application.steps.run_model import RunModel
 from dex_agents.application.steps.start_agent_session import StartAgentSession
-from dex_agents.application.wiring import AgentSetup, SessionPorts
+from dex_agents.application.wiring import AgentSetup, Wired
 from dex_agents.domain.errors import StepAttemptError
 from dex_agents.domain.events import AgentEvent
 from dex_agents.domain.session import AgentState
@@ -57,6 +57,7 @@ from dex_agents.infrastructure.dex.persistence import (
 from dex_agents.infrastructure.dex.stores import StreamEventSink, dex_session_ports
 
 InputT = TypeVar("InputT")
+UseCaseT = TypeVar("UseCaseT", bound=Wired)
 
 _UNKNOWN_FAILURE = "the Step failed without a recovery detail"
 _log = logging.getLogger(__name__)
@@ -182,10 +183,6 @@ def _heartbeat_fn(context: dex.AsyncContext) -> HeartbeatFn:
     return heartbeat
 
 
-async def _no_heartbeat() -> None:
-    """The heartbeat of use cases that do not call the runner."""
-
-
 _SdkStep: Any = dex.Step
 """dex 1.23's Step base, typed as ``Any``: its sync ``Context`` signatures do not describe async handlers."""
 
@@ -211,9 +208,19 @@ class SessionStep(_SdkStep, Generic[InputT]):  # type: ignore[misc]  # the one t
         """Return the Step's static options."""
         return self.deps.step_options.static(self.name)
 
-    def ports(self, context: dex.Context) -> SessionPorts:
-        """Return the session's ports over this handler's context."""
-        return dex_session_ports(context)
+    def build(
+        self,
+        use_case: type[UseCaseT],
+        context: dex.Context,
+        events: AgentEventWriter,
+        *,
+        heartbeat: HeartbeatFn | None = None,
+    ) -> UseCaseT:
+        """Build ``use_case`` over the session's ports in this handler's context."""
+        ports = dex_session_ports(context)
+        if heartbeat is None:
+            return use_case.wired(ports, self.deps.agent, events=events)
+        return use_case.wired(ports, self.deps.agent, events=events, heartbeat=heartbeat)
 
 
 class StartAgentSessionStep(SessionStep[AgentSessionStartInput]):
@@ -225,7 +232,7 @@ class StartAgentSessionStep(SessionStep[AgentSessionStartInput]):
         """Initialize the session."""
         deps = self.deps
         with deps.attempt(context, None) as events:
-            use_case = StartAgentSession.wired(self.ports(context), deps.agent, events=events, heartbeat=_no_heartbeat)
+            use_case = self.build(StartAgentSession, context, events)
             next_ = await use_case.execute(input)
         return deps.decide(self.name, next_)
 
@@ -236,7 +243,7 @@ class AwaitUserMessageStep(SessionStep[None]):
     name = StepName.AWAIT_USER_MESSAGE
 
     def _use_case(self, context: dex.AsyncContext, events: AgentEventWriter) -> AwaitUserMessage:
-        return AwaitUserMessage.wired(self.ports(context), self.deps.agent, events=events, heartbeat=_no_heartbeat)
+        return self.build(AwaitUserMessage, context, events)
 
     async def wait_for(self, context: dex.AsyncContext, input: None) -> dex.Wait:
         """Announce the committed end of the last turn, then wait for one queued user message."""
@@ -264,9 +271,7 @@ class RunModelStep(SessionStep[None]):
         deps = self.deps
         with deps.attempt(context, _active_turn(context)) as events:
             async with _heartbeating(context, deps.heartbeat_interval):
-                use_case = RunModel.wired(
-                    self.ports(context), deps.agent, events=events, heartbeat=_heartbeat_fn(context)
-                )
+                use_case = self.build(RunModel, context, events, heartbeat=_heartbeat_fn(context))
                 next_ = await use_case.execute(_call(context))
         return deps.decide(self.name, next_)
 
@@ -277,7 +282,7 @@ class AwaitToolApprovalStep(SessionStep[str]):
     name = StepName.AWAIT_TOOL_APPROVAL
 
     def _use_case(self, context: dex.AsyncContext, events: AgentEventWriter) -> AwaitToolApproval:
-        return AwaitToolApproval.wired(self.ports(context), self.deps.agent, events=events, heartbeat=_no_heartbeat)
+        return self.build(AwaitToolApproval, context, events)
 
     async def wait_for(self, context: dex.AsyncContext, input: str) -> dex.Wait:
         """Wait for the answer, and for the deadline while the interrupt is pending."""
@@ -317,9 +322,7 @@ class _ToolStep(SessionStep[str]):
         deps = self.deps
         with deps.attempt(context, _active_turn(context)) as events:
             async with _heartbeating(context, deps.heartbeat_interval):
-                use_case = self.use_case.wired(
-                    self.ports(context), deps.agent, events=events, heartbeat=_heartbeat_fn(context)
-                )
+                use_case = self.build(self.use_case, context, events, heartbeat=_heartbeat_fn(context))
                 next_ = await use_case.execute(_call(context), input)
         return deps.decide(self.name, next_)
 
@@ -344,7 +347,7 @@ class _ToolFailureStep(SessionStep[str]):
     async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
         """Record the call's failure."""
         with self.deps.attempt(context, _active_turn(context)) as events:
-            use_case = self.use_case.wired(self.ports(context), self.deps.agent, events=events, heartbeat=_no_heartbeat)
+            use_case = self.build(self.use_case, context, events)
             next_ = await use_case.execute(input, recovery_error=recovery_detail(context))
         return self.deps.decide(self.name, next_)
 
@@ -375,7 +378,7 @@ class ResumeTurnStep(SessionStep[int]):
     async def execute(self, context: dex.AsyncContext, input: int) -> dex.StepDecision:
         """Resume the turn, or wait for what is missing."""
         with self.deps.attempt(context, _active_turn(context)) as events:
-            use_case = ResumeTurn.wired(self.ports(context), self.deps.agent, events=events, heartbeat=_no_heartbeat)
+            use_case = self.build(ResumeTurn, context, events)
             next_ = await use_case.execute(tuple(TOOL_CALL_RESULTS.results(context)))
         return self.deps.decide(self.name, next_)
 
@@ -385,7 +388,7 @@ class _TurnFailureStep(SessionStep[InputT]):
 
     async def _record(self, context: dex.AsyncContext, start: AgentSessionStartInput | None) -> dex.StepDecision:
         with self.deps.attempt(context, _active_turn(context)) as events:
-            use_case = self.use_case.wired(self.ports(context), self.deps.agent, events=events, heartbeat=_no_heartbeat)
+            use_case = self.build(self.use_case, context, events)
             next_ = await use_case.execute(recovery_error=recovery_detail(context), start=start)
         return self.deps.decide(self.name, next_)
 

@@ -12,7 +12,7 @@ Timer once the clock has reached it, and returns the Steps left waiting.
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from itertools import count
-from typing import Protocol, Self, TypeVar
+from typing import TypeVar
 
 from dex_agents.application.events import AgentEventWriter
 from dex_agents.application.invocation import StepCall
@@ -23,7 +23,7 @@ from dex_agents.application.rpcs.get_agent_snapshot import GetAgentSnapshot
 from dex_agents.application.rpcs.list_agent_messages import ListAgentMessages
 from dex_agents.application.rpcs.resolve_interrupt import ResolveInterrupt
 from dex_agents.application.rpcs.send_user_message import SendUserMessage
-from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
+from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.application.steps.await_tool_approval import ApprovalWait, AwaitToolApproval
 from dex_agents.application.steps.await_user_message import AwaitUserMessage
 from dex_agents.application.steps.call_tool import CallSingleAttemptTool, CallTool
@@ -32,7 +32,7 @@ from dex_agents.application.steps.record_turn_failure import RecordTurnFailure
 from dex_agents.application.steps.resume_turn import ResumeTurn
 from dex_agents.application.steps.run_model import RunModel
 from dex_agents.application.steps.start_agent_session import StartAgentSession
-from dex_agents.application.wiring import AgentSetup, SessionPorts
+from dex_agents.application.wiring import AgentSetup, SessionPorts, Wired
 from dex_agents.domain.interrupts import AgentInterruptResolution, ResolveInterruptRequest
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest
@@ -57,14 +57,7 @@ from dex_agents.testing.runner_doubles import RecordingEventSink, RecordingHeart
 FLOW_ID = "session-1"
 
 
-class _WiredStepUseCase(Protocol):
-    @classmethod
-    def wired(cls, ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter, heartbeat: HeartbeatFn) -> Self:
-        """Build the use case."""
-        ...
-
-
-StepUseCaseT = TypeVar("StepUseCaseT", bound=_WiredStepUseCase)
+StepUseCaseT = TypeVar("StepUseCaseT", bound=Wired)
 
 
 class InMemorySessionHost:
