@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.domain import events as ev
 from dex_agents.domain.events import EVENT_PAYLOAD_KEYS, AgentEventBody, AgentEventType
 from dex_agents.domain.tools import ToolCallStatus, ToolEffect, ToolPolicy
@@ -169,7 +169,7 @@ def test_the_writer_drops_every_write_after_close() -> None:
 def test_the_writer_survives_a_failing_sink_and_logs_the_dropped_event(caplog: pytest.LogCaptureFixture) -> None:
     sink = FailingEventSink()
     writer = AgentEventWriter(sink, turn_id="turn-1", step_execution_id="s", attempt=1)
-    with caplog.at_level(logging.WARNING, logger="dex_agents.application.events"):
+    with caplog.at_level(logging.WARNING, logger="dex_agents.application.event_writer"):
         writer.write_text_delta("a")
         writer.write_text_delta("b")
     assert sink.attempts == 2

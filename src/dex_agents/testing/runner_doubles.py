@@ -27,7 +27,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TypeAlias
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.runner import (
     AgentTurnContext,

@@ -14,7 +14,7 @@ turn committed, so this is the first moment the event tells the truth.
 
 from collections.abc import Sequence
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.next import Next, WaitAgain
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import MessageLog, SessionStateStore

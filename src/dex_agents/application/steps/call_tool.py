@@ -18,7 +18,7 @@ cut to ``max_tool_output_bytes`` with a notice the model reads
 (`cap_text`), so a tool returning 10 MB does not fail its Step.
 """
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import End, Next
 from dex_agents.application.options import AgentSessionOptions

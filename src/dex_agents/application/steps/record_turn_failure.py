@@ -26,7 +26,7 @@ route: only a dex-agents bug can fail it, and then the session fails with
 that error.
 """
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.next import GoTo, Next, StepName
 from dex_agents.application.ports import (
     InterruptStore,

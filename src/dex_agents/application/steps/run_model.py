@@ -18,7 +18,7 @@ within 30 min; failure route ``RecordTurnFailure``. Calls the runner's
 from collections.abc import Sequence
 from typing import assert_never
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import GoTo, GoToMany, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
