@@ -18,9 +18,9 @@ The emulated server rules, their sources and the configurable assumptions
 (``FakeDexConfig``) are listed in ``docs/fake-dex.md``.
 """
 
+from dex_agents.testing.fake_dex._attempts import HEARTBEAT_TIMEOUT, METHOD_TIMEOUT, AttemptRecord
 from dex_agents.testing.fake_dex._clock import FakeClock
 from dex_agents.testing.fake_dex._config import FakeDexConfig
-from dex_agents.testing.fake_dex._engine import HEARTBEAT_TIMEOUT, METHOD_TIMEOUT, AttemptRecord
 from dex_agents.testing.fake_dex._process import FakeDexProcess
 from dex_agents.testing.fake_dex._server import (
     EXECUTE_COMPLETED_EVENT,

@@ -9,9 +9,10 @@ from typing import Any
 import grpc  # type: ignore[import-untyped]
 from dex.dexpb import dex_pb2 as pb
 
+from dex_agents.testing.fake_dex._attempts import AttemptRecord
 from dex_agents.testing.fake_dex._clock import FakeClock
 from dex_agents.testing.fake_dex._config import FakeDexConfig
-from dex_agents.testing.fake_dex._engine import AttemptRecord, Engine
+from dex_agents.testing.fake_dex._engine import Engine
 from dex_agents.testing.fake_dex._service import (
     control_handler,
     flow_service_handler,
