@@ -33,9 +33,10 @@ from rich.text import Text
 from dex_agents.cli.engine import Engine, open_engine
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.follow import Approver, SessionFollower
-from dex_agents.cli.render import EventRenderer, render_snapshot
+from dex_agents.cli.render import EventRenderer
 from dex_agents.cli.shop import CRASH_ENV, STATE_ENV, read_outbox, read_refunds, refund_gate, tool_runs
 from dex_agents.cli.terminal import FixedApprover, PromptApprover, TerminalLines
+from dex_agents.cli.views import render_snapshot
 from dex_agents.domain.events import AgentEvent, AgentEventType
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow

@@ -1,7 +1,7 @@
 """Builders of live events for the command line's unit tests."""
 
 from dex_agents import AgentEvent, AgentEventType
-from dex_agents.cli.render import MARK
+from dex_agents.cli.views import MARK
 from dex_agents.domain.json_values import JsonValue
 
 ASSISTANT = f"assistant {MARK} "
