@@ -13,6 +13,7 @@ from dex_agents import (
     TurnStatus,
     turn_result,
 )
+from dex_agents.domain import events as ev
 from dex_agents.domain.events import AgentEventType
 from dex_agents.domain.session import turn_number
 from dex_agents.domain.snapshot import is_session_idle
@@ -127,11 +128,10 @@ async def test_turn_committed_is_written_before_the_next_wait_with_the_turns_out
     session.announce_finished_turn()
 
     committed = session.sink.of_type(AgentEventType.TURN_COMMITTED)
-    assert [(e.turn_id, e.payload["outcome"], e.payload["message_count"]) for e in committed] == [
-        ("turn-1", "completed", 2),
-        ("turn-2", "failed", 3),
+    assert [(e.turn_id, e.payload) for e in committed] == [
+        ("turn-1", ev.turn_committed(failed_with=None, message_count=2)),
+        ("turn-2", ev.turn_committed(failed_with="RuntimeError: down", message_count=3)),
     ]
-    assert committed[1].payload["error"] == "RuntimeError: down"
 
 
 async def test_the_user_message_of_a_turn_keeps_the_applications_message_id() -> None:

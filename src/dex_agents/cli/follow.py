@@ -25,7 +25,15 @@ from rich.console import Console
 from rich.status import Status
 
 from dex_agents.cli.render import EventExtras, EventRenderer
-from dex_agents.domain.events import AgentEvent, AgentEventType
+from dex_agents.domain.events import (
+    AgentEvent,
+    AgentEventType,
+    InterruptRaisedPayload,
+    ToolCallDeferredPayload,
+    ToolCallFinishedPayload,
+    TurnCommittedPayload,
+    TurnStartedPayload,
+)
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
@@ -302,7 +310,12 @@ class SessionFollower:
 
     async def _extras(self, event: AgentEvent) -> EventExtras:
         turn_id = event.turn_id
-        call_id = event.payload.get("tool_call_id")
+        payload = event.payload
+        call_id = (
+            payload.tool_call_id
+            if isinstance(payload, ToolCallDeferredPayload | ToolCallFinishedPayload | InterruptRaisedPayload)
+            else None
+        )
 
         def turn_over(snapshot: AgentSnapshot) -> bool:
             return snapshot.state is not None and snapshot.state.active_turn_id != turn_id
@@ -311,19 +324,17 @@ class SessionFollower:
             return next((r for r in snapshot.tool_calls if r.tool_call_id == call_id and r.turn_id == turn_id), None)
 
         try:
-            match event.type:
-                case AgentEventType.TURN_STARTED:
-                    sequence = event.payload.get("sequence")
-                    if isinstance(sequence, int) and sequence >= 1:
+            match payload:
+                case TurnStartedPayload(sequence=sequence):
+                    if sequence >= 1:
                         return EventExtras(user_text=await self._user_text(sequence))
-                case AgentEventType.TOOL_CALL_DEFERRED:
+                case ToolCallDeferredPayload():
                     deferred = await self._settled(lambda s: record(s) is not None or turn_over(s))
                     return EventExtras(tool_call=None if deferred is None else record(deferred))
-                case AgentEventType.TOOL_CALL_FINISHED:
+                case ToolCallFinishedPayload():
                     finished = await self._settled(lambda s: (r := record(s)) is None or r.is_final)
                     return EventExtras(tool_call=None if finished is None else record(finished))
-                case AgentEventType.INTERRUPT_RAISED:
-                    interrupt_id = event.payload.get("interrupt_id")
+                case InterruptRaisedPayload(interrupt_id=interrupt_id):
 
                     def pending(snapshot: AgentSnapshot) -> AgentInterrupt | None:
                         return next((i for i in snapshot.pending_interrupts if i.interrupt_id == interrupt_id), None)
@@ -335,7 +346,7 @@ class SessionFollower:
 
                     raised = await self._settled(known)
                     return EventExtras(interrupt=None if raised is None else pending(raised))
-                case AgentEventType.TURN_COMMITTED:
+                case TurnCommittedPayload():
                     # Written after the commit: the snapshot already holds the turn's messages.
                     committed = await self.snapshot()
                     of_turn = [m for m in committed.messages if m.turn_id == turn_id]

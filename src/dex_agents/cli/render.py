@@ -14,7 +14,7 @@ The snapshot views (`render_snapshot` and its helpers) live in
 `dex_agents.cli.views`.
 """
 
-from collections.abc import Mapping
+from typing import assert_never
 
 import attrs
 from rich.console import Console
@@ -23,9 +23,22 @@ from rich.text import Text
 
 from dex_agents.cli.transcript import DeltaOutcome, LiveText, TextBlock, TextKind
 from dex_agents.cli.views import MARK, STATUS_STYLES, ToolOutcome, compact_json, one_line
-from dex_agents.domain.events import AgentEvent, AgentEventType
+from dex_agents.domain.events import (
+    AgentEvent,
+    InterruptRaisedPayload,
+    InterruptResolvedPayload,
+    ReasoningDeltaPayload,
+    TextDeltaPayload,
+    ToolCallDeferredPayload,
+    ToolCallFinishedPayload,
+    ToolCallStartedPayload,
+    TurnCommittedPayload,
+    TurnCompletedPayload,
+    TurnFailedPayload,
+    TurnStartedPayload,
+    UsageRecordedPayload,
+)
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterrupt, interrupt_id_for
-from dex_agents.domain.json_values import JsonValue
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.tools import AgentToolCall
 from dex_agents.domain.usage import AgentUsage
@@ -46,9 +59,8 @@ class EventExtras:
     when the caller already has them)."""
 
 
-def _payload_str(event: AgentEvent, key: str) -> str:
-    value: JsonValue = event.payload.get(key)
-    return "" if value is None else str(value)
+_ToolCallPayload = ToolCallStartedPayload | ToolCallFinishedPayload | ToolCallDeferredPayload | InterruptRaisedPayload
+"""The events about one tool call."""
 
 
 class EventRenderer:
@@ -88,31 +100,34 @@ class EventRenderer:
     def handle(self, event: AgentEvent, extras: EventExtras | None = None) -> None:
         """Draw one event."""
         extras = extras or EventExtras()
-        match event.type:
-            case AgentEventType.TEXT_DELTA | AgentEventType.REASONING_DELTA:
+        payload = event.payload
+        match payload:
+            case TextDeltaPayload() | ReasoningDeltaPayload():
                 self._delta(event)
-            case AgentEventType.TURN_STARTED:
+            case TurnStartedPayload():
                 self._turn_started(event, extras)
-            case AgentEventType.TURN_COMPLETED:
-                self._turn_completed(event, extras)
-            case AgentEventType.TURN_FAILED:
+            case TurnCompletedPayload():
+                self._turn_completed(event, payload, extras)
+            case TurnFailedPayload():
                 self.flush()
                 self._text.end_turn(event.turn_id)
-                self.line(f"✗ {event.turn_id} failed: {one_line(_payload_str(event, 'error'))}", style="bold red")
-            case AgentEventType.TOOL_CALL_DEFERRED:
-                self._tool_deferred(event, extras)
-            case AgentEventType.INTERRUPT_RAISED:
-                self._interrupt_raised(event, extras)
-            case AgentEventType.INTERRUPT_RESOLVED:
-                self._interrupt_resolved(event)
-            case AgentEventType.TOOL_CALL_STARTED:
-                self._tool_started(event)
-            case AgentEventType.TOOL_CALL_FINISHED:
-                self._tool_finished(event, extras)
-            case AgentEventType.USAGE_RECORDED:
-                self._usage_recorded(event)
-            case AgentEventType.TURN_COMMITTED:
+                self.line(f"✗ {event.turn_id} failed: {one_line(payload.error)}", style="bold red")
+            case ToolCallDeferredPayload():
+                self._tool_deferred(event, payload, extras)
+            case InterruptRaisedPayload():
+                self._interrupt_raised(event, payload, extras)
+            case InterruptResolvedPayload():
+                self._interrupt_resolved(payload)
+            case ToolCallStartedPayload():
+                self._tool_started(event, payload)
+            case ToolCallFinishedPayload():
+                self._tool_finished(event, payload, extras)
+            case UsageRecordedPayload():
+                self._usage = payload.session
+            case TurnCommittedPayload():
                 self._turn_committed(event, extras)
+            case _:
+                assert_never(payload)
 
     # -- lines ---------------------------------------------------------------
 
@@ -197,7 +212,7 @@ class EventRenderer:
             self.console.print(Text(f"you {MARK} ", style="bold green") + Text(extras.user_text), soft_wrap=True)
         self.console.rule(Text(event.turn_id or "turn", style="dim"), style="dim", align="left")
 
-    def _turn_completed(self, event: AgentEvent, extras: EventExtras) -> None:
+    def _turn_completed(self, event: AgentEvent, payload: TurnCompletedPayload, extras: EventExtras) -> None:
         self.flush()
         live = self._text.text(event.turn_id)
         self._text.end_turn(event.turn_id)
@@ -206,7 +221,7 @@ class EventRenderer:
         else:
             # The stored messages are readable once turn_committed arrives; compare then.
             self._live_until_committed[event.turn_id] = live
-        count = _payload_str(event, "message_count")
+        count = payload.message_count
         self.line(f"✓ {event.turn_id} completed · {count} messages stored", style="bold green")
 
     def _turn_committed(self, event: AgentEvent, extras: EventExtras) -> None:
@@ -222,20 +237,19 @@ class EventRenderer:
 
     # -- tools ---------------------------------------------------------------
 
-    def _outcome(self, event: AgentEvent) -> ToolOutcome:
-        call_id = _payload_str(event, "tool_call_id")
+    def _outcome(self, event: AgentEvent, payload: _ToolCallPayload) -> ToolOutcome:
+        call_id = payload.tool_call_id
         key = (event.turn_id, call_id)
         outcome = self._tools.get(key)
         if outcome is None:
-            name = _payload_str(event, "tool_name")
-            outcome = ToolOutcome(turn_id=event.turn_id, tool_call_id=call_id, tool_name=name)
+            outcome = ToolOutcome(turn_id=event.turn_id, tool_call_id=call_id, tool_name=payload.tool_name)
             self._tools[key] = outcome
         return outcome
 
-    def _tool_deferred(self, event: AgentEvent, extras: EventExtras) -> None:
-        outcome = self._outcome(event)
-        outcome.effect = _payload_str(event, "effect")
-        outcome.requires_approval = event.payload.get("requires_approval") is True
+    def _tool_deferred(self, event: AgentEvent, payload: ToolCallDeferredPayload, extras: EventExtras) -> None:
+        outcome = self._outcome(event, payload)
+        outcome.effect = payload.effect.value
+        outcome.requires_approval = payload.requires_approval
         if extras.tool_call is not None:
             outcome.arguments = extras.tool_call.arguments
         line = Text("▸ ", style="bold") + Text(outcome.tool_name, style="bold")
@@ -246,23 +260,22 @@ class EventRenderer:
             line += Text(" · needs approval", style="yellow")
         self.line(line)
 
-    def _interrupt_raised(self, event: AgentEvent, extras: EventExtras) -> None:
-        outcome = self._outcome(event)
-        interrupt_id = _payload_str(event, "interrupt_id")
-        deadline = event.payload.get("deadline")
-        until = f" until {deadline}" if deadline else ""
+    def _interrupt_raised(self, event: AgentEvent, payload: InterruptRaisedPayload, extras: EventExtras) -> None:
+        outcome = self._outcome(event, payload)
+        interrupt_id = payload.interrupt_id
+        until = "" if payload.deadline is None else f" until {payload.deadline.isoformat()}"
         if extras.interrupt is None:
             self.line(f"⏸ {outcome.tool_name} asked for approval ({interrupt_id}); no longer pending", style="dim")
         else:
             self.line(f"⏸ {outcome.tool_name} waits for approval{until} (interrupt {interrupt_id})", style="yellow")
 
-    def _interrupt_resolved(self, event: AgentEvent) -> None:
-        interrupt_id = _payload_str(event, "interrupt_id")
-        approved = event.payload.get("approved") is True
+    def _interrupt_resolved(self, payload: InterruptResolvedPayload) -> None:
+        interrupt_id = payload.interrupt_id
+        approved = payload.approved
         for outcome in self._tools.values():
             if outcome.turn_id is not None and interrupt_id_for(outcome.turn_id, outcome.tool_call_id) == interrupt_id:
                 outcome.approved = approved
-        reason = event.payload.get("rejection_message")
+        reason = payload.rejection_message
         if approved:
             self.line(f"✓ approved ({interrupt_id})", style="green")
         elif reason == EXPIRED_REJECTION_MESSAGE:
@@ -272,15 +285,15 @@ class EventRenderer:
             because = f": {reason}" if reason else ""
             self.line(f"✗ rejected ({interrupt_id}){because}", style="yellow")
 
-    def _tool_started(self, event: AgentEvent) -> None:
-        outcome = self._outcome(event)
+    def _tool_started(self, event: AgentEvent, payload: ToolCallStartedPayload) -> None:
+        outcome = self._outcome(event, payload)
         outcome.attempts = max(outcome.attempts, event.attempt)
         again = f" · attempt {event.attempt}, the same idempotency key" if event.attempt > 1 else ""
         self.line(f"… {outcome.tool_name} running ({event.step_execution_id}{again})", style="dim")
 
-    def _tool_finished(self, event: AgentEvent, extras: EventExtras) -> None:
-        outcome = self._outcome(event)
-        outcome.status = _payload_str(event, "status")
+    def _tool_finished(self, event: AgentEvent, payload: ToolCallFinishedPayload, extras: EventExtras) -> None:
+        outcome = self._outcome(event, payload)
+        outcome.status = payload.status.value
         record = extras.tool_call
         if record is not None:
             outcome.detail = record.output or record.error or record.rejection_message
@@ -291,11 +304,3 @@ class EventRenderer:
         if outcome.detail:
             line += Text(" → " + one_line(outcome.detail))
         self.line(line)
-
-    def _usage_recorded(self, event: AgentEvent) -> None:
-        session = event.payload.get("session")
-        if isinstance(session, Mapping):
-            fields = attrs.fields_dict(AgentUsage)
-            self._usage = AgentUsage(
-                **{key: value for key, value in session.items() if key in fields and isinstance(value, int)}
-            )

@@ -40,7 +40,7 @@ import dex
 from dex_agents.application.inputs import id_refusal, text_refusal
 from dex_agents.application.rpcs.resolve_interrupt import request_refusal
 from dex_agents.domain.errors import InvalidInputError
-from dex_agents.domain.events import AgentEvent, AgentEventType
+from dex_agents.domain.events import AgentEvent, AgentEventType, TurnFailedPayload
 from dex_agents.domain.interrupts import ResolveInterruptRequest
 from dex_agents.domain.limits import InputProblem
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage, MessageRole, message_sequence_key
@@ -292,10 +292,8 @@ class AgentSessionClient:
                 return resume_token
             resume_token = message.resume_token
             event = message.event
-            if event.type is AgentEventType.TURN_FAILED and event.turn_id is not None:
-                error = event.payload.get("error")
-                if isinstance(error, str):
-                    errors[event.turn_id] = error
+            if isinstance(event.payload, TurnFailedPayload) and event.turn_id is not None:
+                errors[event.turn_id] = event.payload.error
             if event.type in _WAKE_UP:
                 return resume_token
 
