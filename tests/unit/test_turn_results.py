@@ -1,5 +1,8 @@
 """How a finished turn is read: `turn_result` from a snapshot, and ``turn_committed`` once the end is committed."""
 
+from datetime import UTC, datetime
+
+import attrs
 import pytest
 
 from dex_agents import (
@@ -15,8 +18,8 @@ from dex_agents import (
 )
 from dex_agents.domain import events as ev
 from dex_agents.domain.events import AgentEventType
+from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.session import turn_number
-from dex_agents.domain.snapshot import is_session_idle
 from dex_agents.testing import ScriptedRunner, assistant_message
 from tests.fakes.session import FakeSession
 
@@ -99,10 +102,23 @@ def test_messages_given_explicitly_replace_the_snapshots() -> None:
         (snapshot_of(AgentState(status=AgentStatus.RUNNING_TOOLS, turn_count=1, active_turn_id="turn-1")), False),
     ],
 )
-def test_a_session_is_idle_once_started_with_no_turn_running_and_nothing_queued(
+def test_a_session_is_idle_once_started_with_no_turn_running_nothing_queued_and_no_approval_pending(
     snapshot: AgentSnapshot, *, idle: bool
 ) -> None:
-    assert is_session_idle(snapshot) is idle
+    assert snapshot.is_idle is idle
+
+
+def test_a_session_with_an_approval_pending_is_not_idle() -> None:
+    interrupt = AgentInterrupt(
+        interrupt_id="turn-1.c1",
+        turn_id="turn-1",
+        tool_call_id="c1",
+        tool_name="refund",
+        arguments="{}",
+        raised_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    snapshot = attrs.evolve(snapshot_of(AgentState(turn_count=1)), pending_interrupts=(interrupt,))
+    assert not snapshot.is_idle
 
 
 def test_turn_numbers_are_read_back_from_turn_ids() -> None:

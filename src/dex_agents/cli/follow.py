@@ -35,6 +35,7 @@ from dex_agents.domain.events import (
     TurnStartedPayload,
 )
 from dex_agents.domain.interrupts import AgentInterrupt
+from dex_agents.domain.session import turn_number
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
 from dex_agents.infrastructure.dex.client import AgentEventMessage, AgentSessionClient, MessageReceipt
@@ -92,26 +93,19 @@ class Approver(Protocol):
         ...
 
 
-def turn_number(turn_id: str | None) -> int:
-    """Return ``n`` of ``turn-<n>`` (0 for anything else)."""
-    if turn_id is None or not turn_id.startswith("turn-"):
+def turn_number_or_zero(turn_id: str | None) -> int:
+    """Return ``n`` of ``turn-<n>`` (`dex_agents.domain.session.turn_number`), 0 for anything else."""
+    if turn_id is None:
         return 0
     try:
-        return int(turn_id.removeprefix("turn-"))
+        return turn_number(turn_id)
     except ValueError:
         return 0
 
 
 def is_idle(snapshot: AgentSnapshot, *, min_turns: int = 0) -> bool:
-    """Whether no turn runs, at least ``min_turns`` turns ran and no approval is pending."""
-    state = snapshot.state
-    return (
-        state is not None
-        and state.active_turn_id is None
-        and state.turn_count >= min_turns
-        and not snapshot.pending_interrupts
-        and snapshot.queued_message_count == 0
-    )
+    """Whether the snapshot is idle (`AgentSnapshot.is_idle`) after at least ``min_turns`` turns."""
+    return snapshot.is_idle and snapshot.state is not None and snapshot.state.turn_count >= min_turns
 
 
 class SessionFollower:
@@ -163,7 +157,7 @@ class SessionFollower:
         """Follow until turn ``min_turns`` (or a later one) is committed, and return the snapshot then."""
 
         def done(event: AgentEvent) -> bool:
-            return event.type in _TURN_ENDS and turn_number(event.turn_id) >= min_turns
+            return event.type in _TURN_ENDS and turn_number_or_zero(event.turn_id) >= min_turns
 
         return await self.follow(until=done, idle_after_turns=min_turns)
 
@@ -220,7 +214,9 @@ class SessionFollower:
             if idle_after_turns is not None and message.event.type in _TURN_ENDS:
                 # The end of the session's latest turn: stop now if nothing else is going on.
                 snapshot = await self.snapshot()
-                latest = snapshot.state is not None and snapshot.state.turn_count <= turn_number(message.event.turn_id)
+                latest = snapshot.state is not None and snapshot.state.turn_count <= turn_number_or_zero(
+                    message.event.turn_id
+                )
                 if latest and is_idle(snapshot, min_turns=idle_after_turns):
                     return
 

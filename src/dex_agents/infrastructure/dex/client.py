@@ -52,7 +52,6 @@ from dex_agents.domain.snapshot import (
     ListAgentMessagesRequest,
     MessageIndex,
     TurnResult,
-    is_session_idle,
     page_sequences,
     snapshot_sequences,
     turn_result,
@@ -267,7 +266,7 @@ class AgentSessionClient:
         resume_token = await self.latest_resume_token(session_id)
         while True:
             snapshot = await self.get_agent_snapshot(session_id)
-            if is_session_idle(snapshot):
+            if snapshot.is_idle:
                 return snapshot
             resume_token = await self._wait_for_news(session_id, resume_token, deadline, {}, "the session to be idle")
 
