@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import IO
 
 import dex
-from dependency_injector import providers
 from dex.dexpb import dex_pb2 as pb
 
 from benchmarks.peers.procstat import CpuProbe, proc_mem_kib
@@ -100,12 +99,12 @@ class _DexRunner(Runner):
         self._cache_dir = tempfile.mkdtemp(prefix="peerbench-dex-client-")
 
     def _open_client(self) -> AgentSessionClient:
-        self._container = AgentContainer(
-            flows=providers.Object([self.flow]),
-            server_address=providers.Object(self.address),
-            blob_cache_directory=providers.Object(os.path.join(self._cache_dir, "client")),
-            max_concurrent_tasks=providers.Object(MAX_CONCURRENT_TASKS),
-            stop_drain_seconds=providers.Object(1),
+        self._container = AgentContainer.build(
+            flows=[self.flow],
+            server_address=self.address,
+            blob_cache_directory=os.path.join(self._cache_dir, "client"),
+            max_concurrent_tasks=MAX_CONCURRENT_TASKS,
+            stop_drain_seconds=1,
         )
         self._client = self._container.client()
         self._sessions = AgentSessionClient(self._client, self.flow)

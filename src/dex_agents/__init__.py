@@ -111,7 +111,7 @@ Serving a Flow needs the dex-agents codecs::
     registry = dex.Registry([flow], codec_registry(), allow_async_handlers=True)
 """
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.options import (
     DEFAULT_EVENT_STREAM_CAPACITY_BYTES,
     DEFAULT_MAX_EVENT_BYTES,

@@ -4,7 +4,8 @@ import pytest
 
 from dex_agents import AgentSessionOptions, AgentStatus, AgentTurnContext, AgentUserMessage, InputProblem
 from dex_agents.application.next import GoTo, StepName
-from dex_agents.domain.events import AgentEventType
+from dex_agents.domain import events as ev
+from dex_agents.domain.events import AgentEventType, TextDeltaPayload
 from dex_agents.domain.limits import utf8_size
 from dex_agents.domain.messages import FrameworkMessage, MessageRole
 from dex_agents.domain.start import AgentSessionStartInput
@@ -79,7 +80,7 @@ async def test_a_runner_whose_build_user_message_raises_fails_that_turn_and_the_
     (failed,) = session.sink.events
     assert failed.type is AgentEventType.TURN_FAILED
     assert failed.turn_id == "turn-1"
-    assert failed.payload == {"error": state.last_turn_error}
+    assert failed.payload == ev.turn_failed(state.last_turn_error or "")
     assert session.messages.all == ()
 
 
@@ -176,8 +177,10 @@ async def test_a_model_streaming_a_long_delta_writes_several_bounded_events_hold
 
     deltas = session.sink.of_type(AgentEventType.TEXT_DELTA)
     assert len(deltas) > 20
-    assert "".join(str(event.payload["text"]) for event in deltas) == text
-    assert all(len(str(event.payload["text"])) <= 2 * KIB for event in deltas)
+    pieces = session.sink.payloads(TextDeltaPayload)
+    assert len(pieces) == len(deltas)
+    assert "".join(piece.text for piece in pieces) == text
+    assert all(len(piece.text) <= 2 * KIB for piece in pieces)
     assert session.messages.texts[-1] == text
 
 

@@ -1,6 +1,7 @@
 """Input checks, output bounds and event fitting: the pure rules behind the session's size limits."""
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
@@ -14,11 +15,19 @@ from dex_agents import (
 )
 from dex_agents.application.inputs import id_refusal, text_refusal
 from dex_agents.domain import events as ev
-from dex_agents.domain.events import AgentEventBody, AgentEventType, fit_event_body
+from dex_agents.domain.events import (
+    AgentEventBody,
+    InterruptRaisedPayload,
+    TextDeltaPayload,
+    TurnFailedPayload,
+    fit_event_body,
+)
 from dex_agents.domain.limits import cap_text, check_input_text, json_text_size, sanitize_output_text, utf8_size
 from dex_agents.domain.messages import stored_size
 from dex_agents.domain.snapshot import page_sequences, snapshot_sequences
+from dex_agents.infrastructure.dex.codec import to_json_data
 
+DEADLINE = datetime(2026, 1, 1, 12, 5, tzinfo=UTC)
 KIB = 1024
 
 
@@ -98,13 +107,18 @@ def test_a_capped_text_fits_its_limit_keeps_its_start_and_says_how_much_was_cut(
     )
 
 
+def _json_size(body: AgentEventBody) -> int:
+    return len(json.dumps(to_json_data(body, type(body))))
+
+
 @pytest.mark.parametrize("text", ["x" * 300_000, "é" * 100_000, "😀\n" * 40_000])
 def test_a_long_text_delta_is_split_into_deltas_that_each_fit_and_add_up_to_it(text: str) -> None:
     pieces = fit_event_body(ev.text_delta(text), 16 * KIB)
     assert len(pieces) > 1
-    assert {piece.type for piece in pieces} == {AgentEventType.TEXT_DELTA}
-    assert "".join(str(piece.payload["text"]) for piece in pieces) == text
-    assert all(json_text_size(str(piece.payload["text"])) <= 16 * KIB for piece in pieces)
+    deltas = [piece for piece in pieces if isinstance(piece, TextDeltaPayload)]
+    assert len(deltas) == len(pieces)
+    assert "".join(piece.text for piece in deltas) == text
+    assert all(json_text_size(piece.text) <= 16 * KIB for piece in deltas)
 
 
 def test_a_short_delta_is_written_as_it_is() -> None:
@@ -115,25 +129,22 @@ def test_a_short_delta_is_written_as_it_is() -> None:
 def test_a_long_text_in_another_event_is_cut_with_a_marker_and_the_event_keeps_its_keys() -> None:
     body = ev.turn_failed("boom " * 50_000)
     (fitted,) = fit_event_body(body, 16 * KIB)
-    assert fitted.type is AgentEventType.TURN_FAILED
-    assert set(fitted.payload) == {"error"}
-    assert len(json.dumps(fitted.payload)) <= 16 * KIB
-    error = str(fitted.payload["error"])
-    assert error.startswith("boom boom")
-    assert "[dex-agents: this event text was 250,000 bytes" in error
+    assert isinstance(fitted, TurnFailedPayload)
+    assert _json_size(fitted) <= 16 * KIB
+    assert fitted.error.startswith("boom boom")
+    assert "[dex-agents: this event text was 250,000 bytes" in fitted.error
 
 
-def test_a_custom_event_with_nested_long_values_is_capped_too() -> None:
-    body = AgentEventBody(
-        type=AgentEventType.TEXT_DELTA,
-        payload={"text": "short"},
-    )
-    assert fit_event_body(body, 2 * KIB) == (body,)
-    nested = AgentEventBody(
-        type=AgentEventType.USAGE_RECORDED, payload={"recorded": {"note": "n" * 10_000}, "session": ["s" * 10_000]}
-    )
-    (fitted,) = fit_event_body(nested, 4 * KIB)
-    assert len(json.dumps(fitted.payload)) <= 4 * KIB
+def test_an_event_with_several_long_texts_has_each_cut_and_the_rest_kept() -> None:
+    short = ev.interrupt_raised("i", "c1", "refund", None)
+    assert fit_event_body(short, 2 * KIB) == (short,)
+    body = ev.interrupt_raised("i" * 10_000, "c" * 10_000, "refund", DEADLINE)
+    (fitted,) = fit_event_body(body, 4 * KIB)
+    assert isinstance(fitted, InterruptRaisedPayload)
+    assert _json_size(fitted) <= 4 * KIB
+    assert fitted.interrupt_id.startswith("iii")
+    assert fitted.tool_call_id.startswith("ccc")
+    assert (fitted.tool_name, fitted.deadline) == ("refund", DEADLINE)
 
 
 def test_storing_messages_indexes_each_one_over_8_kib_with_its_size() -> None:

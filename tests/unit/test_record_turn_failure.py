@@ -3,6 +3,7 @@
 from datetime import UTC, datetime
 
 from dex_agents.application.next import GoTo, StepName
+from dex_agents.domain import events as ev
 from dex_agents.domain.events import AgentEventType
 from dex_agents.domain.failure_note import OUTCOME_UNKNOWN_TOOL_RESULT
 from dex_agents.domain.interrupts import AgentInterrupt
@@ -69,7 +70,7 @@ async def test_a_failed_turn_without_tool_calls_records_the_error_and_appends_no
     (failed,) = session.sink.events
     assert (failed.type, failed.payload, failed.turn_id) == (
         AgentEventType.TURN_FAILED,
-        {"error": "RunModel failed 3 attempts: timeout"},
+        ev.turn_failed("RunModel failed 3 attempts: timeout"),
         "turn-1",
     )
 

@@ -7,8 +7,9 @@ import pytest
 from dex_agents.application.next import GoTo, GoToMany, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.runner import AgentTurnContext
+from dex_agents.domain import events as ev
 from dex_agents.domain.errors import RunnerContractError
-from dex_agents.domain.events import AgentEventType
+from dex_agents.domain.events import AgentEventType, ToolCallDeferredPayload, UsageRecordedPayload
 from dex_agents.domain.messages import AgentUserMessage, MessageRole
 from dex_agents.domain.session import AgentStatus
 from dex_agents.domain.tools import ToolCallStatus, ToolEffect, ToolPolicy
@@ -60,7 +61,7 @@ async def test_a_completed_turn_appends_its_messages_in_one_go_after_the_user_me
     assert stored[3].framework_item == completed.new_messages[2].framework_item
     state = session.state.current
     assert (state.status, state.active_turn_id, state.message_count) == (AgentStatus.WAITING_FOR_USER_MESSAGE, None, 4)
-    assert session.sink.of_type(AgentEventType.TURN_COMPLETED)[0].payload == {"message_count": 3}
+    assert session.sink.of_type(AgentEventType.TURN_COMPLETED)[0].payload == ev.turn_completed(3)
 
 
 async def test_a_completed_turn_takes_its_sequences_from_the_state() -> None:
@@ -192,17 +193,14 @@ async def test_tool_calls_requested_write_deferred_and_interrupt_events() -> Non
         AgentEventType.TOOL_CALL_DEFERRED,
         AgentEventType.INTERRUPT_RAISED,
     )
-    deferred = [e.payload for e in session.sink.of_type(AgentEventType.TOOL_CALL_DEFERRED)]
-    assert deferred == [
-        {"tool_call_id": "c1", "tool_name": "search", "effect": "read", "requires_approval": False},
-        {"tool_call_id": "c2", "tool_name": "refund", "effect": "non_idempotent_write", "requires_approval": True},
+    deferred = session.sink.payloads(ToolCallDeferredPayload)
+    assert [(p.tool_call_id, p.tool_name, p.effect, p.requires_approval) for p in deferred] == [
+        ("c1", "search", ToolEffect.READ, False),
+        ("c2", "refund", ToolEffect.NON_IDEMPOTENT_WRITE, True),
     ]
-    assert session.sink.of_type(AgentEventType.INTERRUPT_RAISED)[0].payload == {
-        "interrupt_id": "turn-1.c2",
-        "tool_call_id": "c2",
-        "tool_name": "refund",
-        "deadline": None,
-    }
+    assert session.sink.of_type(AgentEventType.INTERRUPT_RAISED)[0].payload == ev.interrupt_raised(
+        "turn-1.c2", "c2", "refund", None
+    )
 
 
 async def test_an_interrupt_without_a_configured_deadline_never_expires() -> None:
@@ -272,18 +270,14 @@ async def test_each_model_call_adds_its_usage_to_the_session_and_records_it() ->
     await session.run_model()
 
     assert session.usage.value == first + second
-    recorded = [e.payload for e in session.sink.of_type(AgentEventType.USAGE_RECORDED)]
-    assert [p["recorded"] for p in recorded] == [
-        {"model_calls": 1, "input_tokens": 100, "output_tokens": 10, "cached_input_tokens": 0, "reasoning_tokens": 0},
-        {"model_calls": 1, "input_tokens": 150, "output_tokens": 20, "cached_input_tokens": 100, "reasoning_tokens": 0},
+    recorded = session.sink.payloads(UsageRecordedPayload)
+    assert [p.recorded for p in recorded] == [
+        AgentUsage(model_calls=1, input_tokens=100, output_tokens=10),
+        AgentUsage(model_calls=1, input_tokens=150, output_tokens=20, cached_input_tokens=100),
     ]
-    assert recorded[1]["session"] == {
-        "model_calls": 2,
-        "input_tokens": 250,
-        "output_tokens": 30,
-        "cached_input_tokens": 100,
-        "reasoning_tokens": 0,
-    }
+    assert recorded[1].session == AgentUsage(
+        model_calls=2, input_tokens=250, output_tokens=30, cached_input_tokens=100, reasoning_tokens=0
+    )
 
 
 @pytest.mark.parametrize(

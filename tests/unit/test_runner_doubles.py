@@ -10,6 +10,7 @@ import pytest
 import dex_agents.testing
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.runner import AgentTurnContext, DeferredToolExecution, ToolExecutionResult
+from dex_agents.domain import events as ev
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.events import AgentEventType
 from dex_agents.domain.messages import MessageRole
@@ -77,7 +78,7 @@ async def test_a_scripted_model_function_sees_the_turn_sync_or_async() -> None:
     assert await runner.run_model_step(make_turn_context(turn_id="turn-4", sink=sink)) is DONE
     resumed = await runner.run_model_step(make_turn_context(framework_run_state="s", heartbeat=heartbeat))
 
-    assert sink.events[0].payload == {"text": "hi from turn-4"}
+    assert sink.events[0].payload == ev.text_delta("hi from turn-4")
     assert isinstance(resumed, TurnCompleted)
     assert resumed.new_messages[0].text == "True"
     assert heartbeat.count == 1

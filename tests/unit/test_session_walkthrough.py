@@ -2,7 +2,8 @@
 
 from dex_agents.application.next import GoTo, StepName
 from dex_agents.application.runner import AgentTurnContext
-from dex_agents.domain.events import AgentEventType
+from dex_agents.domain import events as ev
+from dex_agents.domain.events import AgentEventType, ToolCallFinishedPayload
 from dex_agents.domain.failure_note import describe_tool_call_outcome
 from dex_agents.domain.messages import MessageRole
 from dex_agents.domain.session import AgentStatus
@@ -95,7 +96,7 @@ async def test_a_turn_with_a_read_and_an_approved_write_runs_end_to_end() -> Non
         E.TURN_COMPLETED,
     )
     assert {event.turn_id for event in session.sink.events} == {"turn-1"}
-    assert session.sink.of_type(E.TURN_COMPLETED)[0].payload == {"message_count": 4}
+    assert session.sink.of_type(E.TURN_COMPLETED)[0].payload == ev.turn_completed(4)
 
 
 async def test_tool_call_ids_may_repeat_in_a_later_turn_with_a_new_idempotency_key() -> None:
@@ -132,7 +133,8 @@ async def test_retried_attempts_of_one_step_share_its_step_execution_id() -> Non
     assert [event.attempt for event in started] == [1, 2, 3]
     assert len({event.step_execution_id for event in started}) == 1
     finished = session.sink.of_type(E.TOOL_CALL_FINISHED)
-    assert [(event.attempt, event.payload["status"]) for event in finished] == [(3, "succeeded")]
+    assert [event.attempt for event in finished] == [3]
+    assert [p.status for p in session.sink.payloads(ToolCallFinishedPayload)] == [ToolCallStatus.SUCCEEDED]
 
 
 async def test_queued_user_messages_wait_until_the_running_turn_ends() -> None:

@@ -3,6 +3,7 @@
 import pytest
 
 from dex_agents.application.next import GoTo, StepName, WaitAgain
+from dex_agents.domain import events as ev
 from dex_agents.domain.events import AgentEventType
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import AgentUserMessage, MessageRole
@@ -35,7 +36,11 @@ async def test_a_non_blank_initial_message_starts_the_first_turn() -> None:
     )
     assert runner.user_message_texts == ("Find my open tickets",)
     (started,) = session.sink.events
-    assert (started.type, started.payload, started.turn_id) == (AgentEventType.TURN_STARTED, {"sequence": 1}, "turn-1")
+    assert (started.type, started.payload, started.turn_id) == (
+        AgentEventType.TURN_STARTED,
+        ev.turn_started(1),
+        "turn-1",
+    )
 
 
 @pytest.mark.parametrize("initial_message", [None, "", "   ", "\n\t "])
@@ -75,7 +80,7 @@ async def test_a_delivered_user_message_starts_the_next_turn_at_the_next_sequenc
     assert (state.status, state.active_turn_id, state.message_count) == (AgentStatus.RUNNING_MODEL, "turn-1", 5)
     (message,) = session.messages.all
     assert (message.sequence, message.turn_id, message.text) == (5, "turn-1", "Refund order 7")
-    assert session.sink.events[0].payload == {"sequence": 5}
+    assert session.sink.events[0].payload == ev.turn_started(5)
     assert session.sink.events[0].turn_id == "turn-1"
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from dex_agents.application.next import End, GoTo, StepName, WaitAgain
 from dex_agents.application.options import AgentSessionOptions
+from dex_agents.domain import events as ev
 from dex_agents.domain.events import AgentEventType
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterruptResolution
 from dex_agents.domain.tools import ApprovalStatus, ToolCallCompleted, ToolCallStatus, ToolEffect, ToolPolicy
@@ -106,10 +107,7 @@ async def test_an_approved_call_is_marked_approved_and_goes_to_its_tool_step(
     assert session.tool_calls[CALL].status is ToolCallStatus.APPROVED
     assert session.results.published == []
     (resolved,) = session.sink.events
-    assert (resolved.type, resolved.payload) == (
-        AgentEventType.INTERRUPT_RESOLVED,
-        {"interrupt_id": INTERRUPT, "approved": True, "rejection_message": None},
-    )
+    assert resolved.payload == ev.interrupt_resolved(INTERRUPT, approved=True, rejection_message=None)
     assert resolved.turn_id == "turn-1"
 
 
@@ -126,12 +124,10 @@ async def test_a_rejected_call_is_recorded_rejected_and_publishes_its_one_result
         ToolCallCompleted(tool_call_id=CALL, turn_id="turn-1", status=ToolCallStatus.REJECTED)
     ]
     assert session.sink.types == (AgentEventType.INTERRUPT_RESOLVED, AgentEventType.TOOL_CALL_FINISHED)
-    assert session.sink.events[0].payload == {
-        "interrupt_id": INTERRUPT,
-        "approved": False,
-        "rejection_message": "Too costly",
-    }
-    assert session.sink.events[1].payload == {"tool_call_id": CALL, "tool_name": "refund", "status": "rejected"}
+    assert session.sink.events[0].payload == ev.interrupt_resolved(
+        INTERRUPT, approved=False, rejection_message="Too costly"
+    )
+    assert session.sink.events[1].payload == ev.tool_call_finished(CALL, "refund", ToolCallStatus.REJECTED)
 
 
 async def test_an_expired_approval_is_recorded_expired_not_rejected_and_removes_the_interrupt() -> None:
@@ -146,12 +142,10 @@ async def test_an_expired_approval_is_recorded_expired_not_rejected_and_removes_
     assert record.approval is ApprovalStatus.EXPIRED
     assert session.interrupts.value == ()
     assert [r.status for r in session.results.published] == [ToolCallStatus.EXPIRED]
-    assert session.sink.events[1].payload == {"tool_call_id": CALL, "tool_name": "refund", "status": "expired"}
-    assert session.sink.events[0].payload == {
-        "interrupt_id": INTERRUPT,
-        "approved": False,
-        "rejection_message": EXPIRED_REJECTION_MESSAGE,
-    }
+    assert session.sink.events[1].payload == ev.tool_call_finished(CALL, "refund", ToolCallStatus.EXPIRED)
+    assert session.sink.events[0].payload == ev.interrupt_resolved(
+        INTERRUPT, approved=False, rejection_message=EXPIRED_REJECTION_MESSAGE
+    )
     assert await session.resolve_interrupt(INTERRUPT, approved=True) is False
 
 

@@ -7,8 +7,9 @@ import pytest
 from dex_agents.application.next import End, GoTo, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.runner import DeferredToolExecution, ToolExecutionResult
+from dex_agents.domain import events as ev
 from dex_agents.domain.errors import ToolExecutionError
-from dex_agents.domain.events import AgentEventType
+from dex_agents.domain.events import AgentEventType, ToolCallFinishedPayload
 from dex_agents.domain.tools import ToolCallCompleted, ToolCallStatus, ToolEffect, ToolPolicy
 from dex_agents.domain.turns import TurnCompleted
 from dex_agents.testing import (
@@ -57,8 +58,8 @@ async def test_a_tool_step_records_success_and_publishes_its_one_result(policy: 
     assert (record.status, record.output) == (S.SUCCEEDED, "42 rows")
     assert session.results.published == [ToolCallCompleted(tool_call_id="c1", turn_id="turn-1", status=S.SUCCEEDED)]
     assert session.sink.types == (AgentEventType.TOOL_CALL_STARTED, AgentEventType.TOOL_CALL_FINISHED)
-    assert session.sink.events[0].payload == {"tool_call_id": "c1", "tool_name": "tool"}
-    assert session.sink.events[1].payload == {"tool_call_id": "c1", "tool_name": "tool", "status": "succeeded"}
+    assert session.sink.events[0].payload == ev.tool_call_started("c1", "tool")
+    assert session.sink.events[1].payload == ev.tool_call_finished("c1", "tool", S.SUCCEEDED)
 
 
 async def test_the_runner_gets_the_record_the_idempotency_key_and_the_attempt() -> None:
@@ -99,7 +100,7 @@ async def test_a_tool_execution_error_records_failed_with_its_message_and_publis
     record = session.tool_calls["c1"]
     assert (record.status, record.error) == (S.FAILED, "no such order")
     assert [r.status for r in session.results.published] == [S.FAILED]
-    assert session.sink.events[-1].payload["status"] == "failed"
+    assert session.sink.events[-1].payload == ev.tool_call_finished("c1", "tool", S.FAILED)
 
 
 async def test_any_other_exception_fails_the_attempt_and_records_nothing() -> None:
@@ -184,7 +185,7 @@ async def test_record_tool_failure_records_failed_for_a_read_and_outcome_unknown
     record = session.tool_calls["c1"]
     assert (record.status, record.error) == (status, "3 attempts timed out")
     assert session.results.published == [ToolCallCompleted(tool_call_id="c1", turn_id="turn-1", status=status)]
-    assert session.sink.events[-1].payload == {"tool_call_id": "c1", "tool_name": "tool", "status": status.value}
+    assert session.sink.events[-1].payload == ev.tool_call_finished("c1", "tool", status)
 
 
 async def test_record_tool_outcome_unknown_records_outcome_unknown_with_the_detail() -> None:
@@ -305,8 +306,8 @@ async def test_every_tool_call_publishes_exactly_one_result_whatever_its_route(
 
     assert waiting == (GoTo(step=StepName.AWAIT_USER_MESSAGE),), "the turn completed"
     assert [r.status for r in session.results.published if r.tool_call_id == "c1"] == [status]
-    finished = [e for e in session.sink.of_type(AgentEventType.TOOL_CALL_FINISHED) if e.payload["tool_call_id"] == "c1"]
-    assert [e.payload["status"] for e in finished] == [status.value]
+    finished = [p for p in session.sink.payloads(ToolCallFinishedPayload) if p.tool_call_id == "c1"]
+    assert [p.status for p in finished] == [status]
     assert session.scripted.executed_tool_call_ids.count("c1") == executions
     assert [step for step, step_input, _ in session.executed if step_input == "c1"][-1] is last_step
     assert len({e.idempotency_key for e in session.scripted.tool_executions if e.tool_call.tool_call_id == "c1"}) <= 1

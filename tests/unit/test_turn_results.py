@@ -1,5 +1,8 @@
 """How a finished turn is read: `turn_result` from a snapshot, and ``turn_committed`` once the end is committed."""
 
+from datetime import UTC, datetime
+
+import attrs
 import pytest
 
 from dex_agents import (
@@ -13,9 +16,10 @@ from dex_agents import (
     TurnStatus,
     turn_result,
 )
+from dex_agents.domain import events as ev
 from dex_agents.domain.events import AgentEventType
+from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.session import turn_number
-from dex_agents.domain.snapshot import is_session_idle
 from dex_agents.testing import ScriptedRunner, assistant_message
 from dex_agents.testing.memory import InMemorySessionHost
 
@@ -98,10 +102,23 @@ def test_messages_given_explicitly_replace_the_snapshots() -> None:
         (snapshot_of(AgentState(status=AgentStatus.RUNNING_TOOLS, turn_count=1, active_turn_id="turn-1")), False),
     ],
 )
-def test_a_session_is_idle_once_started_with_no_turn_running_and_nothing_queued(
+def test_a_session_is_idle_once_started_with_no_turn_running_nothing_queued_and_no_approval_pending(
     snapshot: AgentSnapshot, *, idle: bool
 ) -> None:
-    assert is_session_idle(snapshot) is idle
+    assert snapshot.is_idle is idle
+
+
+def test_a_session_with_an_approval_pending_is_not_idle() -> None:
+    interrupt = AgentInterrupt(
+        interrupt_id="turn-1.c1",
+        turn_id="turn-1",
+        tool_call_id="c1",
+        tool_name="refund",
+        arguments="{}",
+        raised_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    snapshot = attrs.evolve(snapshot_of(AgentState(turn_count=1)), pending_interrupts=(interrupt,))
+    assert not snapshot.is_idle
 
 
 def test_turn_numbers_are_read_back_from_turn_ids() -> None:
@@ -129,11 +146,10 @@ async def test_turn_committed_is_written_before_the_next_wait_with_the_turns_out
     session.announce_finished_turn()
 
     committed = session.sink.of_type(AgentEventType.TURN_COMMITTED)
-    assert [(e.turn_id, e.payload["outcome"], e.payload["message_count"]) for e in committed] == [
-        ("turn-1", "completed", 2),
-        ("turn-2", "failed", 3),
+    assert [(e.turn_id, e.payload) for e in committed] == [
+        ("turn-1", ev.turn_committed(failed_with=None, message_count=2)),
+        ("turn-2", ev.turn_committed(failed_with="RuntimeError: down", message_count=3)),
     ]
-    assert committed[1].payload["error"] == "RuntimeError: down"
 
 
 async def test_the_user_message_of_a_turn_keeps_the_applications_message_id() -> None:

@@ -19,7 +19,7 @@ from typing import Protocol
 
 import attrs
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.domain.messages import AgentMessage, FrameworkMessage
 from dex_agents.domain.tools import AgentToolCall, ToolEffect, ToolPolicy
 from dex_agents.domain.turns import AgentTurnOutcome

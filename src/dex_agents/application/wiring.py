@@ -11,7 +11,7 @@ from typing import Self, cast
 
 import attrs
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import (
     Clock,

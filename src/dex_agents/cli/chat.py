@@ -16,8 +16,9 @@ from rich.text import Text
 from dex_agents.cli.engine import open_engine
 from dex_agents.cli.follow import Approver, SessionFollower
 from dex_agents.cli.loading import load_flow
-from dex_agents.cli.render import MARK, EventRenderer, messages_table, render_snapshot
+from dex_agents.cli.render import EventRenderer
 from dex_agents.cli.terminal import LineSource, PromptApprover, TerminalLines
+from dex_agents.cli.views import MARK, messages_table, render_snapshot
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.infrastructure.dex.client import AgentSessionClient
 

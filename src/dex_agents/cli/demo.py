@@ -33,10 +33,11 @@ from rich.text import Text
 from dex_agents.cli.engine import Engine, open_engine
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.follow import Approver, SessionFollower
-from dex_agents.cli.render import EventRenderer, render_snapshot
+from dex_agents.cli.render import EventRenderer
 from dex_agents.cli.shop import CRASH_ENV, STATE_ENV, read_outbox, read_refunds, refund_gate, tool_runs
 from dex_agents.cli.terminal import FixedApprover, PromptApprover, TerminalLines
-from dex_agents.domain.events import AgentEvent, AgentEventType
+from dex_agents.cli.views import render_snapshot
+from dex_agents.domain.events import AgentEvent, ToolCallStartedPayload
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 from dex_agents.testing.fake_dex import FakeDex
@@ -230,8 +231,8 @@ class Demo:
         """Start the crash once the refund Step runs (``--crash`` only)."""
         if (
             self.crash_task is None
-            and event.type is AgentEventType.TOOL_CALL_STARTED
-            and event.payload.get("tool_name") == "refund_order"
+            and isinstance(event.payload, ToolCallStartedPayload)
+            and event.payload.tool_name == "refund_order"
         ):
             self.crash_task = asyncio.create_task(self.crash())
 

@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 
 import dex
-from dependency_injector import providers
 from rich.console import Console
 
 from dex_agents.cli.errors import CliError, UsageError
@@ -107,11 +106,11 @@ async def open_engine(
                 address, embedded = fake.address, True
             else:
                 address = parse_server(server)
-            container = AgentContainer(
-                flows=providers.Object(list(flows)),
-                server_address=providers.Object(address),
-                blob_cache_directory=providers.Object(cache_dir),
-                stop_drain_seconds=providers.Object(1),
+            container = AgentContainer.build(
+                flows=list(flows),
+                server_address=address,
+                blob_cache_directory=cache_dir,
+                stop_drain_seconds=1,
             )
             stack.callback(container.blob_cache().close)
             engine = Engine(address, container, embedded=embedded)

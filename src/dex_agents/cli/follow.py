@@ -25,8 +25,17 @@ from rich.console import Console
 from rich.status import Status
 
 from dex_agents.cli.render import EventExtras, EventRenderer
-from dex_agents.domain.events import AgentEvent, AgentEventType
+from dex_agents.domain.events import (
+    AgentEvent,
+    AgentEventType,
+    InterruptRaisedPayload,
+    ToolCallDeferredPayload,
+    ToolCallFinishedPayload,
+    TurnCommittedPayload,
+    TurnStartedPayload,
+)
 from dex_agents.domain.interrupts import AgentInterrupt
+from dex_agents.domain.session import turn_number
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
 from dex_agents.infrastructure.dex.client import AgentEventMessage, AgentSessionClient, MessageReceipt
@@ -84,26 +93,19 @@ class Approver(Protocol):
         ...
 
 
-def turn_number(turn_id: str | None) -> int:
-    """Return ``n`` of ``turn-<n>`` (0 for anything else)."""
-    if turn_id is None or not turn_id.startswith("turn-"):
+def turn_number_or_zero(turn_id: str | None) -> int:
+    """Return ``n`` of ``turn-<n>`` (`dex_agents.domain.session.turn_number`), 0 for anything else."""
+    if turn_id is None:
         return 0
     try:
-        return int(turn_id.removeprefix("turn-"))
+        return turn_number(turn_id)
     except ValueError:
         return 0
 
 
 def is_idle(snapshot: AgentSnapshot, *, min_turns: int = 0) -> bool:
-    """Whether no turn runs, at least ``min_turns`` turns ran and no approval is pending."""
-    state = snapshot.state
-    return (
-        state is not None
-        and state.active_turn_id is None
-        and state.turn_count >= min_turns
-        and not snapshot.pending_interrupts
-        and snapshot.queued_message_count == 0
-    )
+    """Whether the snapshot is idle (`AgentSnapshot.is_idle`) after at least ``min_turns`` turns."""
+    return snapshot.is_idle and snapshot.state is not None and snapshot.state.turn_count >= min_turns
 
 
 class SessionFollower:
@@ -155,7 +157,7 @@ class SessionFollower:
         """Follow until turn ``min_turns`` (or a later one) is committed, and return the snapshot then."""
 
         def done(event: AgentEvent) -> bool:
-            return event.type in _TURN_ENDS and turn_number(event.turn_id) >= min_turns
+            return event.type in _TURN_ENDS and turn_number_or_zero(event.turn_id) >= min_turns
 
         return await self.follow(until=done, idle_after_turns=min_turns)
 
@@ -212,7 +214,9 @@ class SessionFollower:
             if idle_after_turns is not None and message.event.type in _TURN_ENDS:
                 # The end of the session's latest turn: stop now if nothing else is going on.
                 snapshot = await self.snapshot()
-                latest = snapshot.state is not None and snapshot.state.turn_count <= turn_number(message.event.turn_id)
+                latest = snapshot.state is not None and snapshot.state.turn_count <= turn_number_or_zero(
+                    message.event.turn_id
+                )
                 if latest and is_idle(snapshot, min_turns=idle_after_turns):
                     return
 
@@ -302,7 +306,12 @@ class SessionFollower:
 
     async def _extras(self, event: AgentEvent) -> EventExtras:
         turn_id = event.turn_id
-        call_id = event.payload.get("tool_call_id")
+        payload = event.payload
+        call_id = (
+            payload.tool_call_id
+            if isinstance(payload, ToolCallDeferredPayload | ToolCallFinishedPayload | InterruptRaisedPayload)
+            else None
+        )
 
         def turn_over(snapshot: AgentSnapshot) -> bool:
             return snapshot.state is not None and snapshot.state.active_turn_id != turn_id
@@ -311,19 +320,17 @@ class SessionFollower:
             return next((r for r in snapshot.tool_calls if r.tool_call_id == call_id and r.turn_id == turn_id), None)
 
         try:
-            match event.type:
-                case AgentEventType.TURN_STARTED:
-                    sequence = event.payload.get("sequence")
-                    if isinstance(sequence, int) and sequence >= 1:
+            match payload:
+                case TurnStartedPayload(sequence=sequence):
+                    if sequence >= 1:
                         return EventExtras(user_text=await self._user_text(sequence))
-                case AgentEventType.TOOL_CALL_DEFERRED:
+                case ToolCallDeferredPayload():
                     deferred = await self._settled(lambda s: record(s) is not None or turn_over(s))
                     return EventExtras(tool_call=None if deferred is None else record(deferred))
-                case AgentEventType.TOOL_CALL_FINISHED:
+                case ToolCallFinishedPayload():
                     finished = await self._settled(lambda s: (r := record(s)) is None or r.is_final)
                     return EventExtras(tool_call=None if finished is None else record(finished))
-                case AgentEventType.INTERRUPT_RAISED:
-                    interrupt_id = event.payload.get("interrupt_id")
+                case InterruptRaisedPayload(interrupt_id=interrupt_id):
 
                     def pending(snapshot: AgentSnapshot) -> AgentInterrupt | None:
                         return next((i for i in snapshot.pending_interrupts if i.interrupt_id == interrupt_id), None)
@@ -335,7 +342,7 @@ class SessionFollower:
 
                     raised = await self._settled(known)
                     return EventExtras(interrupt=None if raised is None else pending(raised))
-                case AgentEventType.TURN_COMMITTED:
+                case TurnCommittedPayload():
                     # Written after the commit: the snapshot already holds the turn's messages.
                     committed = await self.snapshot()
                     of_turn = [m for m in committed.messages if m.turn_id == turn_id]

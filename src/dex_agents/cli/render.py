@@ -1,4 +1,4 @@
-"""Drawing a session for a person: live events as they arrive, and the snapshot.
+"""Drawing a session's live events for a person, as they arrive.
 
 `EventRenderer` draws one event at a time. Text deltas are grouped by
 `dex_agents.cli.transcript.LiveText`: the text of the Step execution that is
@@ -10,83 +10,38 @@ deferred, start, wait for approval and finish. At the end of a turn the stored
 messages replace the live text: when they differ from what was streamed
 (streams are best effort), the stored text is printed.
 
-`render_snapshot` prints a session's snapshot: state, messages, tool call
-outcomes and usage.
+The snapshot views (`render_snapshot` and its helpers) live in
+`dex_agents.cli.views`.
 """
 
-import json
-from collections.abc import Iterable, Mapping, Sequence
+from typing import assert_never
 
 import attrs
-from rich import box
-from rich.console import Console, Group
+from rich.console import Console
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
 from dex_agents.cli.transcript import DeltaOutcome, LiveText, TextBlock, TextKind
-from dex_agents.domain.events import AgentEvent, AgentEventType
+from dex_agents.cli.views import MARK, STATUS_STYLES, ToolOutcome, compact_json, one_line
+from dex_agents.domain.events import (
+    AgentEvent,
+    InterruptRaisedPayload,
+    InterruptResolvedPayload,
+    ReasoningDeltaPayload,
+    TextDeltaPayload,
+    ToolCallDeferredPayload,
+    ToolCallFinishedPayload,
+    ToolCallStartedPayload,
+    TurnCommittedPayload,
+    TurnCompletedPayload,
+    TurnFailedPayload,
+    TurnStartedPayload,
+    UsageRecordedPayload,
+)
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterrupt, interrupt_id_for
-from dex_agents.domain.json_values import JsonValue
 from dex_agents.domain.messages import AgentMessage, MessageRole
-from dex_agents.domain.snapshot import AgentSnapshot
-from dex_agents.domain.tools import AgentToolCall, ApprovalStatus, ToolCallStatus
+from dex_agents.domain.tools import AgentToolCall
 from dex_agents.domain.usage import AgentUsage
-
-MARK = "\u203a"
-"""The mark after a speaker's name (a single right-pointing angle quotation mark)."""
-
-DETAIL_WIDTH = 110
-"""Tool results and arguments are cut to this many characters on one line."""
-
-_STATUS_STYLES = {
-    ToolCallStatus.SUCCEEDED.value: ("✓", "green"),
-    ToolCallStatus.FAILED.value: ("✗", "red"),
-    ToolCallStatus.REJECTED.value: ("✗", "yellow"),
-    ToolCallStatus.EXPIRED.value: ("⌛", "yellow"),
-    ToolCallStatus.OUTCOME_UNKNOWN.value: ("?", "magenta"),
-}
-
-
-def one_line(text: str, width: int = DETAIL_WIDTH) -> str:
-    """Return ``text`` on one line, cut to ``width`` characters with an ellipsis."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-def compact_json(text: str) -> str:
-    """Return JSON text in a short canonical form (``{"order_id": "7"}``); other text unchanged."""
-    try:
-        value = json.loads(text)
-    except (ValueError, TypeError):
-        return text
-    return json.dumps(value, ensure_ascii=False)
-
-
-@attrs.define(kw_only=True)
-class ToolOutcome:
-    """What a person saw of one tool call, collected from its events."""
-
-    turn_id: str | None
-    """The call's turn."""
-    tool_call_id: str
-    """The call."""
-    tool_name: str
-    """The tool."""
-    arguments: str | None = None
-    """The arguments (JSON text), when known."""
-    effect: str | None = None
-    """The effect of its policy."""
-    requires_approval: bool = False
-    """Whether it waited for approval."""
-    approved: bool | None = None
-    """The answer, when it waited for one."""
-    attempts: int = 0
-    """The highest attempt of its tool Step that started."""
-    status: str | None = None
-    """Its final status, once finished."""
-    detail: str | None = None
-    """Its output, error or rejection message."""
 
 
 @attrs.frozen(kw_only=True)
@@ -104,9 +59,8 @@ class EventExtras:
     when the caller already has them)."""
 
 
-def _payload_str(event: AgentEvent, key: str) -> str:
-    value: JsonValue = event.payload.get(key)
-    return "" if value is None else str(value)
+_ToolCallPayload = ToolCallStartedPayload | ToolCallFinishedPayload | ToolCallDeferredPayload | InterruptRaisedPayload
+"""The events about one tool call."""
 
 
 class EventRenderer:
@@ -146,31 +100,34 @@ class EventRenderer:
     def handle(self, event: AgentEvent, extras: EventExtras | None = None) -> None:
         """Draw one event."""
         extras = extras or EventExtras()
-        match event.type:
-            case AgentEventType.TEXT_DELTA | AgentEventType.REASONING_DELTA:
+        payload = event.payload
+        match payload:
+            case TextDeltaPayload() | ReasoningDeltaPayload():
                 self._delta(event)
-            case AgentEventType.TURN_STARTED:
+            case TurnStartedPayload():
                 self._turn_started(event, extras)
-            case AgentEventType.TURN_COMPLETED:
-                self._turn_completed(event, extras)
-            case AgentEventType.TURN_FAILED:
+            case TurnCompletedPayload():
+                self._turn_completed(event, payload, extras)
+            case TurnFailedPayload():
                 self.flush()
                 self._text.end_turn(event.turn_id)
-                self.line(f"✗ {event.turn_id} failed: {one_line(_payload_str(event, 'error'))}", style="bold red")
-            case AgentEventType.TOOL_CALL_DEFERRED:
-                self._tool_deferred(event, extras)
-            case AgentEventType.INTERRUPT_RAISED:
-                self._interrupt_raised(event, extras)
-            case AgentEventType.INTERRUPT_RESOLVED:
-                self._interrupt_resolved(event)
-            case AgentEventType.TOOL_CALL_STARTED:
-                self._tool_started(event)
-            case AgentEventType.TOOL_CALL_FINISHED:
-                self._tool_finished(event, extras)
-            case AgentEventType.USAGE_RECORDED:
-                self._usage_recorded(event)
-            case AgentEventType.TURN_COMMITTED:
+                self.line(f"✗ {event.turn_id} failed: {one_line(payload.error)}", style="bold red")
+            case ToolCallDeferredPayload():
+                self._tool_deferred(event, payload, extras)
+            case InterruptRaisedPayload():
+                self._interrupt_raised(event, payload, extras)
+            case InterruptResolvedPayload():
+                self._interrupt_resolved(payload)
+            case ToolCallStartedPayload():
+                self._tool_started(event, payload)
+            case ToolCallFinishedPayload():
+                self._tool_finished(event, payload, extras)
+            case UsageRecordedPayload():
+                self._usage = payload.session
+            case TurnCommittedPayload():
                 self._turn_committed(event, extras)
+            case _:
+                assert_never(payload)
 
     # -- lines ---------------------------------------------------------------
 
@@ -255,7 +212,7 @@ class EventRenderer:
             self.console.print(Text(f"you {MARK} ", style="bold green") + Text(extras.user_text), soft_wrap=True)
         self.console.rule(Text(event.turn_id or "turn", style="dim"), style="dim", align="left")
 
-    def _turn_completed(self, event: AgentEvent, extras: EventExtras) -> None:
+    def _turn_completed(self, event: AgentEvent, payload: TurnCompletedPayload, extras: EventExtras) -> None:
         self.flush()
         live = self._text.text(event.turn_id)
         self._text.end_turn(event.turn_id)
@@ -264,7 +221,7 @@ class EventRenderer:
         else:
             # The stored messages are readable once turn_committed arrives; compare then.
             self._live_until_committed[event.turn_id] = live
-        count = _payload_str(event, "message_count")
+        count = payload.message_count
         self.line(f"✓ {event.turn_id} completed · {count} messages stored", style="bold green")
 
     def _turn_committed(self, event: AgentEvent, extras: EventExtras) -> None:
@@ -280,20 +237,19 @@ class EventRenderer:
 
     # -- tools ---------------------------------------------------------------
 
-    def _outcome(self, event: AgentEvent) -> ToolOutcome:
-        call_id = _payload_str(event, "tool_call_id")
+    def _outcome(self, event: AgentEvent, payload: _ToolCallPayload) -> ToolOutcome:
+        call_id = payload.tool_call_id
         key = (event.turn_id, call_id)
         outcome = self._tools.get(key)
         if outcome is None:
-            name = _payload_str(event, "tool_name")
-            outcome = ToolOutcome(turn_id=event.turn_id, tool_call_id=call_id, tool_name=name)
+            outcome = ToolOutcome(turn_id=event.turn_id, tool_call_id=call_id, tool_name=payload.tool_name)
             self._tools[key] = outcome
         return outcome
 
-    def _tool_deferred(self, event: AgentEvent, extras: EventExtras) -> None:
-        outcome = self._outcome(event)
-        outcome.effect = _payload_str(event, "effect")
-        outcome.requires_approval = event.payload.get("requires_approval") is True
+    def _tool_deferred(self, event: AgentEvent, payload: ToolCallDeferredPayload, extras: EventExtras) -> None:
+        outcome = self._outcome(event, payload)
+        outcome.effect = payload.effect.value
+        outcome.requires_approval = payload.requires_approval
         if extras.tool_call is not None:
             outcome.arguments = extras.tool_call.arguments
         line = Text("▸ ", style="bold") + Text(outcome.tool_name, style="bold")
@@ -304,23 +260,22 @@ class EventRenderer:
             line += Text(" · needs approval", style="yellow")
         self.line(line)
 
-    def _interrupt_raised(self, event: AgentEvent, extras: EventExtras) -> None:
-        outcome = self._outcome(event)
-        interrupt_id = _payload_str(event, "interrupt_id")
-        deadline = event.payload.get("deadline")
-        until = f" until {deadline}" if deadline else ""
+    def _interrupt_raised(self, event: AgentEvent, payload: InterruptRaisedPayload, extras: EventExtras) -> None:
+        outcome = self._outcome(event, payload)
+        interrupt_id = payload.interrupt_id
+        until = "" if payload.deadline is None else f" until {payload.deadline.isoformat()}"
         if extras.interrupt is None:
             self.line(f"⏸ {outcome.tool_name} asked for approval ({interrupt_id}); no longer pending", style="dim")
         else:
             self.line(f"⏸ {outcome.tool_name} waits for approval{until} (interrupt {interrupt_id})", style="yellow")
 
-    def _interrupt_resolved(self, event: AgentEvent) -> None:
-        interrupt_id = _payload_str(event, "interrupt_id")
-        approved = event.payload.get("approved") is True
+    def _interrupt_resolved(self, payload: InterruptResolvedPayload) -> None:
+        interrupt_id = payload.interrupt_id
+        approved = payload.approved
         for outcome in self._tools.values():
             if outcome.turn_id is not None and interrupt_id_for(outcome.turn_id, outcome.tool_call_id) == interrupt_id:
                 outcome.approved = approved
-        reason = event.payload.get("rejection_message")
+        reason = payload.rejection_message
         if approved:
             self.line(f"✓ approved ({interrupt_id})", style="green")
         elif reason == EXPIRED_REJECTION_MESSAGE:
@@ -330,191 +285,22 @@ class EventRenderer:
             because = f": {reason}" if reason else ""
             self.line(f"✗ rejected ({interrupt_id}){because}", style="yellow")
 
-    def _tool_started(self, event: AgentEvent) -> None:
-        outcome = self._outcome(event)
+    def _tool_started(self, event: AgentEvent, payload: ToolCallStartedPayload) -> None:
+        outcome = self._outcome(event, payload)
         outcome.attempts = max(outcome.attempts, event.attempt)
         again = f" · attempt {event.attempt}, the same idempotency key" if event.attempt > 1 else ""
         self.line(f"… {outcome.tool_name} running ({event.step_execution_id}{again})", style="dim")
 
-    def _tool_finished(self, event: AgentEvent, extras: EventExtras) -> None:
-        outcome = self._outcome(event)
-        outcome.status = _payload_str(event, "status")
+    def _tool_finished(self, event: AgentEvent, payload: ToolCallFinishedPayload, extras: EventExtras) -> None:
+        outcome = self._outcome(event, payload)
+        outcome.status = payload.status.value
         record = extras.tool_call
         if record is not None:
             outcome.detail = record.output or record.error or record.rejection_message
             if outcome.arguments is None:
                 outcome.arguments = record.arguments
-        mark, style = _STATUS_STYLES.get(outcome.status, ("•", ""))
+        mark, style = STATUS_STYLES.get(outcome.status, ("•", ""))
         line = Text(f"{mark} {outcome.tool_name} {outcome.status}", style=style)
         if outcome.detail:
             line += Text(" → " + one_line(outcome.detail))
         self.line(line)
-
-    def _usage_recorded(self, event: AgentEvent) -> None:
-        session = event.payload.get("session")
-        if isinstance(session, Mapping):
-            fields = attrs.fields_dict(AgentUsage)
-            self._usage = AgentUsage(
-                **{key: value for key, value in session.items() if key in fields and isinstance(value, int)}
-            )
-
-
-def _message_content(message: AgentMessage) -> Text:
-    text = Text(message.text.strip()) if message.text else Text("")
-    if message.tool_name:
-        arrow = "→ " if message.role is MessageRole.ASSISTANT else "← "
-        text += Text((" " if message.text else "") + arrow + message.tool_name, style="dim")
-    for stored in message.tool_outcomes:
-        mark, style = _STATUS_STYLES.get(stored.status.value, ("•", ""))
-        named = "" if message.tool_name == stored.tool_name else f"{stored.tool_name} "
-        text += Text((" " if text.plain else "") + f"{mark} {named}{stored.status.value}", style=style)
-    if not text.plain:
-        text = Text("(no display text)", style="dim")
-    return text
-
-
-def describe_usage(usage: AgentUsage) -> str:
-    """Return usage as one line of words."""
-    calls = "call" if usage.model_calls == 1 else "calls"
-    line = f"{usage.model_calls} model {calls} · {usage.input_tokens} input tokens"
-    if usage.cached_input_tokens:
-        line += f" ({usage.cached_input_tokens} cached)"
-    line += f" · {usage.output_tokens} output tokens"
-    if usage.reasoning_tokens:
-        line += f" ({usage.reasoning_tokens} reasoning)"
-    return line
-
-
-def messages_table(messages: Sequence[AgentMessage], *, title: str = "Messages") -> Table:
-    """Return stored messages as a table."""
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, title_style="bold")
-    table.add_column("#", justify="right", style="dim", no_wrap=True)
-    table.add_column("turn", style="dim", no_wrap=True)
-    table.add_column("role", no_wrap=True)
-    table.add_column("content", overflow="fold")
-    for message in messages:
-        table.add_row(str(message.sequence), message.turn_id, message.role.value, _message_content(message))
-    return table
-
-
-def tool_outcome_lines(outcomes: Iterable[ToolOutcome]) -> Group:
-    """Return tool call outcomes, one line each: status, call, effect, approval, attempts and result."""
-    lines: list[Text] = [Text("Tool calls", style="bold")]
-    for outcome in outcomes:
-        mark, style = _STATUS_STYLES.get(outcome.status or "", ("…", "dim"))
-        line = Text(f"  {mark} ", style=style) + Text(outcome.tool_name, style="bold")
-        if outcome.arguments:
-            line += Text(" " + one_line(compact_json(outcome.arguments), 60))
-        facts = [outcome.turn_id or "", outcome.effect or ""]
-        if outcome.requires_approval and outcome.status == ToolCallStatus.EXPIRED.value:
-            facts.append("approval expired")
-        elif outcome.requires_approval:
-            facts.append({True: "approved", False: "rejected", None: "approval pending"}[outcome.approved])
-        if outcome.attempts:
-            facts.append(f"{outcome.attempts} attempt{'s' if outcome.attempts != 1 else ''}")
-        line += Text(" · " + " · ".join(fact for fact in facts if fact), style="dim")
-        line += Text(f" → {outcome.status or 'not finished'}", style=style)
-        if outcome.detail:
-            line += Text(": " + one_line(outcome.detail, 80))
-        lines.append(line)
-    return Group(*lines)
-
-
-def tool_records_as_outcomes(records: Iterable[AgentToolCall]) -> list[ToolOutcome]:
-    """Return the snapshot's tool call records (the active turn's) as outcomes."""
-    return [
-        ToolOutcome(
-            turn_id=record.turn_id,
-            tool_call_id=record.tool_call_id,
-            tool_name=record.tool_name,
-            arguments=record.arguments,
-            effect=record.policy.effect.value,
-            requires_approval=record.requires_approval,
-            approved=None
-            if record.status in (ToolCallStatus.AWAITING_APPROVAL, ToolCallStatus.PENDING)
-            else record.status not in (ToolCallStatus.REJECTED, ToolCallStatus.EXPIRED),
-            status=record.status.value if record.is_final else None,
-            detail=record.output or record.error or record.rejection_message,
-        )
-        for record in records
-    ]
-
-
-def stored_as_outcomes(messages: Iterable[AgentMessage]) -> list[ToolOutcome]:
-    """Return the tool outcomes stored on ``messages`` (finished turns' calls), in message order."""
-    return [
-        ToolOutcome(
-            turn_id=message.turn_id,
-            tool_call_id=stored.tool_call_id,
-            tool_name=stored.tool_name,
-            effect=stored.effect.value,
-            requires_approval=stored.approval is not None,
-            approved=None if stored.approval is None else stored.approval is ApprovalStatus.APPROVED,
-            attempts=stored.attempts,
-            status=stored.status.value,
-            detail=stored.error or stored.rejection_message,
-        )
-        for message in messages
-        for stored in message.tool_outcomes
-    ]
-
-
-def render_snapshot(
-    console: Console,
-    session_id: str,
-    snapshot: AgentSnapshot,
-    *,
-    tool_outcomes: Sequence[ToolOutcome] = (),
-) -> None:
-    """Print a session snapshot: state, messages, tool call outcomes and usage.
-
-    Args:
-        console: where to print.
-        session_id: the session.
-        snapshot: what ``get_agent_snapshot`` returned.
-        tool_outcomes: tool calls seen live; the snapshot adds the outcomes
-            stored on its messages and the active turn's records.
-    """
-    state = snapshot.state
-    parts: list[Text | Table | Group] = []
-    if state is None:
-        parts.append(Text(f"Snapshot of session {session_id}: not started yet", style="bold"))
-    else:
-        turns = "turn" if state.turn_count == 1 else "turns"
-        header = Text(f"Snapshot of session {session_id}", style="bold") + Text(
-            f" · {state.status.value} · {state.turn_count} {turns} · {state.message_count} messages"
-            f" · {snapshot.queued_message_count} queued"
-        )
-        parts.append(header)
-        if state.active_turn_id:
-            parts.append(Text(f"active turn: {state.active_turn_id}"))
-        if state.last_turn_error:
-            parts.append(Text(f"last turn failed: {one_line(state.last_turn_error)}", style="red"))
-    if snapshot.messages:
-        parts.append(messages_table(snapshot.messages))
-    outcomes = list(tool_outcomes)
-    seen = {(o.turn_id, o.tool_call_id) for o in outcomes}
-    # Calls not seen live: finished turns' outcomes stored on their messages, then the active turn's records.
-    for outcome in stored_as_outcomes(snapshot.messages) + tool_records_as_outcomes(snapshot.tool_calls):
-        if (outcome.turn_id, outcome.tool_call_id) not in seen:
-            seen.add((outcome.turn_id, outcome.tool_call_id))
-            outcomes.append(outcome)
-    if outcomes:
-        parts.append(tool_outcome_lines(outcomes))
-    parts.extend(
-        Text(
-            f"pending approval {interrupt.interrupt_id}: {interrupt.tool_name} {compact_json(interrupt.arguments)}",
-            style="yellow",
-        )
-        for interrupt in snapshot.pending_interrupts
-    )
-    parts.append(Text("Usage: ", style="bold") + Text(describe_usage(snapshot.usage)))
-    console.print()
-    for part in parts:
-        if isinstance(part, Text):
-            console.print(part, soft_wrap=True)
-        elif isinstance(part, Group):
-            for line in part.renderables:
-                console.print(line, soft_wrap=True)
-        else:
-            console.print(part)

@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.text import Text
 
 from dex_agents.cli.follow import ApprovalDecision, ApprovalRequest
-from dex_agents.cli.render import compact_json
+from dex_agents.cli.views import compact_json
 
 TERMINAL_REJECTION = "Rejected at the terminal."
 """The rejection message of a call a person declined at a prompt."""

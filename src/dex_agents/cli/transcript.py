@@ -15,7 +15,7 @@ from enum import StrEnum
 
 import attrs
 
-from dex_agents.domain.events import AgentEvent, AgentEventType
+from dex_agents.domain.events import AgentEvent, AgentEventType, ReasoningDeltaPayload, TextDeltaPayload
 
 
 class TextKind(StrEnum):
@@ -91,11 +91,11 @@ class LiveText:
         Raises:
             ValueError: ``event`` is not a text or reasoning delta.
         """
-        kind = _KINDS.get(event.type)
-        if kind is None:
+        payload = event.payload
+        if not isinstance(payload, TextDeltaPayload | ReasoningDeltaPayload):
             raise ValueError(f"not a text event: {event.type.value}")
-        text = event.payload.get("text")
-        delta = text if isinstance(text, str) else ""
+        kind = _KINDS[event.type]
+        delta = payload.text
         key = (event.turn_id, event.step_execution_id, kind)
         block = self._blocks.get(key)
         if block is None:

@@ -22,8 +22,9 @@ from dex_agents.cli.engine import open_engine
 from dex_agents.cli.errors import CliError, UsageError
 from dex_agents.cli.follow import SessionFollower
 from dex_agents.cli.loading import load_flow
-from dex_agents.cli.render import EventRenderer, compact_json, render_snapshot
+from dex_agents.cli.render import EventRenderer
 from dex_agents.cli.terminal import TerminalLines
+from dex_agents.cli.views import compact_json, render_snapshot
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.infrastructure.dex.client import AgentSessionClient
 

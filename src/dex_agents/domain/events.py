@@ -1,8 +1,11 @@
 """Live events of a session (the ``flow.agent_events`` Stream).
 
-Every event has a type, a payload with exactly the keys of `EVENT_PAYLOAD_KEYS`,
-and an envelope: ``turn_id``, ``step_execution_id`` (shared by every attempt of
-one Step execution) and the Step ``attempt``. A UI groups live text by
+Every event has a type, a typed payload (one frozen class per type, with
+exactly the keys of `EVENT_PAYLOAD_KEYS` on the wire; `EVENT_PAYLOAD_TYPES` maps
+each type to its class, and the one converter in
+``dex_agents.infrastructure.dex.codec`` reads and writes them), and an
+envelope: ``turn_id``, ``step_execution_id`` (shared by every attempt of one
+Step execution) and the Step ``attempt``. A UI groups live text by
 ``(turn_id, step_execution_id, attempt)``: within one Step execution it keeps
 only the highest attempt's text. Once ``turn_committed`` arrives the stored
 messages replace the turn's live text. Streams are best effort; the snapshot
@@ -30,12 +33,13 @@ import json
 from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
+from typing import ClassVar, Protocol, cast
 
 import attrs
 
-from dex_agents.domain.json_values import JsonObject, JsonValue
+from dex_agents.domain.json_values import JsonValue
 from dex_agents.domain.limits import cap_text, json_text_size
-from dex_agents.domain.tools import ToolCallStatus, ToolPolicy, is_approval_required
+from dex_agents.domain.tools import ToolCallStatus, ToolEffect, ToolPolicy, is_approval_required
 from dex_agents.domain.usage import AgentUsage
 
 
@@ -56,31 +60,211 @@ class AgentEventType(StrEnum):
     USAGE_RECORDED = "usage_recorded"
 
 
-EVENT_PAYLOAD_KEYS: Mapping[AgentEventType, frozenset[str]] = {
-    AgentEventType.TURN_STARTED: frozenset({"sequence"}),
-    AgentEventType.TURN_COMPLETED: frozenset({"message_count"}),
-    AgentEventType.TURN_FAILED: frozenset({"error"}),
-    AgentEventType.TURN_COMMITTED: frozenset({"outcome", "error", "message_count"}),
-    AgentEventType.TEXT_DELTA: frozenset({"text"}),
-    AgentEventType.REASONING_DELTA: frozenset({"text"}),
-    AgentEventType.TOOL_CALL_STARTED: frozenset({"tool_call_id", "tool_name"}),
-    AgentEventType.TOOL_CALL_FINISHED: frozenset({"tool_call_id", "tool_name", "status"}),
-    AgentEventType.TOOL_CALL_DEFERRED: frozenset({"tool_call_id", "tool_name", "effect", "requires_approval"}),
-    AgentEventType.INTERRUPT_RAISED: frozenset({"interrupt_id", "tool_call_id", "tool_name", "deadline"}),
-    AgentEventType.INTERRUPT_RESOLVED: frozenset({"interrupt_id", "approved", "rejection_message"}),
-    AgentEventType.USAGE_RECORDED: frozenset({"recorded", "session"}),
-}
-"""The exact payload keys of each event type."""
+class TurnOutcome(StrEnum):
+    """How a committed turn ended."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+def _optional_datetime(value: datetime | str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) else value
+
+
+def _usage(value: AgentUsage | Mapping[str, int]) -> AgentUsage:
+    return value if isinstance(value, AgentUsage) else AgentUsage(**value)
 
 
 @attrs.frozen(kw_only=True)
-class AgentEventBody:
-    """An event's type and payload, before the writer adds the envelope."""
+class TurnStartedPayload:
+    """A turn started."""
 
-    type: AgentEventType
-    """The kind of event."""
-    payload: JsonObject
-    """The event's data, keyed as `EVENT_PAYLOAD_KEYS` says."""
+    event_type: ClassVar[AgentEventType] = AgentEventType.TURN_STARTED
+    sequence: int
+    """The sequence of the turn's user message."""
+
+
+@attrs.frozen(kw_only=True)
+class TurnCompletedPayload:
+    """A turn completed (written before its state is committed)."""
+
+    event_type: ClassVar[AgentEventType] = AgentEventType.TURN_COMPLETED
+    message_count: int
+    """The messages the turn stored after its user message."""
+
+
+@attrs.frozen(kw_only=True)
+class TurnFailedPayload:
+    """A turn failed (written before its state is committed)."""
+
+    event_type: ClassVar[AgentEventType] = AgentEventType.TURN_FAILED
+    error: str
+    """Why."""
+
+
+@attrs.frozen(kw_only=True)
+class TurnCommittedPayload:
+    """A turn's final state is committed and readable."""
+
+    event_type: ClassVar[AgentEventType] = AgentEventType.TURN_COMMITTED
+    outcome: TurnOutcome = attrs.field(converter=TurnOutcome)
+    """How it ended."""
+    error: str | None
+    """The error of a failed turn, else ``None``."""
+    message_count: int
+    """The session's message count."""
+
+
+@attrs.frozen(kw_only=True)
+class TextDeltaPayload:
+    """A piece of the model's text."""
+
+    event_type: ClassVar[AgentEventType] = AgentEventType.TEXT_DELTA
+    text: str
+    """The piece."""
+
+
+@attrs.frozen(kw_only=True)
+class ReasoningDeltaPayload:
+    """A piece of the model's reasoning."""
+
+    event_type: ClassVar[AgentEventType] = AgentEventType.REASONING_DELTA
+    text: str
+    """The piece."""
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallStartedPayload:
+    """A tool call's Step is about to run the tool."""
+
+    event_type: ClassVar[AgentEventType] = AgentEventType.TOOL_CALL_STARTED
+    tool_call_id: str
+    """The call."""
+    tool_name: str
+    """The tool."""
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallFinishedPayload:
+    """A tool call's record became final (once per call, rejections included)."""
+
+    event_type: ClassVar[AgentEventType] = AgentEventType.TOOL_CALL_FINISHED
+    tool_call_id: str
+    """The call."""
+    tool_name: str
+    """The tool."""
+    status: ToolCallStatus = attrs.field(converter=ToolCallStatus)
+    """Its final status."""
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallDeferredPayload:
+    """The model asked for a tool call; the session will run it in its own Step."""
+
+    event_type: ClassVar[AgentEventType] = AgentEventType.TOOL_CALL_DEFERRED
+    tool_call_id: str
+    """The call."""
+    tool_name: str
+    """The tool."""
+    effect: ToolEffect = attrs.field(converter=ToolEffect)
+    """The effect of its policy."""
+    requires_approval: bool
+    """Whether it waits for approval first."""
+
+
+@attrs.frozen(kw_only=True)
+class InterruptRaisedPayload:
+    """A tool call waits for approval."""
+
+    event_type: ClassVar[AgentEventType] = AgentEventType.INTERRUPT_RAISED
+    interrupt_id: str
+    """The interrupt to answer."""
+    tool_call_id: str
+    """The call."""
+    tool_name: str
+    """The tool."""
+    deadline: datetime | None = attrs.field(converter=_optional_datetime)
+    """When the approval expires (ISO text on the wire), or ``None``."""
+
+
+@attrs.frozen(kw_only=True)
+class InterruptResolvedPayload:
+    """An approval was answered (or expired)."""
+
+    event_type: ClassVar[AgentEventType] = AgentEventType.INTERRUPT_RESOLVED
+    interrupt_id: str
+    """The interrupt."""
+    approved: bool
+    """The answer."""
+    rejection_message: str | None
+    """Why it was rejected, if it was."""
+
+
+@attrs.frozen(kw_only=True)
+class UsageRecordedPayload:
+    """A model call's usage was added to the session total."""
+
+    event_type: ClassVar[AgentEventType] = AgentEventType.USAGE_RECORDED
+    recorded: AgentUsage = attrs.field(converter=_usage)
+    """This model call's usage."""
+    session: AgentUsage = attrs.field(converter=_usage)
+    """The session's total after it."""
+
+
+AgentEventBody = (
+    TurnStartedPayload
+    | TurnCompletedPayload
+    | TurnFailedPayload
+    | TurnCommittedPayload
+    | TextDeltaPayload
+    | ReasoningDeltaPayload
+    | ToolCallStartedPayload
+    | ToolCallFinishedPayload
+    | ToolCallDeferredPayload
+    | InterruptRaisedPayload
+    | InterruptResolvedPayload
+    | UsageRecordedPayload
+)
+"""An event's typed payload, before the writer adds the envelope; its class names its type."""
+
+EVENT_PAYLOAD_TYPES: Mapping[AgentEventType, type[AgentEventBody]] = {
+    cls.event_type: cls
+    for cls in (
+        TurnStartedPayload,
+        TurnCompletedPayload,
+        TurnFailedPayload,
+        TurnCommittedPayload,
+        TextDeltaPayload,
+        ReasoningDeltaPayload,
+        ToolCallStartedPayload,
+        ToolCallFinishedPayload,
+        ToolCallDeferredPayload,
+        InterruptRaisedPayload,
+        InterruptResolvedPayload,
+        UsageRecordedPayload,
+    )
+}
+"""The payload class of each event type."""
+
+EVENT_PAYLOAD_KEYS: Mapping[AgentEventType, frozenset[str]] = {
+    event_type: frozenset(field.name for field in attrs.fields(cls)) for event_type, cls in EVENT_PAYLOAD_TYPES.items()
+}
+"""The exact payload keys of each event type (its class's fields)."""
+
+
+class _BodyFactory(Protocol):
+    def __call__(self, **fields: JsonValue) -> AgentEventBody: ...
+
+
+def event_body(event_type: AgentEventType | str, payload: Mapping[str, JsonValue]) -> AgentEventBody:
+    """Return the typed payload of ``event_type`` with the fields of ``payload`` (wire values accepted).
+
+    Raises:
+        ValueError: ``event_type`` is not an `AgentEventType` value.
+        TypeError: ``payload`` lacks a field or has one the type does not know.
+    """
+    build = cast(_BodyFactory, EVENT_PAYLOAD_TYPES[AgentEventType(event_type)])
+    return build(**payload)
 
 
 @attrs.frozen(kw_only=True)
@@ -89,8 +273,8 @@ class AgentEvent:
 
     type: AgentEventType
     """The kind of event."""
-    payload: JsonObject
-    """The event's data, keyed as `EVENT_PAYLOAD_KEYS` says for known types."""
+    payload: AgentEventBody = attrs.field(validator=lambda event, _, body: _check_payload(event, body))
+    """The event's data, of the class `EVENT_PAYLOAD_TYPES` names for ``type``."""
     turn_id: str | None
     """The turn the event belongs to, if any."""
     step_execution_id: str
@@ -104,122 +288,90 @@ class AgentEvent:
     ) -> "AgentEvent":
         """Wrap ``body`` in its envelope."""
         return cls(
-            type=body.type,
-            payload=body.payload,
+            type=body.event_type,
+            payload=body,
             turn_id=turn_id,
             step_execution_id=step_execution_id,
             attempt=attempt,
         )
 
 
-def turn_started(sequence: int) -> AgentEventBody:
+def _check_payload(event: AgentEvent, body: AgentEventBody) -> None:
+    if body.event_type is not event.type:
+        raise ValueError(f"a {event.type.value} event cannot carry a {type(body).__name__}")
+
+
+def turn_started(sequence: int) -> TurnStartedPayload:
     """A turn started; ``sequence`` is its user message's sequence."""
-    return AgentEventBody(type=AgentEventType.TURN_STARTED, payload={"sequence": sequence})
+    return TurnStartedPayload(sequence=sequence)
 
 
-def turn_completed(message_count: int) -> AgentEventBody:
+def turn_completed(message_count: int) -> TurnCompletedPayload:
     """A turn completed, storing ``message_count`` messages after its user message."""
-    return AgentEventBody(type=AgentEventType.TURN_COMPLETED, payload={"message_count": message_count})
+    return TurnCompletedPayload(message_count=message_count)
 
 
-def turn_failed(error: str) -> AgentEventBody:
+def turn_failed(error: str) -> TurnFailedPayload:
     """A turn failed with ``error``."""
-    return AgentEventBody(type=AgentEventType.TURN_FAILED, payload={"error": error})
+    return TurnFailedPayload(error=error)
 
 
-def turn_committed(*, failed_with: str | None, message_count: int) -> AgentEventBody:
+def turn_committed(*, failed_with: str | None, message_count: int) -> TurnCommittedPayload:
     """A turn's final state is committed: ``completed``, or ``failed`` with ``failed_with``."""
-    return AgentEventBody(
-        type=AgentEventType.TURN_COMMITTED,
-        payload={
-            "outcome": "completed" if failed_with is None else "failed",
-            "error": failed_with,
-            "message_count": message_count,
-        },
+    return TurnCommittedPayload(
+        outcome=TurnOutcome.COMPLETED if failed_with is None else TurnOutcome.FAILED,
+        error=failed_with,
+        message_count=message_count,
     )
 
 
-def text_delta(text: str) -> AgentEventBody:
+def text_delta(text: str) -> TextDeltaPayload:
     """A piece of the model's text."""
-    return AgentEventBody(type=AgentEventType.TEXT_DELTA, payload={"text": text})
+    return TextDeltaPayload(text=text)
 
 
-def reasoning_delta(text: str) -> AgentEventBody:
+def reasoning_delta(text: str) -> ReasoningDeltaPayload:
     """A piece of the model's reasoning."""
-    return AgentEventBody(type=AgentEventType.REASONING_DELTA, payload={"text": text})
+    return ReasoningDeltaPayload(text=text)
 
 
-def tool_call_started(tool_call_id: str, tool_name: str) -> AgentEventBody:
+def tool_call_started(tool_call_id: str, tool_name: str) -> ToolCallStartedPayload:
     """A tool call's Step is about to run the tool."""
-    return AgentEventBody(
-        type=AgentEventType.TOOL_CALL_STARTED,
-        payload={"tool_call_id": tool_call_id, "tool_name": tool_name},
-    )
+    return ToolCallStartedPayload(tool_call_id=tool_call_id, tool_name=tool_name)
 
 
-def tool_call_finished(tool_call_id: str, tool_name: str, status: ToolCallStatus) -> AgentEventBody:
+def tool_call_finished(tool_call_id: str, tool_name: str, status: ToolCallStatus) -> ToolCallFinishedPayload:
     """A tool call's record became final (once per call, rejections included)."""
-    return AgentEventBody(
-        type=AgentEventType.TOOL_CALL_FINISHED,
-        payload={"tool_call_id": tool_call_id, "tool_name": tool_name, "status": status.value},
-    )
+    return ToolCallFinishedPayload(tool_call_id=tool_call_id, tool_name=tool_name, status=status)
 
 
-def tool_call_deferred(tool_call_id: str, tool_name: str, policy: ToolPolicy) -> AgentEventBody:
+def tool_call_deferred(tool_call_id: str, tool_name: str, policy: ToolPolicy) -> ToolCallDeferredPayload:
     """The model asked for a tool call; the session will run it in its own Step."""
-    return AgentEventBody(
-        type=AgentEventType.TOOL_CALL_DEFERRED,
-        payload={
-            "tool_call_id": tool_call_id,
-            "tool_name": tool_name,
-            "effect": policy.effect.value,
-            "requires_approval": is_approval_required(policy),
-        },
+    return ToolCallDeferredPayload(
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        effect=policy.effect,
+        requires_approval=is_approval_required(policy),
     )
 
 
-def interrupt_raised(interrupt_id: str, tool_call_id: str, tool_name: str, deadline: datetime | None) -> AgentEventBody:
-    """A tool call waits for approval until ``deadline`` (ISO text, or null)."""
-    return AgentEventBody(
-        type=AgentEventType.INTERRUPT_RAISED,
-        payload={
-            "interrupt_id": interrupt_id,
-            "tool_call_id": tool_call_id,
-            "tool_name": tool_name,
-            "deadline": None if deadline is None else deadline.isoformat(),
-        },
+def interrupt_raised(
+    interrupt_id: str, tool_call_id: str, tool_name: str, deadline: datetime | None
+) -> InterruptRaisedPayload:
+    """A tool call waits for approval until ``deadline`` (or without one)."""
+    return InterruptRaisedPayload(
+        interrupt_id=interrupt_id, tool_call_id=tool_call_id, tool_name=tool_name, deadline=deadline
     )
 
 
-def interrupt_resolved(interrupt_id: str, *, approved: bool, rejection_message: str | None) -> AgentEventBody:
+def interrupt_resolved(interrupt_id: str, *, approved: bool, rejection_message: str | None) -> InterruptResolvedPayload:
     """An approval was answered (or expired)."""
-    return AgentEventBody(
-        type=AgentEventType.INTERRUPT_RESOLVED,
-        payload={
-            "interrupt_id": interrupt_id,
-            "approved": approved,
-            "rejection_message": rejection_message,
-        },
-    )
+    return InterruptResolvedPayload(interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message)
 
 
-def usage_recorded(recorded: AgentUsage, session: AgentUsage) -> AgentEventBody:
+def usage_recorded(recorded: AgentUsage, session: AgentUsage) -> UsageRecordedPayload:
     """A model call's usage was added to the session total."""
-    return AgentEventBody(
-        type=AgentEventType.USAGE_RECORDED,
-        payload={"recorded": usage_payload(recorded), "session": usage_payload(session)},
-    )
-
-
-def usage_payload(usage: AgentUsage) -> dict[str, JsonValue]:
-    """Return ``usage`` as an event payload object."""
-    return {
-        "model_calls": usage.model_calls,
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cached_input_tokens": usage.cached_input_tokens,
-        "reasoning_tokens": usage.reasoning_tokens,
-    }
+    return UsageRecordedPayload(recorded=recorded, session=session)
 
 
 _ENVELOPE_BYTES = 512
@@ -228,25 +380,54 @@ _ENVELOPE_BYTES = 512
 _JSON_BYTES_PER_CHARACTER = 12
 """The most a character can take as escaped JSON text (an astral character: two ``\\uXXXX`` escapes)."""
 
+_LONG_TEXT = 64
+"""Texts up to this many characters are never cut."""
+
 
 def fit_event_body(body: AgentEventBody, max_bytes: int) -> tuple[AgentEventBody, ...]:
     """Return ``body`` as events whose payloads each take at most ``max_bytes`` as JSON, envelope included.
 
     Text and reasoning deltas are split into consecutive deltas; other events
-    keep their keys and have their long texts cut with a notice.
+    keep their fields and have their long texts cut with a notice.
     """
     budget = max(max_bytes - _ENVELOPE_BYTES, 64)
-    if body.type in (AgentEventType.TEXT_DELTA, AgentEventType.REASONING_DELTA):
-        text = body.payload.get("text")
-        if isinstance(text, str) and len(text) * _JSON_BYTES_PER_CHARACTER > budget:
-            return tuple(AgentEventBody(type=body.type, payload={"text": piece}) for piece in _split(text, budget))
+    if isinstance(body, TextDeltaPayload | ReasoningDeltaPayload):
+        if len(body.text) * _JSON_BYTES_PER_CHARACTER > budget:
+            return tuple(attrs.evolve(body, text=piece) for piece in _split(body.text, budget))
         return (body,)
-    if _longest_bound(body.payload) <= budget or _json_size(body.payload) <= budget:
+    data = _json_data(body)
+    if _longest_bound(data) <= budget or _json_size(data) <= budget:
         return (body,)
-    capped = _cap_strings(body.payload, budget)
-    if not isinstance(capped, Mapping) or _json_size(capped) > budget:
-        capped = dict.fromkeys(body.payload)  # keys that alone overflow: keep the shape, drop values
-    return (AgentEventBody(type=body.type, payload=dict(capped)),)
+    texts = _long_texts(body)
+    # JSON takes at most 6 bytes a UTF-8 byte (a control character as \\u00XX).
+    share = max(budget // max(len(texts), 1) // 6, 256)
+    capped = _evolve(body, **{name: cap_text(text, share, what="this event text") for name, text in texts.items()})
+    if _json_size(_json_data(capped)) > budget:  # fields that alone overflow: keep them, empty their texts
+        capped = _evolve(body, **dict.fromkeys(texts, ""))
+    return (capped,)
+
+
+class _Evolve(Protocol):
+    def __call__(self, inst: AgentEventBody, /, **changes: str) -> AgentEventBody: ...
+
+
+_evolve = cast(_Evolve, attrs.evolve)
+"""`attrs.evolve` for a body whose changed text fields are known only at run time."""
+
+
+def _long_texts(body: AgentEventBody) -> dict[str, str]:
+    texts = {field.name: getattr(body, field.name) for field in attrs.fields(type(body))}
+    return {name: text for name, text in texts.items() if isinstance(text, str) and len(text) > _LONG_TEXT}
+
+
+def _json_value(_instance: object, _field: object, value: object) -> object:
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _json_data(body: AgentEventBody) -> JsonValue:
+    """``body`` as JSON data, for measuring only (the codec's converter writes the wire form)."""
+    data: JsonValue = attrs.asdict(body, value_serializer=_json_value)
+    return data
 
 
 def _split(text: str, budget: int) -> list[str]:
@@ -277,30 +458,3 @@ def _longest_bound(value: JsonValue) -> int:
     if isinstance(value, (list, tuple)):
         return sum(_longest_bound(v) + 1 for v in value) + 2
     return 32
-
-
-def _cap_strings(value: JsonValue, budget: int) -> JsonValue:
-    strings = _count_long_strings(value)
-    # JSON takes at most 6 bytes a UTF-8 byte (a control character as \\u00XX).
-    share = max(budget // max(strings, 1) // 6, 256)
-    return _capped(value, share)
-
-
-def _count_long_strings(value: JsonValue) -> int:
-    if isinstance(value, str):
-        return 1 if len(value) > 64 else 0
-    if isinstance(value, Mapping):
-        return sum(_count_long_strings(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(_count_long_strings(v) for v in value)
-    return 0
-
-
-def _capped(value: JsonValue, share: int) -> JsonValue:
-    if isinstance(value, str):
-        return cap_text(value, share, what="this event text") if len(value) > 64 else value
-    if isinstance(value, Mapping):
-        return {key: _capped(item, share) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_capped(item, share) for item in value]
-    return value

@@ -54,6 +54,21 @@ class AgentSnapshot:
     queued_message_count: int
     """User messages waiting for the next turn."""
 
+    @property
+    def is_idle(self) -> bool:
+        """Whether the session started, runs no turn, has no queued user message and no approval pending.
+
+        As committed: a turn ending is announced before its end is readable
+        (``turn_committed`` says when it is).
+        """
+        state = self.state
+        return (
+            state is not None
+            and state.active_turn_id is None
+            and self.queued_message_count == 0
+            and not self.pending_interrupts
+        )
+
 
 @attrs.frozen(kw_only=True)
 class ListAgentMessagesRequest:
@@ -223,9 +238,3 @@ def turn_result(
         messages=of_turn,
         snapshot=snapshot,
     )
-
-
-def is_session_idle(snapshot: AgentSnapshot) -> bool:
-    """Whether the session started, runs no turn and has no queued user message (as committed)."""
-    state = snapshot.state
-    return state is not None and state.active_turn_id is None and snapshot.queued_message_count == 0

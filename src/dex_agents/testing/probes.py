@@ -74,9 +74,8 @@ async def wait_for_agent_snapshot(
 
 
 def session_is_idle(snapshot: AgentSnapshot) -> AgentSnapshot | None:
-    """A `wait_for_agent_snapshot` probe: the snapshot once no turn runs (after at least one)."""
-    state = snapshot.state
-    if state is not None and state.turn_count >= 1 and state.active_turn_id is None:
+    """A `wait_for_agent_snapshot` probe: the snapshot once it is idle (`AgentSnapshot.is_idle`) after a turn."""
+    if snapshot.is_idle and snapshot.state is not None and snapshot.state.turn_count >= 1:
         return snapshot
     return None
 

@@ -25,9 +25,9 @@ import inspect
 import json
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.policies import policy_resolver as resolver_for
 from dex_agents.application.runner import (
@@ -37,7 +37,7 @@ from dex_agents.application.runner import (
     PolicyResolver,
     ToolExecutionResult,
 )
-from dex_agents.domain.events import AgentEvent, AgentEventType
+from dex_agents.domain.events import AgentEvent, AgentEventBody, AgentEventType
 from dex_agents.domain.interrupts import interrupt_id_for
 from dex_agents.domain.messages import AgentMessage, FrameworkMessage, MessageRole
 from dex_agents.domain.tools import (
@@ -92,6 +92,8 @@ the execution (sync or async) that returns the result."""
 ToolReplies: TypeAlias = ToolReply | list[ToolReply] | tuple[ToolReply, ...]
 """The replies for one tool name or tool-call ID: one reply for every call, or a
 list consumed one per call whose last reply then repeats."""
+
+_P = TypeVar("_P", bound=AgentEventBody)
 
 
 class ScriptExhaustedError(AssertionError):
@@ -177,6 +179,10 @@ class RecordingEventSink:
         """Every event so far, in arrival order."""
         with self._lock:
             return tuple(self._events)
+
+    def payloads(self, payload_type: type[_P]) -> list[_P]:
+        """The payloads of class ``payload_type`` written so far, in order (typed, for reading fields)."""
+        return [event.payload for event in self.events if isinstance(event.payload, payload_type)]
 
     def of_type(self, event_type: AgentEventType) -> tuple[AgentEvent, ...]:
         """Return the events of one type, in arrival order."""

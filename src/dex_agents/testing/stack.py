@@ -27,7 +27,6 @@ from types import TracebackType
 from typing import Literal, Self
 
 import dex
-from dependency_injector import providers
 
 from dex_agents.infrastructure.dex.client import AgentSessionClient
 from dex_agents.infrastructure.dex.container import AgentContainer
@@ -81,12 +80,12 @@ async def _serve(flows: list[AgentSessionFlow], address: str, max_tasks: int, re
 async def _serve_with_cache(
     flows: list[AgentSessionFlow], address: str, max_tasks: int, ready_file: Path | None, cache_dir: str
 ) -> None:
-    container = AgentContainer(
-        flows=providers.Object(flows),
-        server_address=providers.Object(address),
-        blob_cache_directory=providers.Object(cache_dir),
-        max_concurrent_tasks=providers.Object(max_tasks),
-        stop_drain_seconds=providers.Object(1),
+    container = AgentContainer.build(
+        flows=flows,
+        server_address=address,
+        blob_cache_directory=cache_dir,
+        max_concurrent_tasks=max_tasks,
+        stop_drain_seconds=1,
     )
     worker = container.worker()
     stop = asyncio.Event()
@@ -210,10 +209,10 @@ class AgentTestStack:
             self.address = self._fake.address
         else:
             self.address = await self._start_dexcli()
-        self._container = AgentContainer(
-            flows=providers.Object(self._flows),
-            server_address=providers.Object(self.address),
-            blob_cache_directory=providers.Object(str(self._tmp / "client-cache")),
+        self._container = AgentContainer.build(
+            flows=self._flows,
+            server_address=self.address,
+            blob_cache_directory=str(self._tmp / "client-cache"),
         )
         self._client = self._container.client()
         return self
@@ -291,10 +290,10 @@ class AgentTestStack:
             [binary, *shlex.split(args)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         address = f"127.0.0.1:{port}"
-        container = AgentContainer(
-            flows=providers.Object(self._flows),
-            server_address=providers.Object(address),
-            blob_cache_directory=providers.Object(str(self._tmp / "probe-cache")),
+        container = AgentContainer.build(
+            flows=self._flows,
+            server_address=address,
+            blob_cache_directory=str(self._tmp / "probe-cache"),
         )
         probe = container.client()
 

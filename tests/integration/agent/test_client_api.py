@@ -22,6 +22,7 @@ from dex_agents import (
     ToolOutcome,
     TurnStatus,
 )
+from dex_agents.domain.events import TurnCommittedPayload, TurnOutcome
 from dex_agents.testing import AgentTestStack, wait_for_agent_snapshot
 from tests.integration.agent.scripted_agent import DEADLINE_ENV, invocations
 from tests.integration.agent.test_sessions import fake_stack_with, tool, turn
@@ -124,7 +125,7 @@ async def test_turn_committed_arrives_after_the_state_it_announces(
 
     assert seen.index(AgentEventType.TURN_COMPLETED) < seen.index(AgentEventType.TURN_COMMITTED)
     assert committed.turn_id == "turn-1"
-    assert committed.payload == {"outcome": "completed", "error": None, "message_count": 2}
+    assert committed.payload == TurnCommittedPayload(outcome=TurnOutcome.COMPLETED, error=None, message_count=2)
     assert snapshot.state is not None
     assert (snapshot.state.active_turn_id, snapshot.state.turn_count) == (None, 1)
 

@@ -23,6 +23,8 @@ from dex_agents import (
     InvalidInputError,
     ToolCallStatus,
 )
+from dex_agents.domain.events import TextDeltaPayload
+from dex_agents.infrastructure.dex.codec import to_json_data
 from dex_agents.testing import AgentTestStack, session_is_idle, wait_for_agent_snapshot, wait_until
 from tests.integration.agent.scripted_agent import (
     BREAK_BUILD,
@@ -282,13 +284,15 @@ async def test_a_model_streaming_1_mb_of_deltas_streams_all_of_it_in_bounded_eve
     assert answer is not None
     assert len(answer) == MIB
     deltas = [
-        event
+        event.payload
         for event in events
-        if event.type is AgentEventType.TEXT_DELTA and not str(event.payload["text"]).startswith("model call")
+        if isinstance(event.payload, TextDeltaPayload) and not event.payload.text.startswith("model call")
     ]
-    streamed = "".join(str(event.payload["text"]) for event in deltas)
+    streamed = "".join(delta.text for delta in deltas)
     assert streamed == answer
-    assert max(len(json.dumps(event.payload)) for event in deltas) <= flow.options.max_event_bytes
+    assert (
+        max(len(json.dumps(to_json_data(delta, TextDeltaPayload))) for delta in deltas) <= flow.options.max_event_bytes
+    )
     assert len(deltas) > MIB // flow.options.max_event_bytes
     await answers_next_message(sessions, "s")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from dex_agents import AgentSessionFlow, AgentSnapshot, ToolCallStatus
+from dex_agents.domain.events import TextDeltaPayload, ToolCallFinishedPayload
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE
 from dex_agents.testing import (
     EXECUTE_COMPLETED_EVENT,
@@ -337,8 +338,10 @@ async def test_live_events_carry_the_envelope_and_every_tool_call_finishes_once(
     assert "interrupt_resolved" in types
     assert all(e.turn_id == "turn-1" for e in events)
     assert all(e.attempt >= 1 and e.step_execution_id for e in events)
-    finished = {e.payload["tool_call_id"]: e.payload["status"] for e in events if e.type == "tool_call_finished"}
-    assert finished == {"c1": ToolCallStatus.SUCCEEDED.value, "c2": ToolCallStatus.REJECTED.value}
+    finished = {
+        e.payload.tool_call_id: e.payload.status for e in events if isinstance(e.payload, ToolCallFinishedPayload)
+    }
+    assert finished == {"c1": ToolCallStatus.SUCCEEDED, "c2": ToolCallStatus.REJECTED}
 
 
 async def test_an_approval_nobody_answers_expires_at_its_deadline_and_is_recorded_expired(
@@ -375,8 +378,8 @@ async def test_events_written_from_another_thread_arrive_and_writes_after_the_st
     while completed < 2:
         message = await sessions.read_agent_event("s", token)
         token = message.resume_token
-        if message.event.type == "text_delta":
-            texts.append(message.event.payload["text"])
+        if isinstance(message.event.payload, TextDeltaPayload):
+            texts.append(message.event.payload.text)
         completed += message.event.type == "turn_completed"
     assert "from a thread" in texts
     assert "too late" not in texts

@@ -14,8 +14,8 @@ from rich.console import Console
 from dex_agents import AgentSessionClient, AgentSessionFlow
 from dex_agents.cli.engine import Engine, open_engine
 from dex_agents.cli.order_agent import build_order_flow
-from dex_agents.cli.render import MARK
 from dex_agents.cli.shop import CHUNK_DELAY_ENV, STATE_ENV
+from dex_agents.cli.views import MARK
 
 ORDER_FLOW = "dex_agents.cli.order_agent:build_order_flow"
 PROMPT = "Refund order 7 and tell the customer."

@@ -4,13 +4,13 @@ import asyncio
 
 import pytest
 
-from dex_agents.testing.fake_dex import ManualClock
+from dex_agents.testing.fake_dex import FakeClock
 
 pytestmark = pytest.mark.integration
 
 
 async def test_frozen_clock_moves_only_on_advance() -> None:
-    clock = ManualClock(start=1000.0, frozen=True)
+    clock = FakeClock(start=1000.0, frozen=True)
     assert clock.now() == 1000.0
     sleeper = asyncio.ensure_future(clock.sleep_until(1010.0))
     await asyncio.sleep(0)
@@ -24,7 +24,7 @@ async def test_frozen_clock_moves_only_on_advance() -> None:
 
 
 async def test_sleep_ends_early_on_wake() -> None:
-    clock = ManualClock(start=0.0, frozen=True)
+    clock = FakeClock(start=0.0, frozen=True)
     wake = asyncio.Event()
     sleeper = asyncio.ensure_future(clock.sleep_until(100.0, wake=wake))
     await asyncio.sleep(0)
@@ -33,7 +33,7 @@ async def test_sleep_ends_early_on_wake() -> None:
 
 
 async def test_running_clock_follows_real_time_plus_advances() -> None:
-    clock = ManualClock(start=0.0)
+    clock = FakeClock(start=0.0)
     before = clock.now()
     clock.advance(60)
     assert clock.now() >= before + 60

@@ -19,6 +19,7 @@ from dex_agents import (
     ToolCallStatus,
 )
 from dex_agents.adapters.pydantic_ai._results import ASKED_FOR_APPROVAL, EXTERNAL_TOOL
+from dex_agents.domain.events import ReasoningDeltaPayload, TextDeltaPayload, ToolCallDeferredPayload
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE
 from dex_agents.testing import (
     EXECUTE_COMPLETED_EVENT,
@@ -342,8 +343,8 @@ async def deferred_effects(
         message = await sessions.read_agent_event(session_id, token)
         token = message.resume_token
         event = message.event
-        if event.type == "tool_call_deferred":
-            effects[str(event.payload["tool_name"])] = (event.payload["effect"], event.payload["requires_approval"])
+        if isinstance(event.payload, ToolCallDeferredPayload):
+            effects[event.payload.tool_name] = (event.payload.effect.value, event.payload.requires_approval)
         if event.type == "turn_completed":
             return effects
 
@@ -399,8 +400,8 @@ async def test_text_and_reasoning_stream_live_from_model_steps(stack: AgentTestS
         message = await sessions.read_agent_event("s", token)
         token = message.resume_token
         event = message.event
-        if event.type in ("text_delta", "reasoning_delta"):
-            pieces.append((event.type.value, str(event.payload["text"]), event.step_execution_id))
+        if isinstance(event.payload, TextDeltaPayload | ReasoningDeltaPayload):
+            pieces.append((event.type.value, event.payload.text, event.step_execution_id))
         if event.type == "turn_completed":
             break
     first, second = sorted({execution for _, _, execution in pieces})

@@ -20,7 +20,8 @@ from dex_agents import (
     ToolEffect,
     ToolPolicy,
 )
-from dex_agents.cli.render import EventExtras, EventRenderer, render_snapshot
+from dex_agents.cli.render import EventExtras, EventRenderer
+from dex_agents.cli.views import render_snapshot
 from dex_agents.testing import make_tool_call
 from tests.unit.cli.events import ASSISTANT, YOU, event, text
 

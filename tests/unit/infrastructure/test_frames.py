@@ -3,6 +3,7 @@
 import pytest
 
 from dex_agents import AgentEvent, AgentEventType, AgentMessage, MessageRole, StepResultTooLargeError
+from dex_agents.domain import events as ev
 from dex_agents.infrastructure.dex.codec import json_codec
 from dex_agents.infrastructure.dex.frames import MAX_STEP_RESULT_BYTES, WriteMeter, count_write, metered_writes
 
@@ -23,7 +24,7 @@ def test_every_value_encoded_inside_the_block_is_counted_at_its_encoded_size() -
 
 def test_live_events_are_stream_messages_of_their_own_and_not_counted() -> None:
     event = AgentEvent(
-        type=AgentEventType.TEXT_DELTA, payload={"text": "x" * 5000}, turn_id="t", step_execution_id="s", attempt=1
+        type=AgentEventType.TEXT_DELTA, payload=ev.text_delta("x" * 5000), turn_id="t", step_execution_id="s", attempt=1
     )
     with metered_writes() as meter:
         json_codec(AgentEvent).encode(event)

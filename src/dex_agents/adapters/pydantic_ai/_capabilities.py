@@ -42,7 +42,7 @@ from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_graph import End
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 
 _DEFERRABLE_KINDS = frozenset({"function", "unapproved"})
 

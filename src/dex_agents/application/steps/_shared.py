@@ -1,6 +1,6 @@
 """Pieces several Step use cases share."""
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.inputs import text_refusal
 from dex_agents.application.next import GoTo, Next, StepName
 from dex_agents.application.options import AgentSessionOptions

@@ -26,7 +26,7 @@ from datetime import timedelta
 
 import attrs
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.next import End, GoTo, Next, WaitAgain
 from dex_agents.application.policies import tool_step_name
 from dex_agents.application.ports import Clock, InterruptStore, ToolCallStore, ToolResultPublisher

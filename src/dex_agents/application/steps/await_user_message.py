@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.next import Next, WaitAgain
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import MessageLog, SessionStateStore

@@ -20,7 +20,7 @@ cut to ``max_tool_output_bytes`` with a notice the model reads
 
 import attrs
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import End, Next
 from dex_agents.application.options import AgentSessionOptions

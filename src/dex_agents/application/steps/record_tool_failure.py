@@ -14,7 +14,7 @@ import abc
 
 import attrs
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.next import End, Next
 from dex_agents.application.ports import ToolCallStore, ToolResultPublisher
 from dex_agents.application.steps._shared import finish_tool_call

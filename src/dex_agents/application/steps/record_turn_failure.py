@@ -28,7 +28,7 @@ that error.
 
 import attrs
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.next import GoTo, Next, StepName
 from dex_agents.application.ports import (
     InterruptStore,

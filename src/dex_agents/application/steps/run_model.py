@@ -20,7 +20,7 @@ from typing import assert_never
 
 import attrs
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import GoTo, GoToMany, Next, StepName
 from dex_agents.application.options import AgentSessionOptions

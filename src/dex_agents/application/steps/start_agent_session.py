@@ -9,7 +9,7 @@ start a turn fails turn 1 at once (`begin_turn`); next: ``AwaitUserMessage``.
 
 import attrs
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.next import GoTo, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import InterruptStore, MessageLog, SessionStateStore, UsageStore

@@ -41,7 +41,7 @@ import dex
 from dex_agents.application.inputs import id_refusal, text_refusal
 from dex_agents.application.rpcs.resolve_interrupt import request_refusal
 from dex_agents.domain.errors import InvalidInputError
-from dex_agents.domain.events import AgentEvent, AgentEventType
+from dex_agents.domain.events import AgentEvent, AgentEventType, TurnFailedPayload
 from dex_agents.domain.interrupts import ResolveInterruptRequest
 from dex_agents.domain.limits import InputProblem
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage, MessageRole, message_sequence_key
@@ -53,7 +53,6 @@ from dex_agents.domain.snapshot import (
     ListAgentMessagesRequest,
     MessageIndex,
     TurnResult,
-    is_session_idle,
     page_sequences,
     snapshot_sequences,
     turn_result,
@@ -269,7 +268,7 @@ class AgentSessionClient:
         resume_token = await self.latest_resume_token(session_id)
         while True:
             snapshot = await self.get_agent_snapshot(session_id)
-            if is_session_idle(snapshot):
+            if snapshot.is_idle:
                 return snapshot
             resume_token = await self._wait_for_news(session_id, resume_token, deadline, {}, "the session to be idle")
 
@@ -294,10 +293,8 @@ class AgentSessionClient:
                 return resume_token
             resume_token = message.resume_token
             event = message.event
-            if event.type is AgentEventType.TURN_FAILED and event.turn_id is not None:
-                error = event.payload.get("error")
-                if isinstance(error, str):
-                    errors[event.turn_id] = error
+            if isinstance(event.payload, TurnFailedPayload) and event.turn_id is not None:
+                errors[event.turn_id] = event.payload.error
             if event.type in _WAKE_UP:
                 return resume_token
 

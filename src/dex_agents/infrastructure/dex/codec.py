@@ -8,7 +8,9 @@ built here:
 - fields missing from stored JSON take their defaults, so a value written
   before a field with a default was added still reads;
 - unknown keys are ignored, so an older reader can read a newer value;
-- ``StrEnum`` fields are plain strings and datetimes ISO 8601 text.
+- ``StrEnum`` fields are plain strings and datetimes ISO 8601 text;
+- an `AgentEvent`'s typed payload is written as its fields and read back as the
+  class `EVENT_PAYLOAD_TYPES` names for the event's ``type``.
 
 The SDK decodes a stored value on every read, and ``RunModel`` reads every
 stored message on every model call. The deeply immutable types read by every
@@ -36,7 +38,7 @@ import cattrs
 import dex
 from cattrs.preconf.json import make_converter
 
-from dex_agents.domain.events import AgentEvent
+from dex_agents.domain.events import EVENT_PAYLOAD_TYPES, AgentEvent, AgentEventType
 from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution, ResolveInterruptRequest
 from dex_agents.domain.json_values import JsonObject
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage
@@ -155,6 +157,20 @@ def _is_json_object(type_hint: object) -> bool:
     return type_hint == JsonObject
 
 
+def _structure_event(conv: cattrs.Converter) -> Callable[[Any, object], AgentEvent]:
+    def structure(value: Any, _type: object) -> AgentEvent:
+        event_type = AgentEventType(value["type"])
+        return AgentEvent(
+            type=event_type,
+            payload=conv.structure(value["payload"], EVENT_PAYLOAD_TYPES[event_type]),
+            turn_id=conv.structure(value.get("turn_id"), str | None),  # type: ignore[arg-type]
+            step_execution_id=conv.structure(value["step_execution_id"], str),
+            attempt=conv.structure(value["attempt"], int),
+        )
+
+    return structure
+
+
 @functools.cache
 def converter() -> cattrs.Converter:
     """Return the one converter of dex-agents (built on first use)."""
@@ -163,6 +179,7 @@ def converter() -> cattrs.Converter:
     conv.register_structure_hook(datetime, _structure_datetime)
     conv.register_unstructure_hook_func(_is_json_object, dict)
     conv.register_structure_hook_func(_is_json_object, _structure_json_object)
+    conv.register_structure_hook(AgentEvent, _structure_event(conv))
     return conv
 
 

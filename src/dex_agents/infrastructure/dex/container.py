@@ -1,10 +1,12 @@
 """The composition root: assembles the Registry, blob cache, Worker and Client of an application.
 
 The only module that imports dependency-injector. Providers are called
-explicitly; nothing is wired or read from files or the environment. Unit tests
+explicitly; nothing is wired or read from files or the environment. Callers
+build it with `AgentContainer.build`, plain keyword arguments, so no other module
+imports dependency-injector (a ruff ``banned-api`` rule keeps it so). Unit tests
 build use cases directly and never touch it::
 
-    container = AgentContainer(flows=providers.Object([flow]), server_address=providers.Object("localhost:8801"))
+    container = AgentContainer.build(flows=[flow], server_address="localhost:8801")
     worker = container.worker()      # a pull-mode AsyncWorker
     client = container.client()      # an AsyncClient that routes started Flows to pull Workers
     ...
@@ -16,6 +18,7 @@ Building a Worker applies `cache_sdk_version` (the pull Worker otherwise reads
 the SDK's package metadata for every task it takes).
 """
 
+from collections.abc import Iterable
 from datetime import timedelta
 
 import dex
@@ -30,6 +33,12 @@ DEFAULT_MAX_CONCURRENT_TASKS = 16
 
 DEFAULT_BLOB_CACHE_BYTES = 64 * 1024 * 1024
 """Default blob cache size."""
+
+DEFAULT_BLOB_CACHE_DIRECTORY = ".dex-cache"
+"""Default blob cache directory."""
+
+DEFAULT_STOP_DRAIN_SECONDS = 30
+"""Default time a stopping Worker lets running Steps finish."""
 
 
 def _async_worker(registry: dex.Registry, blob_cache: dex.BlobCache, options: dex.WorkerOptions) -> dex.AsyncWorker:
@@ -50,13 +59,13 @@ class AgentContainer(containers.DeclarativeContainer):
     """The `AgentSessionFlow` instances (a list), the same objects in Worker and Client."""
     server_address = providers.Dependency(instance_of=str)
     """The Dex FlowService ``host:port``."""
-    blob_cache_directory = providers.Object(".dex-cache")
+    blob_cache_directory = providers.Object(DEFAULT_BLOB_CACHE_DIRECTORY)
     """Where the SDK caches large values."""
     blob_cache_bytes = providers.Object(DEFAULT_BLOB_CACHE_BYTES)
     """The blob cache's size."""
     max_concurrent_tasks = providers.Object(DEFAULT_MAX_CONCURRENT_TASKS)
     """Worker task slots (parallel tool calls + 1 for RPCs)."""
-    stop_drain_seconds = providers.Object(30)
+    stop_drain_seconds = providers.Object(DEFAULT_STOP_DRAIN_SECONDS)
     """How long a stopping Worker lets running Steps finish."""
 
     codecs = providers.Singleton(codec_registry)
@@ -69,3 +78,24 @@ class AgentContainer(containers.DeclarativeContainer):
     worker_target = providers.Factory(dex.WorkerTarget, pull=True)
     client_options = providers.Factory(dex.ClientOptions, server_address=server_address, worker_target=worker_target)
     client = providers.Factory(dex.AsyncClient, registry, blob_cache, client_options)
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        flows: Iterable[AgentSessionFlow],
+        server_address: str,
+        blob_cache_directory: str = DEFAULT_BLOB_CACHE_DIRECTORY,
+        blob_cache_bytes: int = DEFAULT_BLOB_CACHE_BYTES,
+        max_concurrent_tasks: int = DEFAULT_MAX_CONCURRENT_TASKS,
+        stop_drain_seconds: int = DEFAULT_STOP_DRAIN_SECONDS,
+    ) -> "AgentContainer":
+        """Return a container for ``flows`` served by the Dex FlowService at ``server_address``."""
+        return cls(
+            flows=providers.Object(list(flows)),
+            server_address=providers.Object(server_address),
+            blob_cache_directory=providers.Object(blob_cache_directory),
+            blob_cache_bytes=providers.Object(blob_cache_bytes),
+            max_concurrent_tasks=providers.Object(max_concurrent_tasks),
+            stop_drain_seconds=providers.Object(stop_drain_seconds),
+        )

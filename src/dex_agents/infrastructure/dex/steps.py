@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Generic, TypeVar, assert_never
 import attrs
 import dex
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import End, GoTo, GoToMany, Next, StepName, WaitAgain
 from dex_agents.application.runner import HeartbeatFn

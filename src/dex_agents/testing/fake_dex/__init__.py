@@ -18,9 +18,9 @@ The emulated server rules, their sources and the configurable assumptions
 (``FakeDexConfig``) are listed in ``docs/fake-dex.md``.
 """
 
-from dex_agents.testing.fake_dex._clock import ManualClock
+from dex_agents.testing.fake_dex._attempts import HEARTBEAT_TIMEOUT, METHOD_TIMEOUT, AttemptRecord
+from dex_agents.testing.fake_dex._clock import FakeClock
 from dex_agents.testing.fake_dex._config import FakeDexConfig
-from dex_agents.testing.fake_dex._engine import HEARTBEAT_TIMEOUT, METHOD_TIMEOUT, AttemptRecord
 from dex_agents.testing.fake_dex._process import FakeDexProcess
 from dex_agents.testing.fake_dex._server import (
     EXECUTE_COMPLETED_EVENT,
@@ -46,10 +46,10 @@ __all__ = [
     "WORKER_DISCONNECTED",
     "WORKER_UNAVAILABLE",
     "AttemptRecord",
+    "FakeClock",
     "FakeDex",
     "FakeDexConfig",
     "FakeDexProcess",
-    "ManualClock",
     "StepHistoryEntry",
     "read_history_events",
     "read_step_history",

@@ -4,7 +4,7 @@ import asyncio
 import time
 
 
-class ManualClock:
+class FakeClock:
     """A Unix-seconds clock that tests can move forward.
 
     Timers, back-off waits, method timeouts and heartbeat timeouts all run on this

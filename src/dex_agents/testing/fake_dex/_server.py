@@ -9,9 +9,10 @@ from typing import Any
 import grpc  # type: ignore[import-untyped]
 from dex.dexpb import dex_pb2 as pb
 
-from dex_agents.testing.fake_dex._clock import ManualClock
+from dex_agents.testing.fake_dex._attempts import AttemptRecord
+from dex_agents.testing.fake_dex._clock import FakeClock
 from dex_agents.testing.fake_dex._config import FakeDexConfig
-from dex_agents.testing.fake_dex._engine import AttemptRecord, Engine
+from dex_agents.testing.fake_dex._engine import Engine
 from dex_agents.testing.fake_dex._service import (
     control_handler,
     flow_service_handler,
@@ -133,7 +134,7 @@ class FakeDex:
             port: TCP port on 127.0.0.1; 0 picks a free one.
         """
         self.config = config or FakeDexConfig()
-        self.clock = ManualClock(start=self.config.start_time, frozen=self.config.frozen_clock)
+        self.clock = FakeClock(start=self.config.start_time, frozen=self.config.frozen_clock)
         self._engine = Engine(self.config, self.clock)
         self._port = port
         self._server: Any = None

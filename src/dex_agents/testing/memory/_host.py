@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from itertools import count
 from typing import TypeVar
 
-from dex_agents.application.events import AgentEventWriter
+from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import End, GoTo, GoToMany, Next, StepName, WaitAgain
 from dex_agents.application.options import AgentSessionOptions

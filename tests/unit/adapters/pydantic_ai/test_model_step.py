@@ -24,6 +24,7 @@ from dex_agents import (
 )
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner
 from dex_agents.adapters.pydantic_ai.runner import agent_usage
+from dex_agents.domain.events import ReasoningDeltaPayload, TextDeltaPayload
 from dex_agents.testing import RecordingEventSink, make_turn_context
 from tests.unit.adapters.pydantic_ai.scripted_model import ScriptedModel, call, script
 from tests.unit.adapters.pydantic_ai.support import SessionDriver
@@ -208,7 +209,10 @@ async def test_text_and_thinking_stream_as_live_events_while_the_model_streams()
         script({"think": "Let me think.", "text": "Looking it up.", "calls": [call("c1", "find_order", order_id="7")]}),
     )
     assert isinstance(outcome, ToolCallsRequested)
-    deltas = [(e.type, e.payload["text"]) for e in sink.events]
+    deltas = [
+        (e.type, e.payload.text) for e in sink.events if isinstance(e.payload, TextDeltaPayload | ReasoningDeltaPayload)
+    ]
+    assert len(deltas) == len(sink.events)
     assert deltas == [
         (AgentEventType.REASONING_DELTA, "Let me"),
         (AgentEventType.REASONING_DELTA, " think."),

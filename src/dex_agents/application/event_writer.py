@@ -89,5 +89,8 @@ class AgentEventWriter:
         self.write(ev.tool_call_finished(tool_call_id, tool_name, status))
 
     def write_event(self, event_type: AgentEventType | str, payload: Mapping[str, JsonValue]) -> None:
-        """Write any event; ``event_type`` must be an `AgentEventType` value."""
-        self.write(AgentEventBody(type=AgentEventType(event_type), payload=dict(payload)))
+        """Write any event from its wire form; ``event_type`` must be an `AgentEventType` value.
+
+        ``payload`` has exactly the fields of the type's payload class (`dex_agents.domain.events.event_body`).
+        """
+        self.write(ev.event_body(event_type, payload))

@@ -1,0 +1,84 @@
+"""Fake Dex's pure rules outside condition matching: back-off, ID reuse, Worker targets, history pages."""
+
+import pytest
+from dex.dexpb import dex_pb2 as pb
+
+from dex_agents.testing.fake_dex._attempts import retry_delay
+from dex_agents.testing.fake_dex._config import FakeDexConfig
+from dex_agents.testing.fake_dex._errors import ServiceError
+from dex_agents.testing.fake_dex._history import history_page, record
+from dex_agents.testing.fake_dex._state import Run, is_reuse_refused, worker_target
+from dex_agents.testing.fake_dex._workers import AttemptError
+
+CONFIG = FakeDexConfig()
+FAILURE = AttemptError("boom", "it broke")
+
+
+def _run(status: int = pb.FLOW_STATUS_RUNNING) -> Run:
+    run = Run(
+        flow_id="f",
+        run_id="r",
+        first_run_id="r",
+        flow_type="T",
+        request_id="q",
+        started_at=0.0,
+        worker_target="pull",
+    )
+    run.status = status
+    return run
+
+
+def test_the_back_off_doubles_from_one_second_by_default_up_to_a_hundred_times_it() -> None:
+    delays = [retry_delay(pb.RetryPolicy(), attempt, FAILURE, CONFIG) for attempt in (1, 2, 3, 8, 20)]
+    assert delays == [1.0, 2.0, 4.0, 100.0, 100.0]
+
+
+def test_the_back_off_follows_the_retry_policy_when_it_sets_one() -> None:
+    policy = pb.RetryPolicy(initial_interval_seconds=3, backoff_coefficient=3.0, maximum_interval_seconds=20)
+    assert [retry_delay(policy, attempt, FAILURE, CONFIG) for attempt in (1, 2, 3)] == [3.0, 9.0, 20.0]
+
+
+def test_a_worker_retry_after_wins_over_the_computed_back_off() -> None:
+    failure = AttemptError("busy", "later", retry_after_seconds=7)
+    assert retry_delay(pb.RetryPolicy(), 1, failure, CONFIG) == 7.0
+
+
+@pytest.mark.parametrize(
+    ("status", "policy", "refused"),
+    [
+        (pb.FLOW_STATUS_RUNNING, pb.ID_REUSE_POLICY_ALLOW_IF_NO_RUNNING, True),
+        (pb.FLOW_STATUS_COMPLETED, pb.ID_REUSE_POLICY_UNSPECIFIED, True),
+        (pb.FLOW_STATUS_COMPLETED, pb.ID_REUSE_POLICY_DISALLOW_REUSE, True),
+        (pb.FLOW_STATUS_COMPLETED, pb.ID_REUSE_POLICY_ALLOW_IF_PREVIOUS_EXISTS_ABNORMALLY, True),
+        (pb.FLOW_STATUS_FAILED, pb.ID_REUSE_POLICY_ALLOW_IF_PREVIOUS_EXISTS_ABNORMALLY, False),
+        (pb.FLOW_STATUS_COMPLETED, pb.ID_REUSE_POLICY_ALLOW_IF_NO_RUNNING, False),
+    ],
+)
+def test_a_new_start_of_a_flow_id_is_refused_as_its_reuse_policy_says(
+    status: int, policy: int, *, refused: bool
+) -> None:
+    assert is_reuse_refused(_run(status), policy) is refused
+
+
+def test_a_run_goes_to_pull_workers_to_an_advertised_address_or_to_the_default() -> None:
+    assert worker_target(pb.FlowStartOptions(), "default") == "default"
+    pull = pb.FlowStartOptions(flow_config_override=pb.FlowConfig(worker_target=pb.WorkerTarget(is_pull_mode=True)))
+    assert worker_target(pull, "default") == "pull"
+    listening = pb.FlowStartOptions(
+        flow_config_override=pb.FlowConfig(worker_target=pb.WorkerTarget(address="127.0.0.1:9"))
+    )
+    assert worker_target(listening, "default") == "127.0.0.1:9"
+
+
+def test_history_pages_continue_from_their_token_and_refuse_a_malformed_one() -> None:
+    run = _run()
+    for second in range(5):
+        record(run, float(second), flow_closed=pb.FlowClosedHistoryEvent())
+    first = history_page(run, pb.GetHistoryEventsRequest(flow_id="f"), 2)
+    assert [e.event_id for e in first.events] == [1, 2]
+    second = history_page(run, pb.GetHistoryEventsRequest(flow_id="f", next_page_token=first.next_page_token), 2)
+    assert [e.event_id for e in second.events] == [3, 4]
+    last = history_page(run, pb.GetHistoryEventsRequest(flow_id="f", next_page_token=second.next_page_token), 2)
+    assert ([e.event_id for e in last.events], last.next_page_token) == ([5], b"")
+    with pytest.raises(ServiceError):
+        history_page(run, pb.GetHistoryEventsRequest(flow_id="f", next_page_token=b"x"), 2)
