@@ -16,8 +16,9 @@ $(UV):
 	$(PYTHON) -m venv $(TOOLS)
 	$(TOOLS)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
+# Every extra (pydantic-ai, cli): the demo, the CLI tests and the adapter's tests need them all.
 $(VENV)/.synced: $(UV) pyproject.toml uv.lock
-	$(UV) sync --locked --quiet --python $(PYTHON)
+	$(UV) sync --locked --all-extras --quiet --python $(PYTHON)
 	touch $@
 
 demo: $(VENV)/.synced
@@ -50,8 +51,8 @@ BENCH_VENV := .bench-venv
 PEERS := benchmarks/peers
 
 $(BENCH_VENV)/.synced: $(UV) pyproject.toml uv.lock $(PEERS)/requirements.txt
-	UV_PROJECT_ENVIRONMENT=$(BENCH_VENV) $(UV) sync --locked --no-dev --quiet --python $(PYTHON)
-	$(UV) export --locked --no-dev --no-hashes --no-emit-project --quiet -o $(BENCH_VENV)/constraints.txt
+	UV_PROJECT_ENVIRONMENT=$(BENCH_VENV) $(UV) sync --locked --all-extras --no-dev --quiet --python $(PYTHON)
+	$(UV) export --locked --all-extras --no-dev --no-hashes --no-emit-project --quiet -o $(BENCH_VENV)/constraints.txt
 	$(UV) pip install --quiet --python $(BENCH_VENV)/bin/python -r $(PEERS)/requirements.txt \
 		-c $(BENCH_VENV)/constraints.txt
 	touch $@

@@ -22,10 +22,16 @@ from dex_agents.domain.interrupts import (
     ResolveInterruptRequest,
     interrupt_id_for,
 )
-from dex_agents.domain.messages import MESSAGE_SEQUENCE_KEY_DIGITS, MessageRole, message_sequence_key
+from dex_agents.domain.messages import (
+    MESSAGE_SEQUENCE_KEY_DIGITS,
+    FrameworkMessage,
+    MessageRole,
+    message_sequence_key,
+)
 from dex_agents.domain.session import AgentState, AgentStatus, turn_id_for
 from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.tools import ToolEffect, ToolPolicy
+from dex_agents.domain.turns import DeferredToolCall, ToolCallsRequested, TurnCompleted
 from dex_agents.domain.usage import AgentUsage
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -62,17 +68,55 @@ def test_every_domain_attrs_class_is_frozen(cls: type) -> None:
     assert cls.__setattr__ is frozen_setattr, f"{cls.__name__} is not frozen"
 
 
+SPEC_POSITIONAL_FIELDS: dict[type, list[str]] = {
+    ToolPolicy: ["effect", "requires_approval"],
+    DeferredToolCall: ["tool_call_id", "tool_name", "arguments", "policy"],
+    TurnCompleted: ["new_messages", "usage"],
+    ToolCallsRequested: ["framework_run_state", "tool_calls", "usage"],
+}
+"""The values a runner written from the spec builds positionally, with the spec's field order."""
+
+
 @pytest.mark.parametrize(
-    "cls", [cls for cls in DOMAIN_ATTRS_CLASSES if cls is not ToolPolicy], ids=lambda cls: cls.__name__
+    "cls", [cls for cls in DOMAIN_ATTRS_CLASSES if cls not in SPEC_POSITIONAL_FIELDS], ids=lambda cls: cls.__name__
 )
 def test_every_domain_attrs_class_is_keyword_only(cls: type) -> None:
     positional = [field.name for field in attrs.fields(cls) if not field.kw_only]
     assert positional == [], f"{cls.__name__} takes {positional} positionally"
 
 
-def test_tool_policy_takes_only_its_effect_positionally() -> None:
+@pytest.mark.parametrize("cls", SPEC_POSITIONAL_FIELDS, ids=lambda cls: cls.__name__)
+def test_the_runner_values_take_the_spec_fields_positionally_in_the_spec_order(cls: type) -> None:
+    positional = [field.name for field in attrs.fields(cls) if not field.kw_only]
+    assert positional == SPEC_POSITIONAL_FIELDS[cls]
+
+
+def test_tool_policy_takes_effect_and_requires_approval_positionally() -> None:
     assert ToolPolicy(ToolEffect.READ) == ToolPolicy(effect=ToolEffect.READ, requires_approval=None)
-    assert [field.name for field in attrs.fields(ToolPolicy) if not field.kw_only] == ["effect"]
+    assert ToolPolicy(ToolEffect.READ, True) == ToolPolicy(effect=ToolEffect.READ, requires_approval=True)
+
+
+def test_deferred_tool_call_takes_id_name_arguments_and_policy_positionally() -> None:
+    policy = ToolPolicy(ToolEffect.READ)
+    assert DeferredToolCall("c1", "find_order", '{"order_id":"7"}', policy) == DeferredToolCall(
+        tool_call_id="c1", tool_name="find_order", arguments='{"order_id":"7"}', policy=policy
+    )
+
+
+def test_turn_completed_takes_new_messages_and_usage_positionally() -> None:
+    message = FrameworkMessage(role=MessageRole.ASSISTANT, framework_item="{}", text="Done.")
+    usage = AgentUsage(model_calls=1)
+    completed = TurnCompleted([message], usage)
+    assert completed == TurnCompleted(new_messages=(message,), usage=usage)
+    assert TurnCompleted([message]).usage == AgentUsage()
+
+
+def test_tool_calls_requested_takes_run_state_calls_and_usage_positionally() -> None:
+    call = DeferredToolCall("c1", "find_order", "{}", ToolPolicy(ToolEffect.READ))
+    usage = AgentUsage(model_calls=1)
+    requested = ToolCallsRequested("state", [call], usage)
+    assert requested == ToolCallsRequested(framework_run_state="state", tool_calls=(call,), usage=usage)
+    assert ToolCallsRequested("state", [call]).usage == AgentUsage()
 
 
 def test_a_frozen_value_refuses_assignment() -> None:

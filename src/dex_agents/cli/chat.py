@@ -4,10 +4,15 @@
 from: a line is a user message (streamed back turn by turn, approvals asked
 inline) or a command: ``/snapshot``, ``/history``, ``/stop``, ``/quit`` and
 ``/help``. `run_chat` wires it to an engine, a Worker and the terminal.
+
+What ``/quit`` leaves behind depends on where the session lives (`AfterQuit`):
+on the in-process fake Dex it ends with the chat; on a server it stays, and it
+keeps running only while some Worker serves its Flow.
 """
 
 import contextlib
 import secrets
+from enum import StrEnum
 
 import dex
 from rich.console import Console
@@ -24,9 +29,43 @@ from dex_agents.infrastructure.dex.client import AgentSessionClient
 
 HELP = (
     "Type a message to send it. Commands: /snapshot (the session's state), /history (every stored message), "
-    "/stop (stop the session and leave), /quit (leave; the session keeps running), /help."
+    "/stop (stop the session and leave), /quit (leave without stopping it), /help."
 )
 """What ``/help`` prints."""
+
+
+class AfterQuit(StrEnum):
+    """What becomes of the session when the person leaves with ``/quit``."""
+
+    ENDS_WITH_CHAT = "ends_with_chat"
+    """It lives on fake Dex inside this process, which stops with the chat."""
+    WAITS_FOR_WORKER = "waits_for_worker"
+    """It stays on the server; this process ran its Worker, so it continues once another Worker serves its Flow."""
+    KEEPS_RUNNING = "keeps_running"
+    """It stays on the server, served by the application's own Worker."""
+
+    @classmethod
+    def of(cls, *, embedded: bool, serve_worker: bool) -> "AfterQuit":
+        """Return what follows ``/quit`` on in-process fake Dex (``embedded``) or a server, with or without a Worker."""
+        if embedded:
+            return cls.ENDS_WITH_CHAT
+        return cls.WAITS_FOR_WORKER if serve_worker else cls.KEEPS_RUNNING
+
+    def farewell(self, session_id: str) -> str:
+        """Return what ``/quit`` prints."""
+        match self:
+            case AfterQuit.ENDS_WITH_CHAT:
+                return (
+                    f"left session {session_id}; it ends with this chat (its fake Dex runs in this process: "
+                    "use dev-server and --server to keep sessions)"
+                )
+            case AfterQuit.WAITS_FOR_WORKER:
+                return (
+                    f"left session {session_id}; it stays on the server and continues when a Worker serves its "
+                    "Flow (this chat's Worker stops now)"
+                )
+            case AfterQuit.KEEPS_RUNNING:
+                return f"left session {session_id}; it keeps running on the server"
 
 
 class ChatSession:
@@ -40,6 +79,7 @@ class ChatSession:
         lines: LineSource,
         *,
         approver: Approver | None = None,
+        after_quit: AfterQuit,
     ) -> None:
         """Create the chat.
 
@@ -49,6 +89,7 @@ class ChatSession:
             console: where everything is drawn.
             lines: what the person types.
             approver: answers approvals; by default the person is asked on ``lines``.
+            after_quit: what becomes of the session on ``/quit``, for its message.
         """
         self.sessions = sessions
         self.session_id = session_id
@@ -56,6 +97,7 @@ class ChatSession:
         self.lines = lines
         self.renderer = EventRenderer(console, echo_user_messages=False)
         self.follower = SessionFollower(sessions, session_id, self.renderer, approver=approver or PromptApprover(lines))
+        self.after_quit = after_quit
         self.stopped = False
 
     async def start(self) -> bool:
@@ -96,7 +138,7 @@ class ChatSession:
                 self.console.print(Text(f"session {self.session_id} stopped", style="bold"))
                 return False
             case "/quit" | "/exit":
-                self.console.print(Text(f"left session {self.session_id}; it keeps running", style="dim"))
+                self.console.print(Text(self.after_quit.farewell(self.session_id), style="dim"))
                 return False
             case "/help":
                 self.console.print(Text(HELP, style="dim"))
@@ -159,7 +201,13 @@ async def run_chat(
             with console.status("starting a Worker", spinner="dots"):
                 await stack.enter_async_context(engine.worker())
         session = session_id or new_session_id()
-        chat = ChatSession(engine.sessions(flow), session, console, TerminalLines(console))
+        chat = ChatSession(
+            engine.sessions(flow),
+            session,
+            console,
+            TerminalLines(console),
+            after_quit=AfterQuit.of(embedded=engine.embedded, serve_worker=serve_worker),
+        )
         fresh = await chat.start()
         console.print(
             Text(f"chat with {flow.get_flow_type()} ", style="bold")

@@ -116,11 +116,11 @@ def default_requires_approval(effect: ToolEffect) -> bool:
 
 @attrs.frozen
 class ToolPolicy:
-    """How the session treats calls of one tool: ``ToolPolicy(ToolEffect.READ)``."""
+    """How the session treats calls of one tool: ``ToolPolicy(effect, requires_approval=None)``."""
 
     effect: ToolEffect
     """What running the tool does."""
-    requires_approval: bool | None = attrs.field(default=None, kw_only=True)
+    requires_approval: bool | None = None
     """Whether a person must approve each call; ``None`` uses the effect's default."""
 
 

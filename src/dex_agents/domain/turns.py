@@ -17,9 +17,12 @@ from dex_agents.domain.tools import ToolPolicy
 from dex_agents.domain.usage import AgentUsage
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class DeferredToolCall:
-    """One tool call the model asked for, to run in its own Step."""
+    """One tool call the model asked for, to run in its own Step.
+
+    Positional as in the spec: ``DeferredToolCall(tool_call_id, tool_name, arguments, policy)``.
+    """
 
     tool_call_id: str
     """The framework's ID for the call: non-empty, no ``/``, unique within the turn."""
@@ -39,9 +42,9 @@ def _calls(calls: Iterable[DeferredToolCall]) -> tuple[DeferredToolCall, ...]:
     return tuple(calls)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class TurnCompleted:
-    """The model gave its final answer; the turn ends."""
+    """The model gave its final answer; the turn ends: ``TurnCompleted(new_messages, usage)``."""
 
     new_messages: tuple[FrameworkMessage, ...] = attrs.field(converter=_messages)
     """Every message of the turn after its user message, across all its model calls."""
@@ -49,9 +52,12 @@ class TurnCompleted:
     """Usage of this model call only."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class ToolCallsRequested:
-    """The model asked for tools; the session runs them and calls the model again."""
+    """The model asked for tools; the session runs them and calls the model again.
+
+    Positional as in the spec: ``ToolCallsRequested(framework_run_state, tool_calls, usage)``.
+    """
 
     framework_run_state: str
     """What the framework needs to continue the turn after the tools; non-empty."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from dex_agents.cli.chat import ChatSession
+from dex_agents.cli.chat import AfterQuit, ChatSession
 from dex_agents.cli.shop import STATE_ENV, read_outbox, read_refunds
 from dex_agents.cli.terminal import ScriptedLines
 from tests.integration.cli.support import ASSISTANT, ORDER_FLOW, PROMPT, YOU, OrderStack, cli_env, command, strip_ansi
@@ -27,7 +27,7 @@ async def test_chat_approves_one_refund_rejects_another_and_shows_snapshot_histo
     lines = ScriptedLines(
         console, [PROMPT, "y", "Refund order 8", "n", "/snapshot", "/history", "/nonsense", "/stop", "never read"]
     )
-    chat = ChatSession(stack.sessions, "chat-1", console, lines)
+    chat = ChatSession(stack.sessions, "chat-1", console, lines, after_quit=AfterQuit.ENDS_WITH_CHAT)
     assert await chat.start()
     await chat.run()
     printed = out.getvalue()
@@ -71,6 +71,22 @@ async def test_chat_approves_one_refund_rejects_another_and_shows_snapshot_histo
     assert [(r.refund_id, r.order_id) for r in read_refunds(stack.shop)] == [("R-1", "7")]
     assert [mail["to"] for mail in read_outbox(stack.shop)] == ["ada@example.com"]
     assert chat.stopped
+
+
+async def test_quit_on_a_server_leaves_the_session_running_and_says_so(stack: OrderStack) -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=200, highlight=False)
+    lines = ScriptedLines(console, ["/help", "/quit", "never read"])
+    chat = ChatSession(stack.sessions, "chat-q", console, lines, after_quit=AfterQuit.KEEPS_RUNNING)
+    assert await chat.start()
+    await chat.run()
+    printed = out.getvalue()
+    assert "/quit (leave without stopping it)" in printed
+    assert "left session chat-q; it keeps running on the server" in printed
+    assert "never read" not in printed
+    assert not chat.stopped
+    snapshot = await stack.sessions.get_agent_snapshot("chat-q")
+    assert snapshot.state is not None  # still there to join
 
 
 def read_until(fd: int, needle: str, screen: list[str], timeout: float = 30) -> None:
@@ -118,3 +134,30 @@ def test_chat_in_a_terminal_streams_the_answer_and_asks_for_approval_inline(tmp_
     assert "✓ refund_order succeeded → Refund R-1 of 42.00 EUR issued for order 7" in shown
     assert ASSISTANT + "Done: order 7 is refunded (R-1, 42.00 EUR) and the customer has been emailed." in shown
     assert [refund.order_id for refund in read_refunds(tmp_path)] == ["7"]
+
+
+def test_quit_from_chat_on_in_process_fake_dex_says_the_session_ends_with_it(tmp_path: Path) -> None:
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        command("chat", ORDER_FLOW, "--session", "pty-quit"),
+        env=cli_env(TERM="xterm", COLUMNS="200", LINES="40", **{STATE_ENV: str(tmp_path)}),
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        start_new_session=True,
+    )
+    os.close(terminal)
+    screen: list[str] = []
+    try:
+        read_until(controller, YOU, screen)
+        os.write(controller, b"/quit\n")
+        read_until(controller, "left session pty-quit;", screen)
+        assert process.wait(timeout=20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(controller)
+    shown = " ".join(strip_ansi("".join(screen)).split())
+    assert "left session pty-quit; it ends with this chat (its fake Dex runs in this process" in shown
+    assert "keeps running" not in shown

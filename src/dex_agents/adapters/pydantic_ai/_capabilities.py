@@ -9,7 +9,8 @@
   `DeferredToolRequests`; arguments are still validated against the real
   schema. It strips the output tool call from a response that also holds
   other tool calls, and writes ``text_delta`` and ``reasoning_delta`` events
-  as the model streams (an ``on_event`` listener makes the run stream).
+  as the model streams (an ``on_event`` listener makes the run stream; a
+  model that cannot stream is served by `dex_agents.adapters.pydantic_ai._streaming`).
 - `ToolStepCapability` (every tool Step): same ordering; records the tools'
   original definitions and turns the ``ModelRequestNode`` that follows the
   tool call into ``End(FinalResult(parts))``, so the run ends normally

@@ -8,10 +8,13 @@ its arguments, so any call may run again after a crash.
   prompt (see `dex_agents.adapters.pydantic_ai._history`).
 - `PydanticAIRunner.run_model_step`: runs the agent with `ModelStepCapability`
   (every function tool external, output call stripped beside other calls,
-  live text) and `ReinjectSystemPrompt` (unless the agent has its own). The
-  turn's first model call runs ``user_prompt=<turn text>`` over the replayed
-  earlier turns; a later one resumes the run state with `DeferredToolResults`
-  built from the final records. A run that ends with `DeferredToolRequests`
+  live text), `NonStreamingFallbackCapability` (a model that cannot stream
+  serves one non-streamed request, replayed as events; see
+  `dex_agents.adapters.pydantic_ai._streaming`) and `ReinjectSystemPrompt`
+  (unless the agent has its own). The turn's first model call runs
+  ``user_prompt=<turn text>`` over the replayed earlier turns; a later one
+  resumes the run state with `DeferredToolResults` built from the final
+  records. A run that ends with `DeferredToolRequests`
   returns `ToolCallsRequested` (one call per requested call, in the order of
   the model response) with the run state; any other end returns
   `TurnCompleted` with the turn's messages. A run in which Pydantic AI
@@ -65,6 +68,7 @@ from dex_agents.adapters.pydantic_ai._results import (
     tool_step_output,
     typed_call_ids,
 )
+from dex_agents.adapters.pydantic_ai._streaming import NonStreamingFallbackCapability
 from dex_agents.adapters.pydantic_ai.idempotency import IDEMPOTENCY_KEY_METADATA_KEY
 from dex_agents.application.runner import AgentTurnContext, DeferredToolExecution, ToolExecutionResult
 from dex_agents.domain.errors import RunnerContractError, ToolExecutionError
@@ -207,7 +211,10 @@ class PydanticAIRunner(Generic[DepsT]):
         prompt = _history.turn_prompt(opening)
         history = _history.replay(earlier)
         record = ModelStepRecord()
-        capabilities: list[AbstractCapability[Any]] = [ModelStepCapability(events=turn.events, record=record)]
+        capabilities: list[AbstractCapability[Any]] = [
+            ModelStepCapability(events=turn.events, record=record),
+            NonStreamingFallbackCapability(),
+        ]
         if self._reinject_system_prompt:
             capabilities.append(ReinjectSystemPrompt())
         deps = await self._deps(turn.flow_id)
