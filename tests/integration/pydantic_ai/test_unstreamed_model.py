@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from dex_agents.domain.events import TextDeltaPayload
 from dex_agents.testing import AgentTestStack, session_is_idle, wait_for_agent_snapshot
 from dex_agents.testing.stack import Backend
 from tests.integration.conftest import PROJECT_ROOT
@@ -32,8 +33,8 @@ async def test_a_model_without_streaming_runs_a_tool_call_and_answers_with_its_t
         while True:
             message = await sessions.read_agent_event("s", token)
             token = message.resume_token
-            if message.event.type == "text_delta":
-                texts.append(str(message.event.payload["text"]))
+            if isinstance(message.event.payload, TextDeltaPayload):
+                texts.append(message.event.payload.text)
             if message.event.type == "turn_completed":
                 break
     assert snapshot.state is not None

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dex_agents import codec_registry
+from dex_agents import AgentEvent, codec_registry
 from dex_agents.domain.json_values import JsonObject
 from dex_agents.domain.session import size_pairs
 from dex_agents.infrastructure.dex.codec import WIRE_TYPES
@@ -47,6 +47,20 @@ def wire_values(hint: object) -> st.SearchStrategy[Any]:
     """Return a strategy for values of the type ``hint``, built field by field for attrs classes."""
     if hint == JsonObject:
         return json_objects
+    if hint is AgentEvent:  # its type follows from its payload's class
+        return st.builds(
+            lambda payload, turn_id, step_execution_id, attempt: AgentEvent(
+                type=payload.event_type,
+                payload=payload,
+                turn_id=turn_id,
+                step_execution_id=step_execution_id,
+                attempt=attempt,
+            ),
+            wire_values(attrs.fields(AgentEvent).payload.type),
+            st.none() | _texts,
+            _texts,
+            st.integers(1, 1000),
+        )
     if isinstance(hint, type) and attrs.has(hint):
         return st.builds(hint, **{field.name: _field_values(field) for field in attrs.fields(hint) if field.init})
     if isinstance(hint, type) and issubclass(hint, enum.Enum):

@@ -10,9 +10,10 @@ from pydantic_ai.models.instrumented import InstrumentedModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.settings import ModelSettings
 
-from dex_agents import AgentEventType, ToolCallsRequested, ToolCallStatus
+from dex_agents import ToolCallsRequested, ToolCallStatus
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner
 from dex_agents.adapters.pydantic_ai._streaming import can_stream
+from dex_agents.domain.events import TextDeltaPayload
 from tests.unit.adapters.pydantic_ai.support import SessionDriver
 
 
@@ -81,7 +82,7 @@ async def test_a_non_streamed_response_still_writes_its_text_as_one_live_delta_p
 
     await driver.turn("Where is order 7?")
 
-    texts = [event.payload["text"] for event in driver.sink.of_type(AgentEventType.TEXT_DELTA)]
+    texts = [payload.text for payload in driver.sink.payloads(TextDeltaPayload)]
     assert texts == ["Checking.", "Order 7 is delivered."]
 
 
