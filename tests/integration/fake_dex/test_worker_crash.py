@@ -61,7 +61,10 @@ async def test_worker_killed_before_any_output(
 ) -> None:
     gates = tmp_path / "gates"
     gates.mkdir()
-    async with FakeDex(FakeDexConfig(redeliver_before_first_output=redeliver)) as fake:
+    # A real back-off before the retry (1 s): the killed Worker has several task streams, and a retry sent at
+    # once could reach one whose end the server has not read yet, which would cost a further attempt.
+    config = FakeDexConfig(redeliver_before_first_output=redeliver, retry_delay_scale=1.0)
+    async with FakeDex(config) as fake:
         first = WorkerProcess(fake.address, tmp_path / "cache-1", gates)
         second = WorkerProcess(fake.address, tmp_path / "cache-2", gates)
         try:
