@@ -378,7 +378,7 @@ _ENVELOPE_BYTES = 512
 """Room kept for the envelope (type, turn, Step execution, attempt) and the JSON around the payload."""
 
 _JSON_BYTES_PER_CHARACTER = 12
-"""The most a character can take as escaped JSON text (an astral character: two ``\\uXXXX`` escapes)."""
+"""The most a character can take as escaped JSON text: an astral character is two six-character escapes."""
 
 _LONG_TEXT = 64
 """Texts up to this many characters are never cut."""

@@ -88,7 +88,7 @@ def wire_values(hint: object) -> st.SearchStrategy[Any]:
         return st.lists(wire_values(args[0]), max_size=3)
     if origin in (dict, Mapping):
         return st.dictionaries(wire_values(args[0]), wire_values(args[1]), max_size=3)
-    raise NotImplementedError(f"no strategy for {hint!r}: extend wire_values")
+    raise TypeError(f"no strategy for {hint!r}: extend wire_values")
 
 
 def _field_values(field: "attrs.Attribute[Any]") -> st.SearchStrategy[Any]:
