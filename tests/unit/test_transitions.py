@@ -7,7 +7,7 @@ import attrs
 import pytest
 
 from dex_agents.domain.errors import InvalidTransitionError
-from dex_agents.domain.session import AGENT_STATUS_TRANSITIONS, AgentState, AgentStatus
+from dex_agents.domain.session import AGENT_STATUS_TRANSITIONS, SESSION_ACTIONS, AgentState, AgentStatus, SessionAction
 from dex_agents.domain.tools import (
     FINAL_TOOL_CALL_STATUSES,
     TOOL_CALL_TRANSITIONS,
@@ -83,15 +83,6 @@ LEGAL_SESSION_MOVES = {
     (AgentStatus.RUNNING_TOOLS, AgentStatus.WAITING_FOR_USER_MESSAGE),  # a failure route ends a turn anywhere
 }
 
-SESSION_PAIRS = list(itertools.product(AgentStatus, repeat=2))
-
-SESSION_MOVES_BY_TARGET: dict[AgentStatus, list[Callable[[AgentState], AgentState]]] = {
-    AgentStatus.RUNNING_MODEL: [AgentState.start_turn, AgentState.resume_model],
-    AgentStatus.RUNNING_TOOLS: [AgentState.wait_for_tools],
-    AgentStatus.WAITING_FOR_USER_MESSAGE: [AgentState.complete_turn, lambda state: state.fail_turn("boom")],
-}
-"""Every named state change, by the status it moves to."""
-
 
 def test_the_session_transition_table_is_the_specified_one() -> None:
     table = {(source, target) for source, targets in AGENT_STATUS_TRANSITIONS.items() for target in targets}
@@ -100,12 +91,41 @@ def test_the_session_transition_table_is_the_specified_one() -> None:
     assert [status.value for status in AgentStatus] == ["waiting_for_user_message", "running_model", "running_tools"]
 
 
-@pytest.mark.parametrize(("source", "target"), SESSION_PAIRS, ids=[f"{a}->{b}" for a, b in SESSION_PAIRS])
-def test_a_session_moves_only_along_the_table(source: AgentStatus, target: AgentStatus) -> None:
+SESSION_ACTION_MOVES: dict[SessionAction, Callable[[AgentState], AgentState]] = {
+    SessionAction.START_TURN: AgentState.start_turn,
+    SessionAction.WAIT_FOR_TOOLS: AgentState.wait_for_tools,
+    SessionAction.RESUME_MODEL: AgentState.resume_model,
+    SessionAction.COMPLETE_TURN: AgentState.complete_turn,
+    SessionAction.FAIL_TURN: lambda state: state.fail_turn("boom"),
+}
+"""Every session action, as a method call."""
+
+ACTION_SOURCES = {
+    SessionAction.START_TURN: {AgentStatus.WAITING_FOR_USER_MESSAGE},
+    SessionAction.WAIT_FOR_TOOLS: {AgentStatus.RUNNING_MODEL},
+    SessionAction.RESUME_MODEL: {AgentStatus.RUNNING_TOOLS},
+    SessionAction.COMPLETE_TURN: {AgentStatus.RUNNING_MODEL},
+    SessionAction.FAIL_TURN: {AgentStatus.RUNNING_MODEL, AgentStatus.RUNNING_TOOLS},
+}
+"""Where each action may start, as the session docstring's table says."""
+
+ACTION_PAIRS = list(itertools.product(SessionAction, AgentStatus))
+
+
+@pytest.mark.parametrize(("action", "source"), ACTION_PAIRS, ids=[f"{a}@{s}" for a, s in ACTION_PAIRS])
+def test_each_session_action_moves_only_from_its_own_statuses(action: SessionAction, source: AgentStatus) -> None:
     state = AgentState(status=source, turn_count=1, active_turn_id="turn-1")
-    for move in SESSION_MOVES_BY_TARGET[target]:
-        if (source, target) in LEGAL_SESSION_MOVES:
-            assert move(state).status is target
-        else:
-            with pytest.raises(InvalidTransitionError, match=f"from '{source.value}' to '{target.value}'"):
-                move(state)
+    _sources, target = SESSION_ACTIONS[action]
+    move = SESSION_ACTION_MOVES[action]
+    if source in ACTION_SOURCES[action]:
+        assert move(state).status is target
+    else:
+        with pytest.raises(InvalidTransitionError, match=f"from '{source.value}' to '{target.value}'"):
+            move(state)
+
+
+def test_a_turn_cannot_start_while_one_waits_for_tools_nor_resume_while_idle() -> None:
+    with pytest.raises(InvalidTransitionError, match="cannot start turn"):
+        AgentState(status=AgentStatus.RUNNING_TOOLS, turn_count=1, active_turn_id="turn-1").start_turn()
+    with pytest.raises(InvalidTransitionError, match="cannot resume model"):
+        AgentState().resume_model()

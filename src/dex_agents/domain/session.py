@@ -3,13 +3,17 @@
 A session waits for a user message, runs the model, may run tools, runs the
 model again, and so on until the turn completes or fails; then it waits again.
 
-| from                       | to                                  |
-|----------------------------|-------------------------------------|
-| `waiting_for_user_message` | `running_model` (a turn starts)     |
-| `running_model`            | `running_tools` (tools requested)   |
-| `running_model`            | `waiting_for_user_message` (turn completed or failed) |
-| `running_tools`            | `running_model` (every result is in) |
-| `running_tools`            | `waiting_for_user_message` (turn failed) |
+| action (`SessionAction`) | from                               | to                         |
+|--------------------------|------------------------------------|----------------------------|
+| `start_turn`             | `waiting_for_user_message`         | `running_model`            |
+| `wait_for_tools`         | `running_model`                    | `running_tools`            |
+| `resume_model`           | `running_tools`                    | `running_model`            |
+| `complete_turn`          | `running_model`                    | `waiting_for_user_message` |
+| `fail_turn`              | `running_model`, `running_tools`   | `waiting_for_user_message` |
+
+Each action is checked against its own sources (`SESSION_ACTIONS`), so a
+turn cannot start while one runs even though `running_tools` may move to
+`running_model`; `AGENT_STATUS_TRANSITIONS` is their union of status pairs.
 
 Turn IDs are ``turn-<n>``, counted from 1. ``last_turn_error`` stays until a
 later turn completes.
@@ -32,12 +36,32 @@ class AgentStatus(StrEnum):
     RUNNING_TOOLS = "running_tools"
 
 
-AGENT_STATUS_TRANSITIONS: Mapping[AgentStatus, frozenset[AgentStatus]] = {
-    AgentStatus.WAITING_FOR_USER_MESSAGE: frozenset({AgentStatus.RUNNING_MODEL}),
-    AgentStatus.RUNNING_MODEL: frozenset({AgentStatus.RUNNING_TOOLS, AgentStatus.WAITING_FOR_USER_MESSAGE}),
-    AgentStatus.RUNNING_TOOLS: frozenset({AgentStatus.RUNNING_MODEL, AgentStatus.WAITING_FOR_USER_MESSAGE}),
+class SessionAction(StrEnum):
+    """The named changes of a session's status; each is legal only from its own statuses."""
+
+    START_TURN = "start_turn"
+    WAIT_FOR_TOOLS = "wait_for_tools"
+    RESUME_MODEL = "resume_model"
+    COMPLETE_TURN = "complete_turn"
+    FAIL_TURN = "fail_turn"
+
+
+SESSION_ACTIONS: Mapping[SessionAction, tuple[frozenset[AgentStatus], AgentStatus]] = {
+    SessionAction.START_TURN: (frozenset({AgentStatus.WAITING_FOR_USER_MESSAGE}), AgentStatus.RUNNING_MODEL),
+    SessionAction.WAIT_FOR_TOOLS: (frozenset({AgentStatus.RUNNING_MODEL}), AgentStatus.RUNNING_TOOLS),
+    SessionAction.RESUME_MODEL: (frozenset({AgentStatus.RUNNING_TOOLS}), AgentStatus.RUNNING_MODEL),
+    SessionAction.COMPLETE_TURN: (frozenset({AgentStatus.RUNNING_MODEL}), AgentStatus.WAITING_FOR_USER_MESSAGE),
+    SessionAction.FAIL_TURN: (
+        frozenset({AgentStatus.RUNNING_MODEL, AgentStatus.RUNNING_TOOLS}),
+        AgentStatus.WAITING_FOR_USER_MESSAGE,
+    ),
 }
-"""Legal status changes of a session."""
+"""Each action: the statuses it may start from, and the status it leads to."""
+
+AGENT_STATUS_TRANSITIONS: Mapping[AgentStatus, frozenset[AgentStatus]] = {
+    status: frozenset(to for sources, to in SESSION_ACTIONS.values() if status in sources) for status in AgentStatus
+}
+"""Legal status changes of a session (the union of `SESSION_ACTIONS`)."""
 
 
 def turn_id_for(turn_number: int) -> str:
@@ -94,23 +118,23 @@ class AgentState:
         """Return the state with a new turn running the model."""
         number = self.turn_count + 1
         return attrs.evolve(
-            self._moved(AgentStatus.RUNNING_MODEL),
+            self._moved(SessionAction.START_TURN),
             turn_count=number,
             active_turn_id=turn_id_for(number),
         )
 
     def wait_for_tools(self) -> "AgentState":
         """Return the state once the model asked for tools."""
-        return self._moved(AgentStatus.RUNNING_TOOLS)
+        return self._moved(SessionAction.WAIT_FOR_TOOLS)
 
     def resume_model(self) -> "AgentState":
         """Return the state once every tool result is in."""
-        return self._moved(AgentStatus.RUNNING_MODEL)
+        return self._moved(SessionAction.RESUME_MODEL)
 
     def complete_turn(self) -> "AgentState":
         """Return the state after the active turn completed."""
         return attrs.evolve(
-            self._moved(AgentStatus.WAITING_FOR_USER_MESSAGE),
+            self._moved(SessionAction.COMPLETE_TURN),
             active_turn_id=None,
             last_turn_error=None,
         )
@@ -118,7 +142,7 @@ class AgentState:
     def fail_turn(self, error: str) -> "AgentState":
         """Return the state after the active turn failed with ``error``."""
         return attrs.evolve(
-            self._moved(AgentStatus.WAITING_FOR_USER_MESSAGE),
+            self._moved(SessionAction.FAIL_TURN),
             active_turn_id=None,
             last_turn_error=error,
         )
@@ -138,7 +162,10 @@ class AgentState:
             raise ValueError(f"cannot append {count!r} messages")
         return attrs.evolve(self, message_count=self.message_count + count)
 
-    def _moved(self, to: AgentStatus) -> "AgentState":
-        if to not in AGENT_STATUS_TRANSITIONS[self.status]:
-            raise InvalidTransitionError(f"session cannot go from {self.status.value!r} to {to.value!r}")
+    def _moved(self, action: SessionAction) -> "AgentState":
+        sources, to = SESSION_ACTIONS[action]
+        if self.status not in sources:
+            name = action.value.replace("_", " ")
+            moves = f"from {self.status.value!r} to {to.value!r}"
+            raise InvalidTransitionError(f"session cannot {name}: it would go {moves}")
         return attrs.evolve(self, status=to)
