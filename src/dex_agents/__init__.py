@@ -177,7 +177,12 @@ from dex_agents.domain.tools import (
 )
 from dex_agents.domain.turns import AgentTurnOutcome, DeferredToolCall, ToolCallsRequested, TurnCompleted
 from dex_agents.domain.usage import AgentUsage
-from dex_agents.infrastructure.dex.client import AgentEventMessage, AgentSessionClient, MessageReceipt
+from dex_agents.infrastructure.dex.client import (
+    AgentEventMessage,
+    AgentSessionClient,
+    MessageReceipt,
+    SessionUnavailableError,
+)
 from dex_agents.infrastructure.dex.codec import codec_registry
 from dex_agents.infrastructure.dex.container import AgentContainer
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
@@ -250,6 +255,7 @@ __all__ = [
     "MessageRole",
     "ResolveInterruptRequest",
     "RunnerContractError",
+    "SessionUnavailableError",
     "StepResultTooLargeError",
     "ToolCallCompleted",
     "ToolCallStatus",

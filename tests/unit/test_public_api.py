@@ -15,7 +15,7 @@ EXPECTED = {
     "is_approval_required", "message_sequence_key",
     # hardening: limits and the errors of refused inputs and oversized results
     "DEFAULT_MAX_EVENT_BYTES", "DEFAULT_MAX_INPUT_TEXT_BYTES", "DEFAULT_MAX_TOOL_OUTPUT_BYTES", "InputProblem",
-    "InvalidInputError", "StepResultTooLargeError",
+    "InvalidInputError", "StepResultTooLargeError", "SessionUnavailableError",
     # following turns: following turns, tool outcomes, expiry, the note's lines
     "ApprovalStatus", "DEFAULT_REJECTION_TEXT", "EXPIRED_REJECTION_MESSAGE", "MessageReceipt", "ToolOutcome",
     "TURN_FAILURE_NOTE_FOOTER", "TURN_FAILURE_NOTE_HEADER", "TurnResult", "TurnStatus", "turn_result",

@@ -21,6 +21,7 @@ from dex_agents import (
     AgentUserMessage,
     InputProblem,
     InvalidInputError,
+    SessionUnavailableError,
     ToolCallStatus,
 )
 from dex_agents.domain.events import TextDeltaPayload
@@ -149,10 +150,13 @@ async def test_an_unknown_session_id_gets_a_clear_error(stack: AgentTestStack, f
     await stack.start_worker()
     sessions = stack.sessions(flow)
 
-    with pytest.raises(dex.DexServiceError, match="no-such-session"):
+    with pytest.raises(SessionUnavailableError, match="session 'no-such-session' does not exist") as missing:
         await sessions.send_user_message("no-such-session", turn())
-    with pytest.raises(dex.DexServiceError, match="no-such-session"):
+    assert isinstance(missing.value, dex.FlowNotActiveOrNotFoundError)  # code catching the SDK's error still works
+    with pytest.raises(SessionUnavailableError, match="no-such-session"):
         await sessions.resolve_interrupt("no-such-session", "turn-1.c1", approved=True)
+    with pytest.raises(SessionUnavailableError, match="no-such-session"):
+        await sessions.get_agent_snapshot("no-such-session")
     with pytest.raises(InvalidInputError, match="the session ID"):
         await sessions.send_user_message("", turn())
 

@@ -15,10 +15,12 @@ from dex_agents import (
     AgentSnapshot,
     AgentState,
     AgentUsage,
+    DexAgentsError,
     InputProblem,
     InvalidInputError,
     ListAgentMessagesRequest,
     ResolveInterruptRequest,
+    SessionUnavailableError,
     message_sequence_key,
 )
 from dex_agents.domain.snapshot import MessageIndex
@@ -221,3 +223,17 @@ async def test_start_session_refuses_an_oversized_first_message_and_starts_nothi
     with pytest.raises(InvalidInputError) as refused:
         await sessions_with(FakeDexClient({})).start_session("s", "m" * 300_000)
     assert refused.value.field == "initial_message"
+
+
+async def test_an_rpc_to_a_missing_session_raises_session_unavailable_which_is_still_the_sdks_error() -> None:
+    def missing(_request: object, _options: dex.RPCInvokeOptions) -> object:
+        raise dex.FlowNotActiveOrNotFoundError(
+            grpc.StatusCode.NOT_FOUND, dex.ErrorSubStatus.FLOW_NOT_EXISTS, "flow not found", "InvokeRPC", "gone"
+        )
+
+    fake = FakeDexClient({"send_user_message": missing})
+    with pytest.raises(SessionUnavailableError, match="session 'gone' does not exist or has ended") as raised:
+        await sessions_with(fake).send_user_message("gone", "hi")
+    assert isinstance(raised.value, dex.FlowNotActiveOrNotFoundError)
+    assert isinstance(raised.value, DexAgentsError)
+    assert (raised.value.flow_id, raised.value.code) == ("gone", grpc.StatusCode.NOT_FOUND)

@@ -1,7 +1,9 @@
 """`AgentSessionClient`: start, talk to, watch and stop agent sessions from an application.
 
 Everything goes through the Flow's RPCs and its live event Stream; the client
-never touches state directly. Every input is checked before anything is sent
+never touches state directly. An RPC to a session that does not exist (or
+has ended, where the call needs it running) raises `SessionUnavailableError`,
+which is also the SDK's `dex.FlowNotActiveOrNotFoundError`. Every input is checked before anything is sent
 (`dex_agents.application.inputs`): a text over the Flow's
 ``max_input_text_bytes``, with a lone surrogate or NUL, or a malformed ID
 raises `InvalidInputError` with the reason, and nothing reaches the session.
@@ -29,9 +31,10 @@ that times out (every `RECHECK_INTERVAL`) reads the snapshot anyway.
 """
 
 import asyncio
+import contextlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
 from typing import Any, TypeVar, cast
 
@@ -40,7 +43,7 @@ import dex
 
 from dex_agents.application.inputs import id_refusal, text_refusal
 from dex_agents.application.rpcs.resolve_interrupt import request_refusal
-from dex_agents.domain.errors import InvalidInputError
+from dex_agents.domain.errors import DexAgentsError, InvalidInputError
 from dex_agents.domain.events import AgentEvent, AgentEventType, TurnFailedPayload
 from dex_agents.domain.interrupts import ResolveInterruptRequest
 from dex_agents.domain.limits import InputProblem
@@ -149,7 +152,7 @@ class AgentSessionClient:
         Raises:
             InvalidInputError: the text is refused (too large, a lone surrogate, NUL) or the session ID is
                 malformed; nothing was sent.
-            dex.FlowNotFoundError: no session has this ID.
+            SessionUnavailableError: no session has this ID, or it has ended.
         """
         if not self._check_user_message(session_id, text):
             return False
@@ -437,9 +440,10 @@ class AgentSessionClient:
         options: dex.RPCInvokeOptions | None = None,
     ) -> OutputT:
         """Invoke an RPC that takes an input (the SDK types RPCs as sync functions; ours are async)."""
-        result = await self._client.invoke_rpc(
-            cast(Any, rpc), session_id, request, options=options or dex.RPCInvokeOptions()
-        )
+        with _session_must_exist():
+            result = await self._client.invoke_rpc(
+                cast(Any, rpc), session_id, request, options=options or dex.RPCInvokeOptions()
+            )
         return cast(OutputT, result)
 
     async def _query(
@@ -450,12 +454,40 @@ class AgentSessionClient:
         options: dex.RPCInvokeOptions | None = None,
     ) -> OutputT:
         """Invoke an RPC without input."""
-        result = await self._client.invoke_rpc(cast(Any, rpc), session_id, options=options or dex.RPCInvokeOptions())
+        with _session_must_exist():
+            result = await self._client.invoke_rpc(
+                cast(Any, rpc), session_id, options=options or dex.RPCInvokeOptions()
+            )
         return cast(OutputT, result)
 
     async def stop_session(self, session_id: str, reason: str | None = None) -> None:
         """Stop the session; its state stays readable through the query methods."""
         await self._client.stop_flow(session_id, dex.StopFlowOptions(type=dex.StopType.CANCEL, reason=reason))
+
+
+class SessionUnavailableError(DexAgentsError, dex.FlowNotActiveOrNotFoundError):
+    """No session has this ID, or it has ended and the call needs a running one.
+
+    It is Dex's `dex.FlowNotActiveOrNotFoundError` too, with the same status
+    details, so code that catches the SDK's error keeps working.
+    """
+
+
+@contextlib.contextmanager
+def _session_must_exist() -> Iterator[None]:
+    try:
+        yield
+    except dex.FlowNotActiveOrNotFoundError as error:
+        if isinstance(error, SessionUnavailableError):
+            raise
+        unavailable = SessionUnavailableError(
+            error.code,
+            error.sub_status,
+            f"session {error.flow_id!r} does not exist or has ended: {error.detail}",
+            error.operation,
+            error.flow_id,
+        )
+        raise unavailable from error
 
 
 def _raise_if(refused: InvalidInputError | None) -> None:
