@@ -62,7 +62,7 @@ class Engine:
     def __init__(self, config: FakeDexConfig, clock: FakeClock) -> None:
         self.config = config
         self.clock = clock
-        self.streams = Streams()
+        self.streams = Streams(config)
         self.blobs = BlobStore(config.blob_threshold_bytes)
         self.pull = PullWorkers(redeliver_before_output=config.redeliver_before_first_output)
         self.listening = ListeningWorkers(redeliver_before_output=config.redeliver_before_first_output)
@@ -118,6 +118,10 @@ class Engine:
     def flow_ids(self) -> list[str]:
         """Return every Flow ID ever started."""
         return list(self._runs)
+
+    def _capped(self, seconds: float) -> float:
+        """A Client's long-poll wait or RPC timeout, cut to the server's maximum (60 s)."""
+        return min(seconds, self.config.max_wait_seconds)
 
     # ------------------------------------------------------------------ client API
 
@@ -186,7 +190,7 @@ class Engine:
     async def wait_for_flow(self, request: pb.WaitForFlowRequest) -> pb.FlowResult:
         """Wait until the run closes (``WaitForFlow``) and return its result."""
         run = self.run(request.flow_id, request.run_id)
-        wait = request.wait_time_seconds or self.config.default_long_poll.total_seconds()
+        wait = self._capped(request.wait_time_seconds or self.config.default_long_poll.total_seconds())
         if run.running:
             try:
                 await asyncio.wait_for(run.closed.wait(), wait)
@@ -210,17 +214,24 @@ class Engine:
         return history_page(run, request, self.config.history_page_size)
 
     def skip_timer(self, request: pb.SkipTimerRequest) -> None:
-        """Fire one Timer now (``SkipTimer``); a not-yet-waiting execution keeps the skip."""
+        """Fire one pending Timer now (``SkipTimer``); anything else is ``INVALID_ARGUMENT``.
+
+        With ``keep_early_timer_skips`` a skip for an execution that does not wait yet
+        is kept and applied when it starts waiting (lenient).
+        """
         run = self.active_run(request.flow_id, request.run_id)
         index = request.timer_condition_index if request.HasField("timer_condition_index") else None
         if not request.step_execution_id or (index is None and not request.timer_condition_id):
             raise invalid_argument("skip_timer needs a step execution ID and one Timer selector")
         execution = run.executions.get(request.step_execution_id)
         if execution is not None and execution.phase == Phase.WAITING:
-            skip_timer(execution, request.timer_condition_id, index)
+            if not skip_timer(execution, request.timer_condition_id, index, self.clock.now()):
+                raise invalid_argument(f"no pending Timer {index or request.timer_condition_id!r}")
             self._evaluate(run)
-        else:
+        elif self.config.keep_early_timer_skips:
             run.pending_skips.append((request.step_execution_id, request.timer_condition_id, index))
+        else:
+            raise invalid_argument(f"step execution {request.step_execution_id!r} has no pending Timer")
 
     async def invoke_rpc(self, request: pb.InvokeRPCRequest) -> pb.InvokeRPCResponse:
         """Run an RPC on a Worker and commit its effects atomically (``InvokeRPC``)."""
@@ -254,7 +265,7 @@ class Engine:
                 request.load_channel_map_instances,
             )
             self.blobs.offload_task(worker_request)
-            timeout = request.timeout_seconds or self.config.default_rpc_timeout.total_seconds()
+            timeout = self._capped(request.timeout_seconds or self.config.default_rpc_timeout.total_seconds())
             try:
                 response = await asyncio.wait_for(self._methods.call_worker(run, "rpc", worker_request, None), timeout)
             except AttemptError as error:
@@ -323,7 +334,7 @@ class Engine:
         """Return the next message after the resume token (``ReadStream``), long-polling."""
         if self.config.stream_read_requires_flow:
             self.run(request.flow_id)
-        wait = request.wait_time_seconds or self.config.default_long_poll.total_seconds()
+        wait = self._capped(request.wait_time_seconds or self.config.default_long_poll.total_seconds())
         entry = await self.streams.read(
             request.flow_type, request.stream_name, request.flow_id, request.resume_token, wait
         )
@@ -442,7 +453,7 @@ class Engine:
         execution.timer_deadlines = [now + t.duration_seconds for t in waiting.timer_conditions]
         for skip in [s for s in run.pending_skips if s[0] == execution.id]:
             run.pending_skips.remove(skip)
-            skip_timer(execution, skip[1], skip[2])
+            skip_timer(execution, skip[1], skip[2], now)
         self._evaluate(run)
         watcher = self._spawn(self._watch_timers(run, execution)) if waiting.timer_conditions else None
         try:
@@ -493,7 +504,7 @@ class Engine:
         selected = match_conditions(waiting, timer_ready, sizes)
         if not selected:
             return None
-        return condition_results(waiting, selected, lambda condition: take_messages(run, condition))
+        return condition_results(waiting, selected, lambda condition, reserved: take_messages(run, condition, reserved))
 
     # ------------------------------------------------------------------ decisions
 
