@@ -99,3 +99,32 @@ async def test_a_stream_write_past_its_capacity_is_rejected_and_the_oldest_are_t
     assert raised.value.code is grpc.StatusCode.RESOURCE_EXHAUSTED
     again = [m.value for m in (await stack.client.list_stream_messages("s-cap", SMALL_EVENTS, 100)).messages]
     assert again == kept
+
+
+@pytest.mark.parametrize(
+    "config", [FakeDexConfig(dispatch_wait=timedelta(seconds=2), stop_close_delay=timedelta(seconds=2))]
+)
+async def test_a_cancel_is_a_signal_and_requests_while_the_flow_closes_get_flow_closing(
+    stack: Stack, flows: Flows
+) -> None:
+    gate("holder").set()
+    await stack.client.start_flow(flows.lock, "lk-stop", "")
+    await stack.fake.wait_until_waiting("lk-stop", "Listener-1")
+    await stack.client.stop_flow("lk-stop", dex.StopFlowOptions(type=dex.StopType.CANCEL, reason="bye"))
+    with pytest.raises(dex.FlowClosingError):
+        await stack.client.stop_flow("lk-stop", dex.StopFlowOptions(type=dex.StopType.CANCEL))
+    with pytest.raises(dex.FlowClosingError):
+        await stack.client.invoke_rpc(flows.lock.locked_write, "lk-stop", "late")
+    assert await stack.client.invoke_rpc(flows.lock.read_state, "lk-stop") == "held"
+    result = await stack.client.wait_for_flow("lk-stop")
+    assert result.status is dex.FlowStatus.CANCELED
+    with pytest.raises(dex.FlowNotActiveOrNotFoundError):
+        await stack.client.stop_flow("lk-stop", dex.StopFlowOptions(type=dex.StopType.CANCEL))
+
+
+async def test_terminate_closes_the_flow_at_once(stack: Stack, flows: Flows) -> None:
+    gate("holder").set()
+    await stack.client.start_flow(flows.lock, "lk-term", "")
+    await stack.fake.wait_until_waiting("lk-term", "Listener-1")
+    await stack.client.stop_flow("lk-term", dex.StopFlowOptions(type=dex.StopType.TERMINATE))
+    assert (await stack.client.describe_flow("lk-term")).status is dex.FlowStatus.TERMINATED

@@ -29,6 +29,7 @@ that times out (every `RECHECK_INTERVAL`) reads the snapshot anyway.
 """
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -71,6 +72,7 @@ RECHECK_INTERVAL = timedelta(seconds=2)
 """Longest a wait blocks on the event stream before it reads the snapshot again (events are best effort)."""
 
 _LOCK_CONFLICT_PAUSE = 0.05
+_STOP_WAIT = timedelta(seconds=30)
 _SNAPSHOT_TRIES = 5
 _WAKE_UP = frozenset({AgentEventType.TURN_STARTED, AgentEventType.TURN_COMMITTED})
 
@@ -436,11 +438,31 @@ class AgentSessionClient:
         *,
         options: dex.RPCInvokeOptions | None = None,
     ) -> OutputT:
-        """Invoke an RPC that takes an input (the SDK types RPCs as sync functions; ours are async)."""
-        result = await self._client.invoke_rpc(
-            cast(Any, rpc), session_id, request, options=options or dex.RPCInvokeOptions()
-        )
+        """Invoke an RPC that takes an input (the SDK types RPCs as sync functions; ours are async).
+
+        A session that is closing (``FlowClosingError``) is waited for until it has
+        closed, then the call is made once more, so the caller sees what a stopped
+        session answers (``FlowNotActiveOrNotFoundError`` for a write).
+        """
+        try:
+            result = await self._client.invoke_rpc(
+                cast(Any, rpc), session_id, request, options=options or dex.RPCInvokeOptions()
+            )
+        except dex.FlowClosingError:
+            await self._closed(session_id)
+            result = await self._client.invoke_rpc(
+                cast(Any, rpc), session_id, request, options=options or dex.RPCInvokeOptions()
+            )
         return cast(OutputT, result)
+
+    async def _closed(self, session_id: str) -> None:
+        """Wait until the session's Flow has closed (after a stop, the close is asynchronous)."""
+        while True:
+            try:
+                await self._client.wait_for_flow(session_id, timeout=_STOP_WAIT)
+            except dex.LongPollTimeoutError:
+                continue
+            return
 
     async def _query(
         self,
@@ -454,8 +476,16 @@ class AgentSessionClient:
         return cast(OutputT, result)
 
     async def stop_session(self, session_id: str, reason: str | None = None) -> None:
-        """Stop the session; its state stays readable through the query methods."""
-        await self._client.stop_flow(session_id, dex.StopFlowOptions(type=dex.StopType.CANCEL, reason=reason))
+        """Stop the session and wait until it is closed; its state stays readable through the query methods.
+
+        Dex treats a CANCEL as a signal: the Flow closes asynchronously and, while it
+        closes, requests get ``FlowClosingError``. A session that is already closing
+        (someone else stopped it) counts as stopped; either way this returns once the
+        Flow has closed, so calls after it see a stopped session.
+        """
+        with contextlib.suppress(dex.FlowClosingError):
+            await self._client.stop_flow(session_id, dex.StopFlowOptions(type=dex.StopType.CANCEL, reason=reason))
+        await self._closed(session_id)
 
 
 def _raise_if(refused: InvalidInputError | None) -> None:

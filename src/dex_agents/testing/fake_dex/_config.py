@@ -65,6 +65,10 @@ class FakeDexConfig:
         keep_early_timer_skips: ``False`` (*real*) rejects ``skip_timer`` for an
             execution whose Timer is not pending with ``INVALID_ARGUMENT``; ``True`` keeps
             the skip and applies it when the execution starts waiting (lenient).
+        stop_close_delay: Real time between a CANCEL / FAIL ``stop_flow`` and the close;
+            meanwhile the run is closing and requests that need an active run get
+            ``FlowClosingError`` (real Dex: the stop is a signal; its delay is
+            *unknown*, this is an assumption).
         waiter_order: Which of several Waits on the same Channel gets a message first
             (*assumption*: the one that started waiting first).
         stream_read_requires_flow: ``False`` (proto comment: Stream RPCs are independent
@@ -108,6 +112,7 @@ class FakeDexConfig:
     stream_trim_trigger: float = 0.9
     stream_trim_target: float = 0.8
     keep_early_timer_skips: bool = False
+    stop_close_delay: timedelta = timedelta(milliseconds=200)
     waiter_order: WaiterOrder = "oldest_first"
     stream_read_requires_flow: bool = False
     redeliver_before_first_output: bool = True

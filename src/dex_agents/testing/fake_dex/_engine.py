@@ -23,6 +23,7 @@ from dex_agents.testing.fake_dex._config import FakeDexConfig
 from dex_agents.testing.fake_dex._errors import (
     ServiceError,
     already_started,
+    flow_closing,
     flow_not_active,
     flow_not_found,
     invalid_argument,
@@ -109,6 +110,8 @@ class Engine:
         run = self.run(flow_id, run_id)
         if not run.running:
             raise flow_not_active(flow_id)
+        if run.closing:
+            raise flow_closing(flow_id)
         return run
 
     def attempts(self, flow_id: str | None = None) -> list[AttemptRecord]:
@@ -173,19 +176,27 @@ class Engine:
         return run_id
 
     def stop_flow(self, request: pb.StopFlowRequest) -> None:
-        """Cancel, terminate or fail an active run (``StopFlow``)."""
+        """Terminate a run at once, or signal CANCEL / FAIL (``StopFlow``).
+
+        CANCEL and FAIL are signals, as in real Dex: the run is *closing* at once (its
+        executions are cancelled; requests that need an active run get
+        ``FLOW_CLOSING``) and closes ``stop_close_delay`` later.
+        """
         run = self.active_run(request.flow_id, request.run_id)
         if request.stop_type == pb.STOP_TYPE_TERMINATE:
             self._close(run, pb.FLOW_STATUS_TERMINATED, 0, request.reason)
-        elif request.stop_type == pb.STOP_TYPE_FAIL:
-            self._close(
-                run,
-                pb.FLOW_STATUS_FAILED,
-                pb.FLOW_ERROR_TYPE_CLIENT_API_FAILING_FLOW,
-                request.reason,
-            )
-        else:
-            self._close(run, pb.FLOW_STATUS_CANCELED, 0, request.reason)
+            return
+        status: int = pb.FLOW_STATUS_CANCELED
+        error_type: int = 0
+        if request.stop_type == pb.STOP_TYPE_FAIL:
+            status, error_type = pb.FLOW_STATUS_FAILED, pb.FLOW_ERROR_TYPE_CLIENT_API_FAILING_FLOW
+        run.closing = True
+        self._cancel_where(run, lambda _: True)
+        _ = self._spawn(self._close_later(run, status, error_type, request.reason))
+
+    async def _close_later(self, run: Run, status: int, error_type: int, reason: str) -> None:
+        await asyncio.sleep(self.config.stop_close_delay.total_seconds())
+        self._close(run, status, error_type, reason)
 
     async def wait_for_flow(self, request: pb.WaitForFlowRequest) -> pb.FlowResult:
         """Wait until the run closes (``WaitForFlow``) and return its result."""
@@ -240,6 +251,8 @@ class Engine:
         transactional = bool(locks) or request.is_transactional
         if not run.running and transactional:
             raise flow_not_active(request.flow_id)
+        if run.closing and transactional:
+            raise flow_closing(request.flow_id)
         held = [key for key in locks if key in run.locks]
         if held:
             raise lock_conflict(held)
@@ -289,9 +302,9 @@ class Engine:
                 or response.step_decision.next_steps
                 or response.step_decision.cancel_step_types
             )
-            if not run.running:
+            if not run.running or run.closing:
                 if has_effects:
-                    raise flow_not_active(request.flow_id)
+                    raise flow_closing(request.flow_id) if run.running else flow_not_active(request.flow_id)
                 return pb.InvokeRPCResponse(output=response.output)
             commit(
                 run,
@@ -549,7 +562,7 @@ class Engine:
                     execution.task.cancel()
 
     def _maybe_complete(self, run: Run) -> None:
-        if run.running and run.graceful and not run.executions:
+        if run.running and run.graceful and not run.closing and not run.executions:
             self._close(run, pb.FLOW_STATUS_COMPLETED, 0, "")
 
     def _fail_flow(self, run: Run, execution: Execution, method: str, error: AttemptError) -> None:

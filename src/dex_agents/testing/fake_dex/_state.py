@@ -135,6 +135,7 @@ class Run:
     history: list[pb.FlowHistoryEvent] = field(default_factory=list)
     results: list[pb.StepCompletionOutput] = field(default_factory=list)
     graceful: bool = False
+    closing: bool = False
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     pending_skips: list[tuple[str, str, int | None]] = field(default_factory=list)
     wait_sequence: "itertools.count[int]" = field(default_factory=lambda: itertools.count(1))
