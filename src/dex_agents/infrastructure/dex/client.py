@@ -6,7 +6,9 @@ never touches state directly. Every input is checked before anything is sent
 ``max_input_text_bytes``, with a lone surrogate or NUL, or a malformed ID
 raises `InvalidInputError` with the reason, and nothing reaches the session.
 ``resolve_interrupt`` retries a lock conflict (a Step holding
-``PENDING_INTERRUPTS``) for up to 5 seconds. The query methods
+``PENDING_INTERRUPTS``) for up to 30 seconds: Dex holds a Step's lock through
+its retry back-off, and ``AwaitToolApproval``'s five attempts back off
+1 + 2 + 4 + 8 s. The query methods
 load exactly the ``AGENT_MESSAGES`` instances they return.
 
 Following what was sent, without sleeps or a test helper:
@@ -65,13 +67,18 @@ from dex_agents.infrastructure.dex.persistence import AGENT_MESSAGES
 InputT = TypeVar("InputT")
 OutputT = TypeVar("OutputT")
 
-LOCK_CONFLICT_RETRY = timedelta(seconds=5)
-"""How long `AgentSessionClient.resolve_interrupt` retries a lock conflict."""
+LOCK_CONFLICT_RETRY = timedelta(seconds=30)
+"""How long `AgentSessionClient.resolve_interrupt` retries a lock conflict.
+
+Longer than the back-offs of the Step that takes the lock (``AwaitToolApproval``:
+Dex's default 1 s doubling, over its attempts), since Dex keeps the lock through them.
+"""
 
 RECHECK_INTERVAL = timedelta(seconds=2)
 """Longest a wait blocks on the event stream before it reads the snapshot again (events are best effort)."""
 
 _LOCK_CONFLICT_PAUSE = 0.05
+_LOCK_CONFLICT_MAX_PAUSE = 1.0
 _STOP_WAIT = timedelta(seconds=30)
 _SNAPSHOT_TRIES = 5
 _WAKE_UP = frozenset({AgentEventType.TURN_STARTED, AgentEventType.TURN_COMMITTED})
@@ -320,8 +327,9 @@ class AgentSessionClient:
         """Answer a pending approval; ``False`` when it is not pending or its deadline passed.
 
         ``approver`` names who answered; the call's record and its stored
-        `ToolOutcome` keep it. A lock conflict with a running Step is retried
-        for 5 seconds, then raised.
+        `ToolOutcome` keep it. A lock conflict with a running Step (which
+        keeps its lock through its retry back-off) is retried for 30 seconds,
+        pausing 50 ms doubling to 1 s, then raised.
 
         Raises:
             InvalidInputError: the interrupt ID or the rejection message is refused; nothing was sent.
@@ -333,13 +341,15 @@ class AgentSessionClient:
         )
         _raise_if(request_refusal(request, self._flow.options))
         give_up = time.monotonic() + LOCK_CONFLICT_RETRY.total_seconds()
+        pause = _LOCK_CONFLICT_PAUSE
         while True:
             try:
                 result = await self._call(self._flow.resolve_interrupt, session_id, request)
             except dex.RpcLockConflictError:
                 if time.monotonic() >= give_up:
                     raise
-                await asyncio.sleep(_LOCK_CONFLICT_PAUSE)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, _LOCK_CONFLICT_MAX_PAUSE)
                 continue
             return bool(result)
 
