@@ -98,8 +98,8 @@ async def test_resolve_interrupt_gives_up_on_a_lock_conflict_after_its_retry_win
 
 
 def test_the_lock_conflict_window_outlasts_the_back_off_of_the_step_holding_the_lock() -> None:
-    from dex_agents.application.policies import STEP_POLICIES
     from dex_agents.application.next import StepName
+    from dex_agents.application.policies import STEP_POLICIES
     from dex_agents.infrastructure.dex.client import LOCK_CONFLICT_RETRY
 
     attempts = STEP_POLICIES[StepName.AWAIT_TOOL_APPROVAL].maximum_attempts
