@@ -52,7 +52,7 @@ async def test_dex_agents_conformance_finds_every_checked_assumption_holding_on_
     assert code == 0, "\n".join(lines)
     assert not [line for line in verdicts if line.startswith("differs")]
     holding = [line for line in verdicts if line.startswith("holds")]
-    assert len(holding) >= 10, "\n".join(lines)
+    assert len(holding) >= 12, "\n".join(lines)
     for words in ("died before its first output", "lock through its retry back-off", "closed Flow", "blob offload"):
         assert any(words in line for line in holding), words
     for words in ("over 100 KiB", "rejects a write past its capacity", "RpcLockConflictError", "FlowClosingError"):

@@ -13,7 +13,18 @@ from datetime import timedelta
 from pathlib import Path
 
 import dex
-from dex import AsyncContext, Context, PersistenceSchema, RetryPolicy, RPCResult, Step, StepDecision, StepOptions, Wait
+from dex import (
+    AsyncContext,
+    Context,
+    PersistenceSchema,
+    RetryPolicy,
+    RPCResult,
+    Step,
+    StepDecision,
+    StepOptions,
+    Timer,
+    Wait,
+)
 
 DOOMED_DIR_ENV = "DEX_CONFORMANCE_DOOMED_DIR"
 """Set in the child Worker only: the directory its doomed tasks write markers to."""
@@ -72,6 +83,8 @@ class Probe(Step[str]):
             return dex.graceful_complete("items")
         if kind in {"park", "flaky", "hold"}:
             return dex.go_to(Parked, "")
+        if kind == "timer":
+            return dex.go_to(Timed, "")
         return dex.graceful_complete(f"attempt={context.attempt}")
 
 
@@ -92,6 +105,20 @@ class Parked(Step[str]):
         return dex.graceful_complete(INBOX.results(context)[0])
 
 
+TIMER = timedelta(seconds=2)
+"""The probe Timer's duration."""
+
+
+class Timed(Step[str]):
+    """Waits on one Timer of `TIMER`, then completes."""
+
+    async def wait_for(self, context: AsyncContext, input: str) -> Wait:  # type: ignore[override]
+        return Wait.until(Timer.by_duration(TIMER))
+
+    async def execute(self, context: AsyncContext, input: str) -> StepDecision:  # type: ignore[override]
+        return dex.graceful_complete("timer")
+
+
 class ProbeFlow(dex.Flow[str]):
     """The conformance probe's Flow type (``DexAgentsConformanceProbe``)."""
 
@@ -99,7 +126,7 @@ class ProbeFlow(dex.Flow[str]):
         return "DexAgentsConformanceProbe"
 
     def get_steps(self) -> dex.StepList[str]:
-        return dex.StepList.start_step(Probe()).other_steps(Check(), Parked())
+        return dex.StepList.start_step(Probe()).other_steps(Check(), Parked(), Timed())
 
     def get_persistence_schema(self) -> PersistenceSchema:
         return PersistenceSchema.of(LOCKED, BIG, ITEMS, INBOX, EVENTS, SMALL)

@@ -21,6 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 
 import dex
+import grpc  # type: ignore[import-untyped]
 
 from dex_agents.testing.conformance._flows import (
     BACK_OFF,
@@ -30,6 +31,7 @@ from dex_agents.testing.conformance._flows import (
     HOLDING,
     RELEASE,
     SMALL,
+    TIMER,
     ProbeFlow,
     event,
     make_registry,
@@ -261,6 +263,38 @@ async def probe_flow_closing(env: _Env) -> Finding:
     return verdict
 
 
+TIMER_FIRES = "a Timer fires after its duration on the server's clock"
+EARLY_SKIP = "skip_timer for a Step that does not wait yet is rejected (INVALID_ARGUMENT)"
+
+
+async def probe_early_skip(env: _Env) -> Finding:
+    flow_id = env.flow_id("early-skip")
+    await env.client.start_flow(env.flow, flow_id, "park")
+    try:
+        await env.client.skip_timer(flow_id, dex.StepExecutionId("Timed", 1), dex.TimerId(condition_index=0))
+    except dex.DexServiceError as error:
+        verdict = (
+            _holds(EARLY_SKIP)
+            if error.code is grpc.StatusCode.INVALID_ARGUMENT
+            else _differs(EARLY_SKIP, f"rejected with {error.code.name}")
+        )
+    else:
+        verdict = _differs(EARLY_SKIP, "the skip was accepted")
+    await _settle_parked(env, flow_id)
+    return verdict
+
+
+async def probe_timer(env: _Env) -> Finding:
+    flow_id = env.flow_id("timer")
+    started = time.monotonic()
+    await env.client.start_flow(env.flow, flow_id, "timer")
+    await _output(env, flow_id)
+    took = time.monotonic() - started
+    if took >= TIMER.total_seconds() * 0.9:
+        return _holds(TIMER_FIRES)
+    return _differs(TIMER_FIRES, f"a {TIMER.total_seconds():g} s Timer fired after {took:.1f} s")
+
+
 # --------------------------------------------------------------------------- redelivery (child Worker)
 
 REDELIVER_BEFORE = "an attempt whose Worker died before its first output is dispatched again (same attempt)"
@@ -342,9 +376,11 @@ PROBES: tuple[tuple[str, Probe], ...] = (
     (STREAM_CAPACITY, probe_stream_capacity),
     (HISTORY, probe_history),
     (CLOSING, probe_flow_closing),
+    (TIMER_FIRES, probe_timer),
+    (EARLY_SKIP, probe_early_skip),
 )
 
-NOT_PROBED = ("Timers run on the server clock",)
+NOT_PROBED: tuple[str, ...] = ()
 """Assumptions the probe lists but does not check yet."""
 
 
