@@ -80,7 +80,7 @@ def test_results_report_every_condition_and_carry_the_taken_values_of_the_select
     waiting = _wait(pb.WAITING_CONDITION_TYPE_ANY_COMPLETED, timers=1, channels=(_channel("a"), _channel("b")))
     taken: list[str] = []
 
-    def take(condition: pb.ChannelCondition) -> list[pb.Value]:
+    def take(condition: pb.ChannelCondition, reserved: int) -> list[pb.Value]:
         taken.append(condition.channel_name)
         return [pb.Value(string_value="hello")]
 
@@ -93,3 +93,40 @@ def test_results_report_every_condition_and_carry_the_taken_values_of_the_select
         ("b", pb.CONDITION_STATUS_COMPLETED),
     ]
     assert [v.string_value for v in results.channel_results[1].values] == ["hello"]
+
+
+def _on(name: str, condition_id: str, **bounds: int) -> pb.ChannelCondition:
+    return pb.ChannelCondition(condition_id=condition_id, channel_name=name, **bounds)
+
+
+def test_all_of_two_conditions_on_one_channel_reserves_their_minimums_jointly() -> None:
+    waiting = _wait(
+        pb.WAITING_CONDITION_TYPE_ALL_COMPLETED, channels=(_on("c", "x", at_least=2), _on("c", "y", at_least=1))
+    )
+    assert match_conditions(waiting, [], {"c": 2}) == frozenset()
+    assert match_conditions(waiting, [], {"c": 3}) == {(CHANNEL, 0), (CHANNEL, 1)}
+
+
+def test_a_combination_on_one_channel_reserves_its_minimums_jointly() -> None:
+    waiting = _wait(
+        pb.WAITING_CONDITION_TYPE_ANY_COMBINATION_COMPLETED,
+        channels=(_on("c", "x"), _on("c", "y")),
+        combinations=(("x", "y"),),
+    )
+    assert match_conditions(waiting, [], {"c": 1}) == frozenset()
+    assert match_conditions(waiting, [], {"c": 2}) == {(CHANNEL, 0), (CHANNEL, 1)}
+
+
+def test_the_first_of_two_conditions_on_one_channel_leaves_the_second_its_minimum() -> None:
+    waiting = _wait(
+        pb.WAITING_CONDITION_TYPE_ALL_COMPLETED, channels=(_on("c", "x", at_least=1), _on("c", "y", at_least=2))
+    )
+    queue = [pb.Value(string_value=str(i)) for i in range(5)]
+
+    def take(condition: pb.ChannelCondition, reserved: int) -> list[pb.Value]:
+        count = messages_to_take(condition, len(queue), reserved)
+        taken, queue[:] = queue[:count], queue[count:]
+        return taken
+
+    results = condition_results(waiting, frozenset({(CHANNEL, 0), (CHANNEL, 1)}), take)
+    assert [[v.string_value for v in r.values] for r in results.channel_results] == [["0", "1", "2"], ["3", "4"]]

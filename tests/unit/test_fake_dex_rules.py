@@ -1,5 +1,6 @@
 """Fake Dex's pure rules outside condition matching: back-off, ID reuse, Worker targets, history pages."""
 
+import grpc  # type: ignore[import-untyped]
 import pytest
 from dex.dexpb import dex_pb2 as pb
 
@@ -8,6 +9,7 @@ from dex_agents.testing.fake_dex._config import FakeDexConfig
 from dex_agents.testing.fake_dex._errors import ServiceError
 from dex_agents.testing.fake_dex._history import history_page, record
 from dex_agents.testing.fake_dex._state import Run, is_reuse_refused, worker_target
+from dex_agents.testing.fake_dex._streams import Streams, message_charge
 from dex_agents.testing.fake_dex._workers import AttemptError
 
 CONFIG = FakeDexConfig()
@@ -82,3 +84,41 @@ def test_history_pages_continue_from_their_token_and_refuse_a_malformed_one() ->
     assert ([e.event_id for e in last.events], last.next_page_token) == ([5], b"")
     with pytest.raises(ServiceError):
         history_page(run, pb.GetHistoryEventsRequest(flow_id="f", next_page_token=b"x"), 2)
+
+
+def test_the_defaults_are_the_real_servers_rules() -> None:
+    assert CONFIG.default_maximum_attempts is None
+    assert CONFIG.default_maximum_interval.total_seconds() == 100
+    assert CONFIG.retry_delay_scale == 1.0
+    assert CONFIG.dispatch_wait.total_seconds() == 10
+    assert CONFIG.max_wait_seconds == 60
+    assert CONFIG.grpc_max_message_bytes == 16 * 1024 * 1024
+    assert CONFIG.stream_max_message_bytes == 100 * 1024
+    assert (CONFIG.stream_trim_trigger, CONFIG.stream_trim_target) == (0.9, 0.8)
+    assert CONFIG.keep_early_timer_skips is False
+
+
+def test_the_back_off_maximum_is_a_hundred_seconds_whatever_the_initial_interval() -> None:
+    policy = pb.RetryPolicy(initial_interval_seconds=30)
+    assert [retry_delay(policy, attempt, FAILURE, CONFIG) for attempt in (1, 2, 3, 4)] == [30.0, 60.0, 100.0, 100.0]
+
+
+def test_a_stream_message_is_charged_its_payload_flow_id_source_key_and_512_bytes() -> None:
+    assert message_charge(100, "flow", "#Step-1", 512, "key") == 100 + 4 + 7 + 3 + 512
+
+
+def test_a_stream_trims_from_ninety_to_eighty_percent_and_rejects_a_write_past_capacity() -> None:
+    streams = Streams(CONFIG)
+    value = pb.Value(string_value="x" * 77)  # 79 bytes on the wire: 600 charged with flow "f" and source "s0000000"
+    capacity = 6000
+    for index in range(9):
+        streams.append("T", "s", capacity, "f", value, f"s{index:07d}", 0.0)
+    assert len(streams.entries("T", "s", "f")) == 9  # 5400 bytes: at, not past, the trigger
+    streams.append("T", "s", capacity, "f", value, "s0000009", 0.0)
+    assert len(streams.entries("T", "s", "f")) == 8  # 6000 > 5400: trimmed to 4800
+    with pytest.raises(ServiceError) as raised:
+        streams.append("T", "s", capacity, "f", pb.Value(string_value="y" * 1200), "s0000010", 0.0)
+    assert raised.value.code is grpc.StatusCode.RESOURCE_EXHAUSTED
+    with pytest.raises(ServiceError) as too_large:
+        streams.append("T", "s", 0, "f", pb.Value(string_value="z" * 102_400), "s0000011", 0.0)
+    assert too_large.value.code is grpc.StatusCode.INVALID_ARGUMENT

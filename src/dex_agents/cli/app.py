@@ -244,6 +244,23 @@ def dev_server(ctx: click.Context, port: int, debug: bool) -> int:
     return run(lambda console: run_dev_server(console, port), debug=_debug(ctx, debug))
 
 
+@cli.command()
+@click.option("--server", required=True, help="The Dex server's HOST:PORT (e.g. a `dexcli dev`).")
+@debug_option
+@click.pass_context
+def conformance(ctx: click.Context, server: str, debug: bool) -> int:
+    """Check the Dex server rules dex-agents relies on; one line each; exit 1 when one differs."""
+    from dex_agents.testing.conformance import run_conformance
+
+    outcome: list[int] = []
+
+    async def command(console: Console) -> None:
+        outcome.append(await run_conformance(server, lambda line: console.print(Text(line), soft_wrap=True)))
+
+    failed = run(command, debug=_debug(ctx, debug))
+    return failed or (outcome[0] if outcome else 1)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code."""
     try:

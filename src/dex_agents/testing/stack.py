@@ -31,7 +31,13 @@ import dex
 from dex_agents.infrastructure.dex.client import AgentSessionClient
 from dex_agents.infrastructure.dex.container import AgentContainer
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
-from dex_agents.testing.fake_dex import FakeDex, FakeDexConfig, StepHistoryEntry, read_step_history
+from dex_agents.testing.fake_dex import (
+    TEST_RETRY_DELAY_SCALE,
+    FakeDex,
+    FakeDexConfig,
+    StepHistoryEntry,
+    read_step_history,
+)
 from dex_agents.testing.probes import wait_until
 
 SERVER_ADDRESS_ENV = "DEX_AGENTS_SERVER_ADDRESS"
@@ -204,7 +210,7 @@ class AgentTestStack:
     async def __aenter__(self) -> Self:
         self._tmp.mkdir(parents=True, exist_ok=True)
         if self.backend == "fake":
-            self._fake = FakeDex(self._fake_config)
+            self._fake = FakeDex(self._fake_config or FakeDexConfig(retry_delay_scale=TEST_RETRY_DELAY_SCALE))
             await self._fake.__aenter__()
             self.address = self._fake.address
         else:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from dex_agents.testing.fake_dex import FakeDex, FakeDexConfig
+from dex_agents.testing.fake_dex import TEST_RETRY_DELAY_SCALE, FakeDex, FakeDexConfig
 from tests.integration.fake_dex.flows import Flows, Unregistered, make_flows, make_registry, reset_gates
 from tests.integration.fake_dex.support import Stack, running_client, running_worker
 
@@ -28,7 +28,7 @@ def unregistered() -> Unregistered:
 
 @pytest.fixture
 def config() -> FakeDexConfig:
-    return FakeDexConfig(dispatch_wait=timedelta(seconds=2))
+    return FakeDexConfig(dispatch_wait=timedelta(seconds=2), retry_delay_scale=TEST_RETRY_DELAY_SCALE)
 
 
 @pytest.fixture

@@ -205,7 +205,9 @@ def _wait_for_mode(mode: str) -> Wait:
 
 class Waiter(Step[str]):
     def get_step_options(self) -> StepOptions:
-        return replace(SYNC, wait_for_failure=dex.WaitForFailurePolicy.PROCEED)
+        return replace(
+            SYNC, wait_for_failure=dex.WaitForFailurePolicy.PROCEED, wait_for_retry=RetryPolicy(maximum_attempts=3)
+        )
 
     async def wait_for(self, context: AsyncContext, input: str) -> Wait:  # type: ignore[override]
         if input == "fail":
@@ -461,12 +463,18 @@ class FanFlow(dex.Flow[int]):
 
 
 class Holder(Step[str]):
-    """Holds the ``STATE`` lock while parked on the ``holder`` gate, then waits for INBOX."""
+    """Holds the ``STATE`` lock while parked on the ``holder`` gate, then waits for INBOX.
+
+    ``fail-N`` fails attempts 1..N first (default retry policy: no attempt limit).
+    """
 
     def get_step_options(self) -> StepOptions:
         return replace(SYNC, execute_lock_attributes=(STATE.lock(),))
 
     async def execute(self, context: AsyncContext, input: str) -> StepDecision:  # type: ignore[override]
+        kind, _, count = input.partition("-")
+        if kind == "fail" and context.attempt <= int(count):
+            raise RuntimeError(f"attempt {context.attempt} failed")
         INSIDE.add(context.step_execution_id)
         OVERLAPS.append(set(INSIDE))
         reached("holder").set()
@@ -546,7 +554,7 @@ class LockFlow(dex.Flow[str]):
 # --------------------------------------------------------------------------- StreamFlow
 
 STREAM_EVENTS = dex.Stream("stream.events", str, 1024 * 1024)
-SMALL_EVENTS = dex.Stream("stream.small", str, 200)
+SMALL_EVENTS = dex.Stream("stream.small", str, 4000)
 
 
 class Emit(Step[int]):

@@ -52,6 +52,7 @@ async def test_duplicate_flow_id_raises_flow_already_started(stack: Stack, flows
     assert raised.value.code is grpc.StatusCode.ALREADY_EXISTS
     assert await stack.client.start_flow(flows.wait, "dup-1", "idle", options) == run_id
     await stack.client.stop_flow("dup-1")
+    await stack.client.wait_for_flow("dup-1")  # a CANCEL closes the Flow asynchronously
     with pytest.raises(dex.FlowAlreadyStartedError):
         await stack.client.start_flow(flows.wait, "dup-1", "idle")
     reuse = dex.StartFlowOptions(id_reuse_policy=dex.IdReusePolicy.ALLOW_IF_NOT_RUNNING)

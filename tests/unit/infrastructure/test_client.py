@@ -83,7 +83,7 @@ async def test_resolve_interrupt_retries_lock_conflicts_until_the_rpc_goes_throu
     assert len(fake.calls) == 3
 
 
-async def test_resolve_interrupt_gives_up_on_a_lock_conflict_after_five_seconds(
+async def test_resolve_interrupt_gives_up_on_a_lock_conflict_after_its_retry_window(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from dex_agents.infrastructure.dex import client as client_module
@@ -97,6 +97,18 @@ async def test_resolve_interrupt_gives_up_on_a_lock_conflict_after_five_seconds(
         await sessions_with(FakeDexClient({"resolve_interrupt": always_locked})).resolve_interrupt(
             "s", "i", approved=False, rejection_message="no"
         )
+
+
+def test_the_lock_conflict_window_outlasts_the_back_off_of_the_step_holding_the_lock() -> None:
+    from dex_agents.application.next import StepName
+    from dex_agents.application.policies import STEP_POLICIES
+    from dex_agents.infrastructure.dex.client import LOCK_CONFLICT_RETRY
+
+    attempts = STEP_POLICIES[StepName.AWAIT_TOOL_APPROVAL].maximum_attempts
+    assert attempts is not None
+    # Dex's default back-off (1 s doubling, at most 100 s) between the attempts; the lock is held throughout.
+    back_off = sum(min(2.0 ** (n - 1), 100.0) for n in range(1, attempts))
+    assert back_off < LOCK_CONFLICT_RETRY.total_seconds() / 1.5
 
 
 async def test_snapshot_loads_exactly_the_latest_two_hundred_messages() -> None:

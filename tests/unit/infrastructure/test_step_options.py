@@ -118,3 +118,10 @@ def test_event_stream_capacity_comes_from_the_options() -> None:
 def test_flow_type_must_be_a_plain_name() -> None:
     with pytest.raises(ValueError, match="flow_type"):
         AgentSessionFlow(ScriptedRunner(), flow_type="a/b")
+
+
+@pytest.mark.parametrize("name", list(StepName))
+def test_no_step_execute_relies_on_the_unlimited_default_attempts(flow: AgentSessionFlow, name: StepName) -> None:
+    retry = options_of(flow, name).execute_retry
+    assert retry is not None
+    assert retry.maximum_attempts >= 1

@@ -8,7 +8,9 @@ which is also the SDK's `dex.FlowNotActiveOrNotFoundError`. Every input is check
 ``max_input_text_bytes``, with a lone surrogate or NUL, or a malformed ID
 raises `InvalidInputError` with the reason, and nothing reaches the session.
 ``resolve_interrupt`` retries a lock conflict (a Step holding
-``PENDING_INTERRUPTS``) for up to 5 seconds. The query methods
+``PENDING_INTERRUPTS``) for up to 30 seconds: Dex holds a Step's lock through
+its retry back-off, and ``AwaitToolApproval``'s five attempts back off
+1 + 2 + 4 + 8 s. The query methods
 load exactly the ``AGENT_MESSAGES`` instances they return.
 
 Following what was sent, without sleeps or a test helper:
@@ -67,13 +69,19 @@ from dex_agents.infrastructure.dex.persistence import AGENT_MESSAGES
 InputT = TypeVar("InputT")
 OutputT = TypeVar("OutputT")
 
-LOCK_CONFLICT_RETRY = timedelta(seconds=5)
-"""How long `AgentSessionClient.resolve_interrupt` retries a lock conflict."""
+LOCK_CONFLICT_RETRY = timedelta(seconds=30)
+"""How long `AgentSessionClient.resolve_interrupt` retries a lock conflict.
+
+Longer than the back-offs of the Step that takes the lock (``AwaitToolApproval``:
+Dex's default 1 s doubling, over its attempts), since Dex keeps the lock through them.
+"""
 
 RECHECK_INTERVAL = timedelta(seconds=2)
 """Longest a wait blocks on the event stream before it reads the snapshot again (events are best effort)."""
 
 _LOCK_CONFLICT_PAUSE = 0.05
+_LOCK_CONFLICT_MAX_PAUSE = 1.0
+_STOP_WAIT = timedelta(seconds=30)
 _SNAPSHOT_TRIES = 5
 _WAKE_UP = frozenset({AgentEventType.TURN_STARTED, AgentEventType.TURN_COMMITTED})
 
@@ -321,8 +329,9 @@ class AgentSessionClient:
         """Answer a pending approval; ``False`` when it is not pending or its deadline passed.
 
         ``approver`` names who answered; the call's record and its stored
-        `ToolOutcome` keep it. A lock conflict with a running Step is retried
-        for 5 seconds, then raised.
+        `ToolOutcome` keep it. A lock conflict with a running Step (which
+        keeps its lock through its retry back-off) is retried for 30 seconds,
+        pausing 50 ms doubling to 1 s, then raised.
 
         Raises:
             InvalidInputError: the interrupt ID or the rejection message is refused; nothing was sent.
@@ -334,13 +343,15 @@ class AgentSessionClient:
         )
         _raise_if(request_refusal(request, self._flow.options))
         give_up = time.monotonic() + LOCK_CONFLICT_RETRY.total_seconds()
+        pause = _LOCK_CONFLICT_PAUSE
         while True:
             try:
                 result = await self._call(self._flow.resolve_interrupt, session_id, request)
             except dex.RpcLockConflictError:
                 if time.monotonic() >= give_up:
                     raise
-                await asyncio.sleep(_LOCK_CONFLICT_PAUSE)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, _LOCK_CONFLICT_MAX_PAUSE)
                 continue
             return bool(result)
 
@@ -439,12 +450,32 @@ class AgentSessionClient:
         *,
         options: dex.RPCInvokeOptions | None = None,
     ) -> OutputT:
-        """Invoke an RPC that takes an input (the SDK types RPCs as sync functions; ours are async)."""
+        """Invoke an RPC that takes an input (the SDK types RPCs as sync functions; ours are async).
+
+        A session that is closing (``FlowClosingError``) is waited for until it has
+        closed, then the call is made once more, so the caller sees what a stopped
+        session answers (`SessionUnavailableError` for a write).
+        """
         with _session_must_exist():
-            result = await self._client.invoke_rpc(
-                cast(Any, rpc), session_id, request, options=options or dex.RPCInvokeOptions()
-            )
+            try:
+                result = await self._client.invoke_rpc(
+                    cast(Any, rpc), session_id, request, options=options or dex.RPCInvokeOptions()
+                )
+            except dex.FlowClosingError:
+                await self._closed(session_id)
+                result = await self._client.invoke_rpc(
+                    cast(Any, rpc), session_id, request, options=options or dex.RPCInvokeOptions()
+                )
         return cast(OutputT, result)
+
+    async def _closed(self, session_id: str) -> None:
+        """Wait until the session's Flow has closed (after a stop, the close is asynchronous)."""
+        while True:
+            try:
+                await self._client.wait_for_flow(session_id, timeout=_STOP_WAIT)
+            except dex.LongPollTimeoutError:
+                continue
+            return
 
     async def _query(
         self,
@@ -461,8 +492,16 @@ class AgentSessionClient:
         return cast(OutputT, result)
 
     async def stop_session(self, session_id: str, reason: str | None = None) -> None:
-        """Stop the session; its state stays readable through the query methods."""
-        await self._client.stop_flow(session_id, dex.StopFlowOptions(type=dex.StopType.CANCEL, reason=reason))
+        """Stop the session and wait until it is closed; its state stays readable through the query methods.
+
+        Dex treats a CANCEL as a signal: the Flow closes asynchronously and, while it
+        closes, requests get ``FlowClosingError``. A session that is already closing
+        (someone else stopped it) counts as stopped; either way this returns once the
+        Flow has closed, so calls after it see a stopped session.
+        """
+        with contextlib.suppress(dex.FlowClosingError):
+            await self._client.stop_flow(session_id, dex.StopFlowOptions(type=dex.StopType.CANCEL, reason=reason))
+        await self._closed(session_id)
 
 
 class SessionUnavailableError(DexAgentsError, dex.FlowNotActiveOrNotFoundError):

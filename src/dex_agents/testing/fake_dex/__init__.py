@@ -20,7 +20,7 @@ The emulated server rules, their sources and the configurable assumptions
 
 from dex_agents.testing.fake_dex._attempts import HEARTBEAT_TIMEOUT, METHOD_TIMEOUT, AttemptRecord
 from dex_agents.testing.fake_dex._clock import FakeClock
-from dex_agents.testing.fake_dex._config import FakeDexConfig
+from dex_agents.testing.fake_dex._config import TEST_RETRY_DELAY_SCALE, FakeDexConfig
 from dex_agents.testing.fake_dex._process import FakeDexProcess
 from dex_agents.testing.fake_dex._server import (
     EXECUTE_COMPLETED_EVENT,
@@ -42,6 +42,7 @@ __all__ = [
     "HEARTBEAT_TIMEOUT",
     "METHOD_TIMEOUT",
     "NO_WORKER_AVAILABLE",
+    "TEST_RETRY_DELAY_SCALE",
     "UNKNOWN_NAME",
     "WORKER_DISCONNECTED",
     "WORKER_UNAVAILABLE",

@@ -1,12 +1,14 @@
 """Attempts of a Step method: dispatch to a Worker, method and heartbeat timeouts, retries with back-off.
 
-`MethodAttempts.run_method` takes the method's locks, builds its task request
-(loaded state, condition results, last heartbeat), dispatches it, and on a
-failure waits `retry_delay` (scaled by the config) until the retry policy's
-attempts or total duration run out. Every attempt is logged as an `AttemptRecord`.
+`MethodAttempts.run_method` takes the method's locks and holds them across
+every attempt and back-off until the method call ends (as real Dex does),
+builds its task request (loaded state, condition results, last heartbeat),
+dispatches it, and on a failure waits `retry_delay` (scaled by the config)
+until the retry policy's attempts or total duration run out. Every attempt is logged as an `AttemptRecord`.
 """
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -15,6 +17,7 @@ from dex.dexpb import dex_pb2 as pb
 from dex_agents.testing.fake_dex._blobs import BlobStore
 from dex_agents.testing.fake_dex._clock import FakeClock
 from dex_agents.testing.fake_dex._config import FakeDexConfig
+from dex_agents.testing.fake_dex._errors import ServiceError
 from dex_agents.testing.fake_dex._state import Execution, Run, acquire, load_state, release
 from dex_agents.testing.fake_dex._streams import Streams
 from dex_agents.testing.fake_dex._workers import AttemptError, ListeningWorkers, PullWorkers
@@ -84,7 +87,7 @@ def retry_delay(retry: pb.RetryPolicy, attempt: int, failure: AttemptError, conf
         return float(failure.retry_after_seconds)
     initial = retry.initial_interval_seconds or config.default_initial_retry_interval.total_seconds()
     coefficient = retry.backoff_coefficient or config.default_backoff_coefficient
-    maximum = retry.maximum_interval_seconds or initial * config.default_maximum_interval_factor
+    maximum = retry.maximum_interval_seconds or config.default_maximum_interval.total_seconds()
     return float(min(initial * coefficient ** (attempt - 1), maximum))
 
 
@@ -123,33 +126,46 @@ class MethodAttempts:
             set(options.wait_for_lock_attribute_keys if is_wait else options.execute_lock_attribute_keys)
         )
         first_attempt = self.clock.now()
+        owner = f"{execution.id}:{method}"
+        _forget_heartbeat(execution)
+        await acquire(run, lock_keys, owner)
+        try:
+            return await self._attempts(run, execution, method, retry, maximum_attempts, total, first_attempt)
+        finally:
+            release(run, owner)
+
+    async def _attempts(
+        self,
+        run: Run,
+        execution: Execution,
+        method: Method,
+        retry: pb.RetryPolicy,
+        maximum_attempts: int | None,
+        total: float,
+        first_attempt: float,
+    ) -> Completed | Failed:
+        """Attempts and back-offs of one method call, with its locks held throughout."""
         skipped_delay = 0.0
         request: Any = None
         attempt = 0
-        _forget_heartbeat(execution)
         while True:
             attempt += 1
-            owner = f"{execution.id}:{method}"
-            await acquire(run, lock_keys, owner)
+            if request is None:
+                request = self._method_request(run, execution, method)
+            context = request.context
+            context.attempt = attempt
+            context.first_attempt_timestamp = int(first_attempt)
+            context.ClearField("last_heartbeat_value")
+            if execution.last_heartbeat is not None:
+                context.last_heartbeat_value.CopyFrom(execution.last_heartbeat)
+            started = self.clock.now()
             try:
-                if request is None:
-                    request = self._method_request(run, execution, method)
-                context = request.context
-                context.attempt = attempt
-                context.first_attempt_timestamp = int(first_attempt)
-                context.ClearField("last_heartbeat_value")
-                if execution.last_heartbeat is not None:
-                    context.last_heartbeat_value.CopyFrom(execution.last_heartbeat)
-                started = self.clock.now()
-                try:
-                    response = await self._attempt(run, execution, method, request)
-                except AttemptError as error:
-                    failure = error
-                else:
-                    self._log(run, execution, method, attempt, started, None, None)
-                    return Completed(response, attempt, first_attempt)
-            finally:
-                release(run, owner)
+                response = await self._attempt(run, execution, method, request)
+            except AttemptError as error:
+                failure = error
+            else:
+                self._log(run, execution, method, attempt, started, None, None)
+                return Completed(response, attempt, first_attempt)
             delay = retry_delay(retry, attempt, failure, self.config)
             elapsed = self.clock.now() - first_attempt + skipped_delay
             exhausted = (maximum_attempts is not None and attempt >= maximum_attempts) or (elapsed + delay > total)
@@ -262,15 +278,17 @@ class MethodAttempts:
                 execution.last_heartbeat = heartbeat.value if heartbeat.HasField("value") else None
             elif kind == "stream_write":
                 write = output.stream_write
-                self.streams.append(
-                    run.flow_type,
-                    write.stream_name,
-                    write.stream_capacity_bytes,
-                    run.flow_id,
-                    write.value,
-                    f"#{execution.id}",
-                    self.clock.now(),
-                )
+                # A Step's Stream write is fire-and-forget: a rejected write is dropped.
+                with contextlib.suppress(ServiceError):
+                    self.streams.append(
+                        run.flow_type,
+                        write.stream_name,
+                        write.stream_capacity_bytes,
+                        run.flow_id,
+                        write.value,
+                        f"#{execution.id}",
+                        self.clock.now(),
+                    )
             execution.progress_frames += 1
             last_activity[0] = self.clock.now()
             activity.set()

@@ -3,7 +3,10 @@
 `match_conditions` reads a ``WaitingCondition`` (its type, Timers, Channel
 conditions and combinations), which Timers are due and how many messages each
 Channel holds, and returns the conditions that satisfy it, or nothing while it
-still waits. `condition_results` builds the ``ConditionResults`` the execute
+still waits. Conditions that must hold together (``all_of``, a combination)
+reserve their minimums jointly: two conditions on one Channel need the sum of
+their minimums queued, and each takes its messages after leaving the later
+ones' minimums. `condition_results` builds the ``ConditionResults`` the execute
 method receives, taking each satisfied Channel condition's messages through
 the given callback. Neither touches the engine, a clock or gRPC.
 """
@@ -35,6 +38,20 @@ def is_channel_ready(condition: pb.ChannelCondition, size: int) -> bool:
     return condition.HasField("at_most") or size >= 1
 
 
+def minimum_messages(condition: pb.ChannelCondition) -> int:
+    """Messages a Channel condition needs queued: ``at_least``, none for ``at_most`` alone, else one."""
+    if condition.HasField("at_least"):
+        return condition.at_least
+    return 0 if condition.HasField("at_most") else 1
+
+
+def _jointly_ready(channels: Sequence[pb.ChannelCondition], channel_sizes: Mapping[str, int]) -> bool:
+    needed: dict[str, int] = {}
+    for condition in channels:
+        needed[condition.channel_name] = needed.get(condition.channel_name, 0) + minimum_messages(condition)
+    return all(channel_sizes.get(name, 0) >= count for name, count in needed.items())
+
+
 def match_conditions(
     waiting: pb.WaitingCondition, timer_ready: Sequence[bool], channel_sizes: Mapping[str, int]
 ) -> frozenset[ConditionRef]:
@@ -61,27 +78,37 @@ def match_conditions(
         by_id = {(timers[i] if k == ConditionKind.TIMER else channels[i]).condition_id: (k, i, r) for k, i, r in ready}
         for combination in waiting.condition_combinations:
             members = [by_id[c] for c in combination.condition_ids if c in by_id]
-            if members and all(r for _, _, r in members):
+            joint = [channels[i] for k, i, _ in members if k == ConditionKind.CHANNEL]
+            if members and all(r for _, _, r in members) and _jointly_ready(joint, channel_sizes):
                 return frozenset((k, i) for k, i, _ in members)
         return frozenset()
-    return frozenset((k, i) for k, i, _ in ready) if all(r for _, _, r in ready) else frozenset()
+    if all(r for _, _, r in ready) and _jointly_ready(channels, channel_sizes):
+        return frozenset((k, i) for k, i, _ in ready)
+    return frozenset()
 
 
-def messages_to_take(condition: pb.ChannelCondition, queued: int) -> int:
-    """How many of ``queued`` messages a satisfied Channel condition consumes."""
+def messages_to_take(condition: pb.ChannelCondition, queued: int, reserved: int = 0) -> int:
+    """How many of ``queued`` messages a satisfied Channel condition consumes, leaving ``reserved``."""
+    available = max(queued - reserved, 0)
     if condition.HasField("at_most"):
-        return min(condition.at_most, queued)
+        return min(condition.at_most, available)
     if condition.HasField("at_least"):
-        return queued
-    return min(1, queued)
+        return available
+    return min(1, available)
 
 
 def condition_results(
     waiting: pb.WaitingCondition,
     selected: frozenset[ConditionRef],
-    take: Callable[[pb.ChannelCondition], list[pb.Value]],
+    take: Callable[[pb.ChannelCondition, int], list[pb.Value]],
 ) -> pb.ConditionResults:
-    """Return every condition's status; ``take`` consumes a selected Channel condition's messages."""
+    """Return every condition's status; ``take`` consumes a selected Channel condition's messages.
+
+    ``take`` gets the condition and how many messages to leave for the later selected
+    conditions on the same Channel (their minimums).
+    """
+    channels = list(waiting.channel_conditions)
+    chosen_channels = [i for i in range(len(channels)) if (ConditionKind.CHANNEL, i) in selected]
     results = pb.ConditionResults()
     for index, timer in enumerate(waiting.timer_conditions):
         results.timer_results.add(
@@ -96,5 +123,10 @@ def condition_results(
             condition_status=_COMPLETED if chosen else _WAITING,
         )
         if chosen:
-            entry.values.extend(take(condition))
+            reserved = sum(
+                minimum_messages(channels[later])
+                for later in chosen_channels
+                if later > index and channels[later].channel_name == condition.channel_name
+            )
+            entry.values.extend(take(condition, reserved))
     return results

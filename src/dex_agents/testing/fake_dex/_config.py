@@ -6,6 +6,9 @@ from typing import Literal
 
 WaiterOrder = Literal["oldest_first", "newest_first"]
 
+TEST_RETRY_DELAY_SCALE = 0.01
+"""The ``retry_delay_scale`` tests use: real back-off shape, a hundredth of its time."""
+
 
 @dataclass(frozen=True)
 class FakeDexConfig:
@@ -21,19 +24,20 @@ class FakeDexConfig:
             listening Worker's ``host:port``. *Assumption* (real Dex has a server-side
             default we cannot see).
         default_maximum_attempts: Attempt cap when a ``RetryPolicy`` leaves
-            ``maximum_attempts`` at 0. Real Dex retries without a count limit for
-            ``default_total_retry_duration``; ``None`` does the same here.
+            ``maximum_attempts`` at 0. ``None`` (default, *real*: server
+            ``common/retry/policy.go``) retries without a count limit within
+            ``default_total_retry_duration``.
         default_total_retry_duration: Retry budget when ``total_duration`` is unset
             (*real*: 4 hours).
         default_initial_retry_interval: First back-off when ``initial_interval`` is unset
-            (*assumption*: 1 s, the Temporal default).
-        default_backoff_coefficient: Back-off multiplier when unset (*assumption*: 2.0).
-        default_maximum_interval_factor: Maximum back-off as a multiple of the initial
-            interval when ``maximum_interval`` is unset (*assumption*: 100).
+            (*real*: 1 s).
+        default_backoff_coefficient: Back-off multiplier when unset (*real*: 2.0).
+        default_maximum_interval: Largest back-off when ``maximum_interval`` is unset
+            (*real*: 100 s).
         retry_delay_scale: Factor applied to every computed retry delay before the fake
-            waits for it on its clock. ``0`` retries at once (default, fast tests);
-            ``1.0`` waits like real Dex. The unscaled delay is still recorded and still
-            counts against ``total_duration``.
+            waits for it on its clock. ``1.0`` (default) waits like real Dex; tests use
+            a small factor (the shape stays real); ``0`` retries at once (lenient). The
+            unscaled delay is still recorded and still counts against ``total_duration``.
         default_method_timeout: Method timeout when a Step sets none (*real*: 2 hours).
         default_heartbeat_timeout: Heartbeat timeout when a Step sets none or 0
             (*real*: 1 minute).
@@ -42,10 +46,29 @@ class FakeDexConfig:
         default_rpc_timeout: RPC handler limit when ``@rpc(timeout=)`` is unset
             (*docs*: 60 s). Measured in real time.
         dispatch_wait: How long a Step attempt or RPC waits, in real time, for a pull
-            Worker that serves its Flow type before it fails with ``NoWorkerAvailable``
-            (*assumption*).
+            Worker that serves its Flow type (or one with capacity) before it fails with
+            ``NoWorkerAvailable`` (*real*: 10 s).
         default_long_poll: Server-side wait of ``wait_for_flow`` and ``read_stream`` when
             the Client sends no wait time (*assumption*). Real time.
+        max_wait_seconds: Cap on every long-poll wait and RPC timeout a Client asks for
+            (*real*: 60 s); larger values are cut to it.
+        grpc_max_message_bytes: Largest gRPC message the server receives and sends
+            (*real*: 16 MiB). The SDK Worker still receives at most 4 MiB.
+        stream_max_message_bytes: Largest Stream message payload; larger writes are
+            rejected (``INVALID_ARGUMENT``), a Step's write is dropped (*real*: 100 KiB).
+        stream_message_overhead_bytes: Bytes charged per Stream message on top of its
+            payload, Flow ID, source and idempotency key (*real*: 512).
+        stream_trim_trigger: Fraction of a Stream's capacity at which the oldest
+            messages are trimmed (*real*: 0.9) ...
+        stream_trim_target: ... down to this fraction (*real*: 0.8). A write that would
+            pass the capacity is rejected (``RESOURCE_EXHAUSTED``); a Step's is dropped.
+        keep_early_timer_skips: ``False`` (*real*) rejects ``skip_timer`` for an
+            execution whose Timer is not pending with ``INVALID_ARGUMENT``; ``True`` keeps
+            the skip and applies it when the execution starts waiting (lenient).
+        stop_close_delay: Real time between a CANCEL / FAIL ``stop_flow`` and the close;
+            meanwhile the run is closing and requests that need an active run get
+            ``FlowClosingError`` (real Dex: the stop is a signal; its delay is
+            *unknown*, this is an assumption).
         waiter_order: Which of several Waits on the same Channel gets a message first
             (*assumption*: the one that started waiting first).
         stream_read_requires_flow: ``False`` (proto comment: Stream RPCs are independent
@@ -70,18 +93,26 @@ class FakeDexConfig:
     """
 
     default_worker_target: str = "pull"
-    default_maximum_attempts: int | None = 10
+    default_maximum_attempts: int | None = None
     default_total_retry_duration: timedelta = timedelta(hours=4)
     default_initial_retry_interval: timedelta = timedelta(seconds=1)
     default_backoff_coefficient: float = 2.0
-    default_maximum_interval_factor: int = 100
-    retry_delay_scale: float = 0.0
+    default_maximum_interval: timedelta = timedelta(seconds=100)
+    retry_delay_scale: float = 1.0
     default_method_timeout: timedelta = timedelta(hours=2)
     default_heartbeat_timeout: timedelta = timedelta(minutes=1)
     heartbeat_timeout_floor: timedelta = timedelta(seconds=10)
     default_rpc_timeout: timedelta = timedelta(seconds=60)
-    dispatch_wait: timedelta = timedelta(seconds=30)
+    dispatch_wait: timedelta = timedelta(seconds=10)
     default_long_poll: timedelta = timedelta(seconds=60)
+    max_wait_seconds: float = 60.0
+    grpc_max_message_bytes: int = 16 * 1024 * 1024
+    stream_max_message_bytes: int = 100 * 1024
+    stream_message_overhead_bytes: int = 512
+    stream_trim_trigger: float = 0.9
+    stream_trim_target: float = 0.8
+    keep_early_timer_skips: bool = False
+    stop_close_delay: timedelta = timedelta(milliseconds=200)
     waiter_order: WaiterOrder = "oldest_first"
     stream_read_requires_flow: bool = False
     redeliver_before_first_output: bool = True

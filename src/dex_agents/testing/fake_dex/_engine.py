@@ -23,6 +23,7 @@ from dex_agents.testing.fake_dex._config import FakeDexConfig
 from dex_agents.testing.fake_dex._errors import (
     ServiceError,
     already_started,
+    flow_closing,
     flow_not_active,
     flow_not_found,
     invalid_argument,
@@ -62,7 +63,7 @@ class Engine:
     def __init__(self, config: FakeDexConfig, clock: FakeClock) -> None:
         self.config = config
         self.clock = clock
-        self.streams = Streams()
+        self.streams = Streams(config)
         self.blobs = BlobStore(config.blob_threshold_bytes)
         self.pull = PullWorkers(redeliver_before_output=config.redeliver_before_first_output)
         self.listening = ListeningWorkers(redeliver_before_output=config.redeliver_before_first_output)
@@ -109,6 +110,8 @@ class Engine:
         run = self.run(flow_id, run_id)
         if not run.running:
             raise flow_not_active(flow_id)
+        if run.closing:
+            raise flow_closing(flow_id)
         return run
 
     def attempts(self, flow_id: str | None = None) -> list[AttemptRecord]:
@@ -118,6 +121,10 @@ class Engine:
     def flow_ids(self) -> list[str]:
         """Return every Flow ID ever started."""
         return list(self._runs)
+
+    def _capped(self, seconds: float) -> float:
+        """A Client's long-poll wait or RPC timeout, cut to the server's maximum (60 s)."""
+        return min(seconds, self.config.max_wait_seconds)
 
     # ------------------------------------------------------------------ client API
 
@@ -169,24 +176,32 @@ class Engine:
         return run_id
 
     def stop_flow(self, request: pb.StopFlowRequest) -> None:
-        """Cancel, terminate or fail an active run (``StopFlow``)."""
+        """Terminate a run at once, or signal CANCEL / FAIL (``StopFlow``).
+
+        CANCEL and FAIL are signals, as in real Dex: the run is *closing* at once (its
+        executions are cancelled; requests that need an active run get
+        ``FLOW_CLOSING``) and closes ``stop_close_delay`` later.
+        """
         run = self.active_run(request.flow_id, request.run_id)
         if request.stop_type == pb.STOP_TYPE_TERMINATE:
             self._close(run, pb.FLOW_STATUS_TERMINATED, 0, request.reason)
-        elif request.stop_type == pb.STOP_TYPE_FAIL:
-            self._close(
-                run,
-                pb.FLOW_STATUS_FAILED,
-                pb.FLOW_ERROR_TYPE_CLIENT_API_FAILING_FLOW,
-                request.reason,
-            )
-        else:
-            self._close(run, pb.FLOW_STATUS_CANCELED, 0, request.reason)
+            return
+        status: int = pb.FLOW_STATUS_CANCELED
+        error_type: int = 0
+        if request.stop_type == pb.STOP_TYPE_FAIL:
+            status, error_type = pb.FLOW_STATUS_FAILED, pb.FLOW_ERROR_TYPE_CLIENT_API_FAILING_FLOW
+        run.closing = True
+        self._cancel_where(run, lambda _: True)
+        _ = self._spawn(self._close_later(run, status, error_type, request.reason))
+
+    async def _close_later(self, run: Run, status: int, error_type: int, reason: str) -> None:
+        await asyncio.sleep(self.config.stop_close_delay.total_seconds())
+        self._close(run, status, error_type, reason)
 
     async def wait_for_flow(self, request: pb.WaitForFlowRequest) -> pb.FlowResult:
         """Wait until the run closes (``WaitForFlow``) and return its result."""
         run = self.run(request.flow_id, request.run_id)
-        wait = request.wait_time_seconds or self.config.default_long_poll.total_seconds()
+        wait = self._capped(request.wait_time_seconds or self.config.default_long_poll.total_seconds())
         if run.running:
             try:
                 await asyncio.wait_for(run.closed.wait(), wait)
@@ -210,17 +225,24 @@ class Engine:
         return history_page(run, request, self.config.history_page_size)
 
     def skip_timer(self, request: pb.SkipTimerRequest) -> None:
-        """Fire one Timer now (``SkipTimer``); a not-yet-waiting execution keeps the skip."""
+        """Fire one pending Timer now (``SkipTimer``); anything else is ``INVALID_ARGUMENT``.
+
+        With ``keep_early_timer_skips`` a skip for an execution that does not wait yet
+        is kept and applied when it starts waiting (lenient).
+        """
         run = self.active_run(request.flow_id, request.run_id)
         index = request.timer_condition_index if request.HasField("timer_condition_index") else None
         if not request.step_execution_id or (index is None and not request.timer_condition_id):
             raise invalid_argument("skip_timer needs a step execution ID and one Timer selector")
         execution = run.executions.get(request.step_execution_id)
         if execution is not None and execution.phase == Phase.WAITING:
-            skip_timer(execution, request.timer_condition_id, index)
+            if not skip_timer(execution, request.timer_condition_id, index, self.clock.now()):
+                raise invalid_argument(f"no pending Timer {index or request.timer_condition_id!r}")
             self._evaluate(run)
-        else:
+        elif self.config.keep_early_timer_skips:
             run.pending_skips.append((request.step_execution_id, request.timer_condition_id, index))
+        else:
+            raise invalid_argument(f"step execution {request.step_execution_id!r} has no pending Timer")
 
     async def invoke_rpc(self, request: pb.InvokeRPCRequest) -> pb.InvokeRPCResponse:
         """Run an RPC on a Worker and commit its effects atomically (``InvokeRPC``)."""
@@ -229,6 +251,8 @@ class Engine:
         transactional = bool(locks) or request.is_transactional
         if not run.running and transactional:
             raise flow_not_active(request.flow_id)
+        if run.closing and transactional:
+            raise flow_closing(request.flow_id)
         held = [key for key in locks if key in run.locks]
         if held:
             raise lock_conflict(held)
@@ -254,7 +278,7 @@ class Engine:
                 request.load_channel_map_instances,
             )
             self.blobs.offload_task(worker_request)
-            timeout = request.timeout_seconds or self.config.default_rpc_timeout.total_seconds()
+            timeout = self._capped(request.timeout_seconds or self.config.default_rpc_timeout.total_seconds())
             try:
                 response = await asyncio.wait_for(self._methods.call_worker(run, "rpc", worker_request, None), timeout)
             except AttemptError as error:
@@ -278,9 +302,9 @@ class Engine:
                 or response.step_decision.next_steps
                 or response.step_decision.cancel_step_types
             )
-            if not run.running:
+            if not run.running or run.closing:
                 if has_effects:
-                    raise flow_not_active(request.flow_id)
+                    raise flow_closing(request.flow_id) if run.running else flow_not_active(request.flow_id)
                 return pb.InvokeRPCResponse(output=response.output)
             commit(
                 run,
@@ -323,7 +347,7 @@ class Engine:
         """Return the next message after the resume token (``ReadStream``), long-polling."""
         if self.config.stream_read_requires_flow:
             self.run(request.flow_id)
-        wait = request.wait_time_seconds or self.config.default_long_poll.total_seconds()
+        wait = self._capped(request.wait_time_seconds or self.config.default_long_poll.total_seconds())
         entry = await self.streams.read(
             request.flow_type, request.stream_name, request.flow_id, request.resume_token, wait
         )
@@ -442,7 +466,7 @@ class Engine:
         execution.timer_deadlines = [now + t.duration_seconds for t in waiting.timer_conditions]
         for skip in [s for s in run.pending_skips if s[0] == execution.id]:
             run.pending_skips.remove(skip)
-            skip_timer(execution, skip[1], skip[2])
+            skip_timer(execution, skip[1], skip[2], now)
         self._evaluate(run)
         watcher = self._spawn(self._watch_timers(run, execution)) if waiting.timer_conditions else None
         try:
@@ -493,7 +517,7 @@ class Engine:
         selected = match_conditions(waiting, timer_ready, sizes)
         if not selected:
             return None
-        return condition_results(waiting, selected, lambda condition: take_messages(run, condition))
+        return condition_results(waiting, selected, lambda condition, reserved: take_messages(run, condition, reserved))
 
     # ------------------------------------------------------------------ decisions
 
@@ -538,7 +562,7 @@ class Engine:
                     execution.task.cancel()
 
     def _maybe_complete(self, run: Run) -> None:
-        if run.running and run.graceful and not run.executions:
+        if run.running and run.graceful and not run.closing and not run.executions:
             self._close(run, pb.FLOW_STATUS_COMPLETED, 0, "")
 
     def _fail_flow(self, run: Run, execution: Execution, method: str, error: AttemptError) -> None:

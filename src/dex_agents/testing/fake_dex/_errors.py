@@ -59,6 +59,15 @@ def flow_not_active(flow_id: str) -> ServiceError:
     )
 
 
+def flow_closing(flow_id: str) -> ServiceError:
+    """A request for a Flow that is closing after a CANCEL or FAIL stop (``FlowClosingError``)."""
+    return ServiceError(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        pb.ERROR_SUB_STATUS_FLOW_CLOSING,
+        f"flow {flow_id} is closing",
+    )
+
+
 def already_started(flow_id: str) -> ServiceError:
     """Duplicate Flow ID (``FlowAlreadyStartedError``)."""
     return ServiceError(

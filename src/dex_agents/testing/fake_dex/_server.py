@@ -163,7 +163,10 @@ class FakeDex:
         """
         if self._server is not None:
             raise RuntimeError("fake Dex is already started")
-        server = grpc.aio.server()
+        limit = self.config.grpc_max_message_bytes
+        server = grpc.aio.server(
+            options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
+        )
         server.add_generic_rpc_handlers(
             (
                 flow_service_handler(self._engine),

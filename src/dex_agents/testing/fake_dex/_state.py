@@ -135,6 +135,7 @@ class Run:
     history: list[pb.FlowHistoryEvent] = field(default_factory=list)
     results: list[pb.StepCompletionOutput] = field(default_factory=list)
     graceful: bool = False
+    closing: bool = False
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     pending_skips: list[tuple[str, str, int | None]] = field(default_factory=list)
     wait_sequence: "itertools.count[int]" = field(default_factory=lambda: itertools.count(1))
@@ -227,23 +228,30 @@ def load_state(
     request.loaded_channel_map_instances.extend(channel_map_loads)
 
 
-def take_messages(run: Run, condition: pb.ChannelCondition) -> list[pb.Value]:
-    """Pop the messages a satisfied Channel condition consumes; an emptied Channel is dropped."""
+def take_messages(run: Run, condition: pb.ChannelCondition, reserved: int = 0) -> list[pb.Value]:
+    """Pop the messages a satisfied Channel condition consumes (leaving ``reserved``); an emptied Channel is dropped."""
     queue = run.channels.get(condition.channel_name, deque())
-    values = [queue.popleft().value for _ in range(messages_to_take(condition, len(queue)))]
+    values = [queue.popleft().value for _ in range(messages_to_take(condition, len(queue), reserved))]
     if not queue:
         run.channels.pop(condition.channel_name, None)
     return values
 
 
-def skip_timer(execution: Execution, condition_id: str, index: int | None) -> None:
-    """Mark one Timer of a waiting execution as fired, by index or else by condition ID."""
+def skip_timer(execution: Execution, condition_id: str, index: int | None, now: float) -> bool:
+    """Mark one pending Timer of a waiting execution as fired, by index or else by condition ID.
+
+    Returns whether the Timer was pending (it exists, has not fired and was not skipped).
+    """
     assert execution.waiting is not None
     timers = execution.waiting.timer_conditions
     if index is None:
         index = next((i for i, timer in enumerate(timers) if timer.condition_id == condition_id), None)
-    if index is not None and 0 <= index < len(timers):
-        execution.skipped_timers.add(index)
+    if index is None or not 0 <= index < len(timers) or index in execution.skipped_timers:
+        return False
+    if index < len(execution.timer_deadlines) and execution.timer_deadlines[index] <= now:
+        return False
+    execution.skipped_timers.add(index)
+    return True
 
 
 def add_result(run: Run, execution: Execution, close: pb.CloseDecision) -> None:

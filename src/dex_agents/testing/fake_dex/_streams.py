@@ -1,14 +1,24 @@
-"""Streams: per Flow type and name, appended by Steps and Clients, trimmed by capacity."""
+"""Streams: per Flow type and name, appended by Steps and Clients, bounded like real Dex.
+
+A message's payload may not exceed the message limit (100 KiB by default); each
+message is charged payload + Flow ID + source + idempotency key + a fixed
+overhead (512 bytes) against the Stream's capacity. A write that would pass the
+capacity is rejected; once a write lifts the Stream past the trim trigger (90 %)
+the oldest messages are trimmed down to the trim target (80 %). Real Dex trims
+in the background; here the trim follows the write that crossed the trigger.
+"""
 
 import asyncio
 import itertools
 from collections import deque
 from dataclasses import dataclass
 
+import grpc  # type: ignore[import-untyped]
 from dex.dexpb import dex_pb2 as pb
 from google.protobuf import timestamp_pb2  # type: ignore[import-untyped]
 
-from dex_agents.testing.fake_dex._errors import invalid_argument
+from dex_agents.testing.fake_dex._config import FakeDexConfig
+from dex_agents.testing.fake_dex._errors import ServiceError, invalid_argument
 
 
 @dataclass(frozen=True)
@@ -58,10 +68,30 @@ def _token(token: str) -> int:
     return int(token)
 
 
+def stream_message_too_large(size: int, limit: int) -> ServiceError:
+    """A Stream write whose payload is over the message limit (real: ``ErrMessageTooLarge``)."""
+    return invalid_argument(f"Stream message of {size} bytes exceeds the {limit}-byte message limit")
+
+
+def stream_capacity_exceeded(charge: int, used: int, capacity: int) -> ServiceError:
+    """A Stream write that would pass the capacity (real: ``ErrCapacityExceeded``)."""
+    return ServiceError(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        pb.ERROR_SUB_STATUS_UNCATEGORIZED,
+        f"Stream at capacity: {used} + {charge} bytes exceed {capacity}",
+    )
+
+
+def message_charge(payload_bytes: int, flow_id: str, source: str, overhead: int, idempotency_key: str = "") -> int:
+    """Bytes one Stream message counts against its Stream's capacity."""
+    return payload_bytes + len(flow_id.encode()) + len(source.encode()) + len(idempotency_key.encode()) + overhead
+
+
 class Streams:
     """All Streams of the server, keyed by (Flow type, Stream name)."""
 
-    def __init__(self) -> None:
+    def __init__(self, config: FakeDexConfig | None = None) -> None:
+        self._config = config or FakeDexConfig()
         self._streams: dict[tuple[str, str], _Stream] = {}
         self._sequence = itertools.count(1)
 
@@ -78,13 +108,26 @@ class Streams:
         source: str,
         now: float,
     ) -> StreamEntry:
-        """Append one message, then drop the oldest ones while over capacity."""
+        """Append one message, then trim the oldest ones once past the trim trigger.
+
+        Raises:
+            ServiceError: ``INVALID_ARGUMENT`` when the payload is over the message
+                limit, ``RESOURCE_EXHAUSTED`` when the write would pass the capacity.
+        """
+        config = self._config
+        payload = value.ByteSize()
+        if payload > config.stream_max_message_bytes:
+            raise stream_message_too_large(payload, config.stream_max_message_bytes)
         stream = self._stream(flow_type, name)
-        entry = StreamEntry(next(self._sequence), flow_id, value, source, now, value.ByteSize() + len(source))
+        charge = message_charge(payload, flow_id, source, config.stream_message_overhead_bytes)
+        if capacity_bytes > 0 and stream.bytes + charge > capacity_bytes:
+            raise stream_capacity_exceeded(charge, stream.bytes, capacity_bytes)
+        entry = StreamEntry(next(self._sequence), flow_id, value, source, now, charge)
         stream.entries.append(entry)
         stream.bytes += entry.size
-        while capacity_bytes > 0 and stream.bytes > capacity_bytes and len(stream.entries) > 1:
-            stream.bytes -= stream.entries.popleft().size
+        if capacity_bytes > 0 and stream.bytes > capacity_bytes * config.stream_trim_trigger:
+            while stream.entries and stream.bytes > capacity_bytes * config.stream_trim_target:
+                stream.bytes -= stream.entries.popleft().size
         appended, stream.appended = stream.appended, asyncio.Event()
         appended.set()
         return entry

@@ -1,0 +1,14 @@
+"""The conformance probe's verdict lines and exit code."""
+
+from dex_agents.testing.conformance import Finding, Verdict, exit_code, format_finding
+
+
+def test_a_finding_prints_its_verdict_assumption_and_what_was_seen() -> None:
+    assert format_finding(Finding("locks hold", Verdict.HOLDS, "ignored")) == "holds: locks hold"
+    assert format_finding(Finding("locks hold", Verdict.DIFFERS, "it ran")) == "differs: locks hold — it ran"
+    assert format_finding(Finding("x", Verdict.UNCHECKED, "timeout")) == "could not be checked: x — timeout"
+
+
+def test_the_exit_code_is_one_only_when_an_assumption_differs() -> None:
+    assert exit_code([Finding("a", Verdict.HOLDS), Finding("b", Verdict.UNCHECKED)]) == 0
+    assert exit_code([Finding("a", Verdict.HOLDS), Finding("b", Verdict.DIFFERS)]) == 1
