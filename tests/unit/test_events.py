@@ -35,7 +35,7 @@ SPEC_EVENTS = {
     "turn_committed": {"outcome", "error", "message_count"},
     "text_delta": {"text"},
     "reasoning_delta": {"text"},
-    "tool_call_started": {"tool_call_id", "tool_name"},
+    "tool_call_started": {"tool_call_id", "tool_name", "delivery"},
     "tool_call_finished": {"tool_call_id", "tool_name", "status"},
     "tool_call_deferred": {"tool_call_id", "tool_name", "effect", "requires_approval"},
     "interrupt_raised": {"interrupt_id", "tool_call_id", "tool_name", "deadline"},
