@@ -119,7 +119,8 @@ async def test_any_other_exception_fails_the_attempt_and_records_nothing() -> No
 
 async def test_an_approved_call_runs() -> None:
     session = await with_pending_call(ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE), "refunded")
-    session.tool_calls.put(session.tool_calls["c1"].approve())
+    record = session.tool_calls["c1"]
+    session.tool_calls.put(record.approve(digest=record.digest))
 
     await session.call_single_attempt_tool("c1")
 

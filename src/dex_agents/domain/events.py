@@ -200,6 +200,8 @@ class InterruptResolvedPayload:
     """The answer."""
     rejection_message: str | None
     """Why it was rejected, if it was."""
+    approver: str | None = None
+    """Who answered, when the answer named someone."""
 
 
 @attrs.frozen(kw_only=True)
@@ -366,9 +368,13 @@ def interrupt_raised(
     )
 
 
-def interrupt_resolved(interrupt_id: str, *, approved: bool, rejection_message: str | None) -> InterruptResolvedPayload:
-    """An approval was answered (or expired)."""
-    return InterruptResolvedPayload(interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message)
+def interrupt_resolved(
+    interrupt_id: str, *, approved: bool, rejection_message: str | None, approver: str | None = None
+) -> InterruptResolvedPayload:
+    """An approval was answered (by ``approver``, when named) or expired."""
+    return InterruptResolvedPayload(
+        interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message, approver=approver
+    )
 
 
 def usage_recorded(recorded: AgentUsage, session: AgentUsage) -> UsageRecordedPayload:

@@ -28,6 +28,11 @@ are durable once read back). The result is ``succeeded``, or ``failed`` for
 published with it. Any other exception fails the attempt. A record that is
 already final ends without running or publishing. Next: ends.
 
+An approved call runs only when its approval is bound to this call (the
+digest of its tool name and canonical arguments, `AgentToolCall.approval_mismatch`);
+otherwise it is recorded ``failed`` with an error saying so, never run. The
+approval is used once: the record is final after its tool Step.
+
 Output and error texts are made safe to store (`sanitize_output_text`) and
 cut to ``max_tool_output_bytes`` with a notice the model reads
 (`cap_text`), so a tool returning 10 MB does not fail its Step.
@@ -68,6 +73,11 @@ class _ToolCallStep(Wired):
         assert record.status in (ToolCallStatus.PENDING, ToolCallStatus.APPROVED), (
             f"tool call {tool_call_id!r} may not run in status {record.status.value!r}"
         )
+        mismatch = record.approval_mismatch()
+        if mismatch is not None:
+            failed = record.fail(mismatch, attempt=0)
+            finish_tool_call(failed, tool_calls=self.tool_calls, results=self.results, events=self.events)
+            return End()
         held = await self._announce(call, record)
         if held is not None:
             finish_tool_call(

@@ -302,9 +302,14 @@ class InMemorySessionHost:
         approved: bool,
         rejection_message: str | None = None,
         approver: str | None = None,
+        call_digest: str | None = None,
     ) -> bool:
         request = ResolveInterruptRequest(
-            interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message, approver=approver
+            interrupt_id=interrupt_id,
+            approved=approved,
+            rejection_message=rejection_message,
+            approver=approver,
+            call_digest=call_digest,
         )
         return await ResolveInterrupt.wired(self.ports, self.agent).execute(request)
 
