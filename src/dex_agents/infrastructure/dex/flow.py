@@ -92,6 +92,10 @@ class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
         """
         self.deliveries.bind(client_factory)
 
+    async def close_client(self) -> None:
+        """Close the Client `bind_client`'s factory built, if one was (call it once the Worker stopped)."""
+        await self.deliveries.close()
+
     def get_flow_type(self) -> str:
         """Return this agent's Flow type."""
         return self._flow_type
