@@ -6,6 +6,8 @@ The turn's user message is a command:
 - ``tool``: the model asks for one ``read`` tool call, the tool answers, the model
   completes the turn with three messages (the tool-call request, the tool return and the
   answer, as a Pydantic AI runner stores them), so a turn adds four messages;
+- ``write``: like ``tool``, with one ``non_idempotent_write`` call (no approval), which runs
+  in ``CallSingleAttemptTool`` and reads its start back from the Stream first;
 - ``plain``: the model answers at once with one message.
 
 Messages carry a framework item of about ``MESSAGE_BYTES`` bytes of JSON, the size of a
@@ -61,12 +63,13 @@ class BenchRunner:
         if command.startswith("seed "):
             count = int(command.split()[1])
             return TurnCompleted(new_messages=[message(MessageRole.ASSISTANT, n) for n in range(count)], usage=_USAGE)
-        if command == "tool":
+        if command in ("tool", "write"):
+            name = "lookup" if command == "tool" else "send"
             call = DeferredToolCall(
                 tool_call_id="c1",
-                tool_name="lookup",
+                tool_name=name,
                 arguments='{"query": "order 7"}',
-                policy=turn.resolve_tool_policy("lookup"),
+                policy=turn.resolve_tool_policy(name),
             )
             return ToolCallsRequested(framework_run_state='{"step": 1}', tool_calls=[call], usage=_USAGE)
         if command == "resume":
@@ -87,5 +90,10 @@ class BenchRunner:
 
 def build_flow() -> AgentSessionFlow:
     """Return the benchmark's agent Flow (the same in the driver and the Worker)."""
-    options = AgentSessionOptions(tool_policies={"lookup": ToolPolicy(ToolEffect.READ)})
+    options = AgentSessionOptions(
+        tool_policies={
+            "lookup": ToolPolicy(ToolEffect.READ),
+            "send": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False),
+        }
+    )
     return AgentSessionFlow(BenchRunner(), flow_type=FLOW_TYPE, options=options)

@@ -35,6 +35,11 @@ What is measured, and how (all inside the Worker child, see ``benchmarks._bindin
   `AgentSessionClient.get_agent_snapshot` (two RPCs) beside it. The RPC loads only the
   messages it returns, the last 200 at most: 100 returns 100, the others 200, so the
   ratio from 1,000 to 10,000 stays flat where a whole-history read would grow tenfold.
+- **Single-attempt confirmation** (issue 13): on fresh sessions at 20 messages, ``tool``
+  turns (a ``read`` in ``CallTool``) and ``write`` turns (a ``non_idempotent_write`` in
+  ``CallSingleAttemptTool``, which reads its ``tool_call_started`` back from the Stream
+  through the Worker's Client before the tool runs) alternate; the table compares the two
+  Steps' wall and CPU medians: the difference is the added latency per single-attempt call.
 - **Growth**: Worker process CPU per turn at turns 1..20 of fresh sessions running tool
   turns back to back, interleaved (issue 7's target: turn 20 at most 1.25x turn 1).
 
@@ -215,6 +220,42 @@ async def measure_snapshots(bench: Bench, samples: int) -> dict[int, list[tuple[
     return results
 
 
+async def measure_writes(bench: Bench, turns: int) -> list[tuple[list[Record], list[Record]]]:
+    """Return (read turn, write turn) pairs on fresh sessions, alternating which runs first."""
+    pairs: list[tuple[list[Record], list[Record]]] = []
+    for index in range(turns + 1):
+        session_id = await bench.seeded("writes", STEP_SIZES[0])
+        first, second = ("tool", "write") if index % 2 == 0 else ("write", "tool")
+        ran = {first: await bench.turn(session_id, first), second: await bench.turn(session_id, second)}
+        if index > 0:  # the first pair warms the Worker's Client up
+            pairs.append((ran["tool"], ran["write"]))
+    return pairs
+
+
+def report_writes(pairs: list[tuple[list[Record], list[Record]]]) -> tuple[str, float]:
+    """Return the table and the added wall time per single-attempt call (median difference)."""
+    reads = [r for read, _ in pairs for r in _steps(read, "CallTool")]
+    writes = [r for _, write in pairs for r in _steps(write, "CallSingleAttemptTool")]
+    rows: list[list[str]] = []
+    base: dict[str, float] = {}
+    for name, records in (("CallTool (read)", reads), ("CallSingleAttemptTool (write)", writes)):
+        values = {"wall": _median([r["wall"] for r in records]), "cpu": _median([r["cpu"] for r in records])}
+        base = base or values
+        rows.append(
+            [
+                name,
+                str(len(records)),
+                _ms(values["wall"]),
+                _ratio(values["wall"], base["wall"]),
+                _ms(values["cpu"]),
+                _ratio(values["cpu"], base["cpu"]),
+            ]
+        )
+    added = _median([r["wall"] for r in writes]) - _median([r["wall"] for r in reads])
+    headers = ["Step", "n", "wall ms", "ratio", "CPU ms", "ratio"]
+    return _table(headers, rows), added
+
+
 async def measure_growth(bench: Bench, sessions: int, turns: int) -> list[list[list[Record]]]:
     """Return, per turn index, the records of that turn in every session (interleaved)."""
     session_ids = [bench.new_id("growth") for _ in range(sessions)]
@@ -384,6 +425,7 @@ async def run_in(args: argparse.Namespace, workdir: Path) -> None:
         steps = await measure_steps(bench, args.rounds, args.turns) if "steps" in phases else None
         snapshots = await measure_snapshots(bench, args.snapshots) if "snapshots" in phases else None
         growth = await measure_growth(bench, args.growth_sessions, args.growth_turns) if "growth" in phases else None
+        writes = await measure_writes(bench, args.write_turns) if "writes" in phases else None
     elapsed = time.perf_counter() - began
 
     sections: list[str] = []
@@ -407,6 +449,12 @@ async def run_in(args: argparse.Namespace, workdir: Path) -> None:
             f"Worker process CPU, turn {len(growth)} over turn 1: {growth_ratio:.2f}x measured, "
             f"{fitted_ratio:.2f}x fitted (issue 7: <= 1.25)"
         )
+    if writes is not None:
+        table, added = report_writes(writes)
+        sections.append(
+            f"### Single-attempt confirmation ({len(writes)} read/write turn pairs, fresh sessions)\n{table}"
+        )
+        targets.append(f"Added wall time per single-attempt call (read-back through the Client): {_ms(added)} ms")
     print("## Binding benchmark: Worker-side cost per Step as the history grows")
     print(
         f"Python {platform.python_version()} ({sys.implementation.name}), {os.cpu_count()} cores "
@@ -445,7 +493,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--growth-sessions", type=int, default=10, help="sessions of the growth phase")
     parser.add_argument("--growth-turns", type=int, default=20, help="tool turns per growth session")
     parser.add_argument("--worker-mode", choices=("pull", "listen"), default="pull", help="how the Worker gets tasks")
-    parser.add_argument("--phases", default="steps,snapshots,growth", help="comma-separated phases to run")
+    parser.add_argument("--write-turns", type=int, default=20, help="read/write turn pairs of the writes phase")
+    parser.add_argument("--phases", default="steps,snapshots,growth,writes", help="comma-separated phases to run")
     parser.add_argument("--profile", help="write a pyinstrument profile of the Worker to this file")
     asyncio.run(run(parser.parse_args(argv)))
 

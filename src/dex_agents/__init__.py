@@ -34,7 +34,11 @@ Steps (the one table of them; `STEP_POLICIES` holds the same numbers):
 - ``AwaitToolApproval`` waits for a person's answer and the deadline; next
   the call's tool Step, or it ends ``rejected`` or ``expired``.
 - ``CallTool`` runs a read or idempotent write, ``CallSingleAttemptTool`` any
-  other call (both with a 2 min heartbeat timeout); they end.
+  other call (both with a 2 min heartbeat timeout); they end. The latter runs
+  its tool at most once: it reads its marked ``tool_call_started`` back from
+  the event Stream before running it, and records ``outcome_unknown`` when an
+  earlier delivery of the same attempt already announced it. Either runs an
+  approved call only when the approval's digest is the call's.
 - ``RecordToolFailure`` records ``failed`` for a read and ``outcome_unknown``
   for a write; ``RecordToolOutcomeUnknown`` records ``outcome_unknown``.
 - ``ResumeTurn`` waits for the tool results; next ``RunModel``.

@@ -35,11 +35,11 @@ SPEC_EVENTS = {
     "turn_committed": {"outcome", "error", "message_count"},
     "text_delta": {"text"},
     "reasoning_delta": {"text"},
-    "tool_call_started": {"tool_call_id", "tool_name"},
+    "tool_call_started": {"tool_call_id", "tool_name", "delivery"},
     "tool_call_finished": {"tool_call_id", "tool_name", "status"},
     "tool_call_deferred": {"tool_call_id", "tool_name", "effect", "requires_approval"},
     "interrupt_raised": {"interrupt_id", "tool_call_id", "tool_name", "deadline"},
-    "interrupt_resolved": {"interrupt_id", "approved", "rejection_message"},
+    "interrupt_resolved": {"interrupt_id", "approved", "rejection_message", "approver"},
     "usage_recorded": {"recorded", "session"},
 }
 
@@ -88,10 +88,11 @@ def test_event_payloads_carry_plain_json_values_on_the_wire() -> None:
     }
     assert wire(BUILT[AgentEventType.INTERRUPT_RAISED])["deadline"] == "2026-01-01T12:05:00+00:00"
     assert wire(ev.interrupt_raised("i", "c1", "refund", None))["deadline"] is None
-    assert wire(ev.interrupt_resolved("i", approved=True, rejection_message=None)) == {
+    assert wire(ev.interrupt_resolved("i", approved=True, rejection_message=None, approver="ada")) == {
         "interrupt_id": "i",
         "approved": True,
         "rejection_message": None,
+        "approver": "ada",
     }
     assert wire(BUILT[AgentEventType.USAGE_RECORDED])["recorded"] == {
         "model_calls": 1,

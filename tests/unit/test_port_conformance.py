@@ -3,6 +3,7 @@
 from dex_agents.application import ports as ports_module
 from dex_agents.application.ports import (
     Clock,
+    DeliveryLedger,
     EventSink,
     Heartbeat,
     InterruptStore,
@@ -18,6 +19,7 @@ from dex_agents.application.ports import (
 from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
 from dex_agents.testing import RecordingEventSink, RecordingHeartbeat, ScriptedRunner
 from dex_agents.testing.memory import (
+    InMemoryDeliveryLedger,
     InMemoryInterruptStore,
     InMemoryMessageLog,
     InMemoryResolutionPublisher,
@@ -48,10 +50,11 @@ def test_every_fake_conforms_to_its_port() -> None:
     heartbeat_fn: HeartbeatFn = RecordingHeartbeat()
     clock: Clock = ManualClock()
     runner: AgentFrameworkRunner = ScriptedRunner()
+    deliveries: DeliveryLedger = InMemoryDeliveryLedger(RecordingEventSink())
 
     ports = [state, messages, run_state, tool_calls, interrupts, usage, queue, resolutions, results]
     assert all(port is not None for port in ports)
-    assert all(port is not None for port in (sink, failing_sink, heartbeat, heartbeat_fn, clock, runner))
+    assert all(port is not None for port in (sink, failing_sink, heartbeat, heartbeat_fn, clock, runner, deliveries))
 
 
 def test_every_port_has_a_fake_in_the_conformance_test() -> None:
@@ -75,5 +78,6 @@ def test_every_port_has_a_fake_in_the_conformance_test() -> None:
         "EventSink",
         "Heartbeat",
         "Clock",
+        "DeliveryLedger",
     }
     assert ports == covered

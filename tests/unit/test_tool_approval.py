@@ -10,7 +10,14 @@ from dex_agents.application.options import AgentSessionOptions
 from dex_agents.domain import events as ev
 from dex_agents.domain.events import AgentEventType
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterruptResolution
-from dex_agents.domain.tools import ApprovalStatus, ToolCallCompleted, ToolCallStatus, ToolEffect, ToolPolicy
+from dex_agents.domain.tools import (
+    ApprovalStatus,
+    ToolCallCompleted,
+    ToolCallStatus,
+    ToolEffect,
+    ToolPolicy,
+    call_digest,
+)
 from dex_agents.testing import ScriptedRunner, deferred_tool_call, tool_calls_requested
 from dex_agents.testing.memory import InMemorySessionHost
 
@@ -266,7 +273,12 @@ async def test_resolving_with_approval_drops_the_rejection_message() -> None:
     session = await waiting_for_approval()
     assert await session.resolve_interrupt(INTERRUPT, approved=True, rejection_message="why not") is True
     assert session.resolutions.published == [
-        AgentInterruptResolution(interrupt_id=INTERRUPT, approved=True, rejection_message=None)
+        AgentInterruptResolution(
+            interrupt_id=INTERRUPT,
+            approved=True,
+            rejection_message=None,
+            call_digest=call_digest("refund", '{"order": 7}'),
+        )
     ]
 
 

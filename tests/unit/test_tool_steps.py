@@ -9,7 +9,7 @@ from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.runner import DeferredToolExecution, ToolExecutionResult
 from dex_agents.domain import events as ev
 from dex_agents.domain.errors import ToolExecutionError
-from dex_agents.domain.events import AgentEventType, ToolCallFinishedPayload
+from dex_agents.domain.events import AgentEventType, ToolCallFinishedPayload, ToolCallStartedPayload
 from dex_agents.domain.tools import ToolCallCompleted, ToolCallStatus, ToolEffect, ToolPolicy
 from dex_agents.domain.turns import TurnCompleted
 from dex_agents.testing import (
@@ -58,7 +58,10 @@ async def test_a_tool_step_records_success_and_publishes_its_one_result(policy: 
     assert (record.status, record.output) == (S.SUCCEEDED, "42 rows")
     assert session.results.published == [ToolCallCompleted(tool_call_id="c1", turn_id="turn-1", status=S.SUCCEEDED)]
     assert session.sink.types == (AgentEventType.TOOL_CALL_STARTED, AgentEventType.TOOL_CALL_FINISHED)
-    assert session.sink.events[0].payload == ev.tool_call_started("c1", "tool")
+    started = session.sink.events[0].payload
+    assert isinstance(started, ToolCallStartedPayload)
+    assert (started.tool_call_id, started.tool_name) == ("c1", "tool")
+    assert (started.delivery is None) == (step is StepName.CALL_TOOL)  # only single-attempt Steps mark deliveries
     assert session.sink.events[1].payload == ev.tool_call_finished("c1", "tool", S.SUCCEEDED)
 
 
@@ -116,7 +119,8 @@ async def test_any_other_exception_fails_the_attempt_and_records_nothing() -> No
 
 async def test_an_approved_call_runs() -> None:
     session = await with_pending_call(ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE), "refunded")
-    session.tool_calls.put(session.tool_calls["c1"].approve())
+    record = session.tool_calls["c1"]
+    session.tool_calls.put(record.approve(digest=record.digest))
 
     await session.call_single_attempt_tool("c1")
 

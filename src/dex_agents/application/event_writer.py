@@ -80,9 +80,9 @@ class AgentEventWriter:
         """Write a piece of the model's reasoning."""
         self.write(ev.reasoning_delta(text))
 
-    def write_tool_call_started(self, tool_call_id: str, tool_name: str) -> None:
-        """Write that a tool call starts."""
-        self.write(ev.tool_call_started(tool_call_id, tool_name))
+    def write_tool_call_started(self, tool_call_id: str, tool_name: str, *, delivery: str | None = None) -> None:
+        """Write that a tool call starts (in the delivery ``delivery``, when marked)."""
+        self.write(ev.tool_call_started(tool_call_id, tool_name, delivery=delivery))
 
     def write_tool_call_finished(self, tool_call_id: str, tool_name: str, status: ToolCallStatus) -> None:
         """Write that a tool call finished with ``status``."""

@@ -148,3 +148,31 @@ class Clock(Protocol):
     def now(self) -> datetime:
         """Return the current time, timezone-aware UTC."""
         ...
+
+
+class DeliveryLedger(Protocol):
+    """The ``tool_call_started`` events the engine has durably received, read back outside the Step.
+
+    A single-attempt tool Step marks its ``tool_call_started`` with a fresh
+    delivery marker and reads it back through the ledger before it runs the
+    tool; it reads the ledger first on start to find an earlier delivery of
+    the same Step execution and attempt. A host reads what the engine stored
+    (for Dex: the session's event Stream through a Client the Worker holds),
+    never what the Step merely queued.
+    """
+
+    async def started(
+        self, flow_id: str, tool_call_id: str, *, step_execution_id: str, attempt: int
+    ) -> tuple[str, ...]:
+        """Return the delivery markers of this Step attempt's stored ``tool_call_started`` events, oldest first."""
+        ...
+
+    async def confirm(
+        self, flow_id: str, tool_call_id: str, *, step_execution_id: str, attempt: int, delivery: str
+    ) -> tuple[str, ...]:
+        """Wait until ``delivery``'s ``tool_call_started`` is stored; return the markers as `started` does.
+
+        Raises:
+            DeliveryUnconfirmedError: it was not stored in time (or the ledger cannot read).
+        """
+        ...

@@ -15,6 +15,7 @@ from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import (
     Clock,
+    DeliveryLedger,
     InterruptStore,
     MessageLog,
     ResolutionPublisher,
@@ -62,6 +63,8 @@ class AgentSetup:
     """The agent's session options."""
     clock: Clock
     """The clock approval deadlines are measured by."""
+    deliveries: DeliveryLedger
+    """What the engine stored of single-attempt tool Steps' ``tool_call_started`` events."""
 
 
 async def _no_heartbeat() -> None:
@@ -73,7 +76,7 @@ class Wired:
 
     A use case is a frozen attrs class whose fields are named after what it
     needs: a port of `SessionPorts` (``state``, ``messages``, ...), a part of
-    `AgentSetup` (``runner``, ``options``, ``clock``), or the Step attempt's
+    `AgentSetup` (``runner``, ``options``, ``clock``, ``deliveries``), or the Step attempt's
     ``events`` and ``heartbeat``. So adding a port to a use case is adding
     the field, and no host changes.
     """
@@ -97,6 +100,7 @@ class Wired:
             "runner": agent.runner,
             "options": agent.options,
             "clock": agent.clock,
+            "deliveries": agent.deliveries,
             "heartbeat": heartbeat,
         }
         available.update((name, getattr(ports, name)) for name in _PORT_NAMES)

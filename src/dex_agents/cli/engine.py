@@ -77,6 +77,8 @@ class Engine:
             await worker.stop()
             with contextlib.suppress(Exception):
                 await serving
+            for flow in self.container.flows():
+                await flow.close_client()
 
 
 @contextlib.asynccontextmanager

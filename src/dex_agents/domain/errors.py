@@ -59,3 +59,10 @@ class InvalidInputError(DexAgentsError, ValueError):
 
 class StepResultTooLargeError(DexAgentsError):
     """What a Step would write does not fit in one engine frame; the attempt fails instead of sending it."""
+
+
+class DeliveryUnconfirmedError(DexAgentsError):
+    """A single-attempt tool Step could not confirm that the engine stored its ``tool_call_started``.
+
+    The tool did not run; the attempt fails and the call is recorded ``outcome_unknown``.
+    """

@@ -30,7 +30,7 @@ and a notice of how much was cut.
 """
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from enum import StrEnum
 from typing import ClassVar, Protocol, cast
@@ -142,6 +142,8 @@ class ToolCallStartedPayload:
     """The call."""
     tool_name: str
     """The tool."""
+    delivery: str | None = None
+    """The marker of the delivery of the Step attempt that wrote it (single-attempt tools), else ``None``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -198,6 +200,8 @@ class InterruptResolvedPayload:
     """The answer."""
     rejection_message: str | None
     """Why it was rejected, if it was."""
+    approver: str | None = None
+    """Who answered, when the answer named someone."""
 
 
 @attrs.frozen(kw_only=True)
@@ -335,9 +339,9 @@ def reasoning_delta(text: str) -> ReasoningDeltaPayload:
     return ReasoningDeltaPayload(text=text)
 
 
-def tool_call_started(tool_call_id: str, tool_name: str) -> ToolCallStartedPayload:
-    """A tool call's Step is about to run the tool."""
-    return ToolCallStartedPayload(tool_call_id=tool_call_id, tool_name=tool_name)
+def tool_call_started(tool_call_id: str, tool_name: str, *, delivery: str | None = None) -> ToolCallStartedPayload:
+    """A tool call's Step is about to run the tool (in the delivery ``delivery``, when marked)."""
+    return ToolCallStartedPayload(tool_call_id=tool_call_id, tool_name=tool_name, delivery=delivery)
 
 
 def tool_call_finished(tool_call_id: str, tool_name: str, status: ToolCallStatus) -> ToolCallFinishedPayload:
@@ -364,9 +368,13 @@ def interrupt_raised(
     )
 
 
-def interrupt_resolved(interrupt_id: str, *, approved: bool, rejection_message: str | None) -> InterruptResolvedPayload:
-    """An approval was answered (or expired)."""
-    return InterruptResolvedPayload(interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message)
+def interrupt_resolved(
+    interrupt_id: str, *, approved: bool, rejection_message: str | None, approver: str | None = None
+) -> InterruptResolvedPayload:
+    """An approval was answered (by ``approver``, when named) or expired."""
+    return InterruptResolvedPayload(
+        interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message, approver=approver
+    )
 
 
 def usage_recorded(recorded: AgentUsage, session: AgentUsage) -> UsageRecordedPayload:
@@ -458,3 +466,18 @@ def _longest_bound(value: JsonValue) -> int:
     if isinstance(value, (list, tuple)):
         return sum(_longest_bound(v) + 1 for v in value) + 2
     return 32
+
+
+def started_deliveries(
+    events: Iterable[AgentEvent], tool_call_id: str, *, step_execution_id: str, attempt: int
+) -> tuple[str, ...]:
+    """Return the delivery markers of one Step attempt's ``tool_call_started`` events for a call, in order."""
+    return tuple(
+        event.payload.delivery
+        for event in events
+        if isinstance(event.payload, ToolCallStartedPayload)
+        and event.payload.delivery is not None
+        and event.payload.tool_call_id == tool_call_id
+        and event.step_execution_id == step_execution_id
+        and event.attempt == attempt
+    )

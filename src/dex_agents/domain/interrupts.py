@@ -3,8 +3,11 @@
 An interrupt has an optional deadline; once it passes unanswered, the call
 ends ``expired`` (not ``rejected``) and the model is told so with
 `EXPIRED_REJECTION_MESSAGE`. An answer that arrives after the deadline is
-refused. An answer may name its ``approver``; the record and its stored
-outcome keep the name.
+refused. An answer may name its ``approver``; the record, its stored
+outcome and the ``interrupt_resolved`` event keep the name. An approval is
+bound to the digest of the tool name and canonical arguments the interrupt was
+raised with (or the one the approver sends): the tool Step runs the call only
+when its own digest matches, and fails it clearly otherwise.
 """
 
 from datetime import datetime
@@ -40,6 +43,8 @@ class AgentInterrupt:
     """When the session asked (Worker clock, UTC)."""
     deadline: datetime | None = None
     """When an unanswered request counts as rejected, or ``None`` for never."""
+    call_digest: str | None = None
+    """The digest of the tool name and canonical arguments (`dex_agents.domain.tools.call_digest`) an approval binds."""
 
     def is_expired(self, now: datetime) -> bool:
         """Whether the deadline has passed at ``now``."""
@@ -58,6 +63,9 @@ class ResolveInterruptRequest:
     """Why not; dropped on approval."""
     approver: str | None = None
     """Who answered, for the record (optional)."""
+    call_digest: str | None = None
+    """The digest of the call the approver saw (the interrupt's ``call_digest``); ``None`` binds the approval to
+    the pending interrupt's digest."""
 
 
 @attrs.frozen(kw_only=True)
@@ -72,13 +80,24 @@ class AgentInterruptResolution:
     """Why not; always ``None`` when approved."""
     approver: str | None = None
     """Who answered, when the answer named someone."""
+    call_digest: str | None = None
+    """The digest of the call an approval was given for; the tool Step runs only a call with that digest."""
 
     @classmethod
-    def from_request(cls, request: ResolveInterruptRequest) -> "AgentInterruptResolution":
-        """Build the resolution of ``request``, dropping the message of an approval."""
+    def from_request(
+        cls, request: ResolveInterruptRequest, interrupt: AgentInterrupt | None = None
+    ) -> "AgentInterruptResolution":
+        """Build the resolution of ``request`` to ``interrupt``, dropping the message of an approval.
+
+        The approval is bound to the request's digest, else the interrupt's.
+        """
+        digest = request.call_digest
+        if digest is None and interrupt is not None:
+            digest = interrupt.call_digest
         return cls(
             interrupt_id=request.interrupt_id,
             approved=request.approved,
             rejection_message=None if request.approved else request.rejection_message,
             approver=request.approver,
+            call_digest=digest if request.approved else None,
         )

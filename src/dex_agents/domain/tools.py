@@ -20,6 +20,8 @@ When a turn ends, its records are deleted; what each call came to stays on the
 stored messages as a `ToolOutcome` (`AgentToolCall.outcome`).
 """
 
+import hashlib
+import json
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import assert_never
@@ -151,6 +153,20 @@ def resolve_tool_policy(
     return ToolPolicy(effect=default_effect)
 
 
+def call_digest(tool_name: str, arguments: str) -> str:
+    """Return the digest an approval is bound to: SHA-256 of the tool name and the canonical JSON arguments.
+
+    Canonical: keys sorted, no insignificant whitespace, UTF-8; arguments that
+    are not JSON are digested as their text.
+    """
+    try:
+        canonical = json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except ValueError:
+        canonical = arguments
+    payload = json.dumps([tool_name, canonical], ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
 def idempotency_key(flow_id: str, turn_id: str, tool_call_id: str) -> str:
     """Return ``<flow_id>/<turn_id>/<tool_call_id>``: the same on every attempt of one call."""
     return f"{flow_id}/{turn_id}/{tool_call_id}"
@@ -224,6 +240,13 @@ class AgentToolCall:
     ran); 0 while nothing ran and for a call that never ran."""
     approver: str | None = None
     """Who answered the approval, when the answer named someone."""
+    approved_digest: str | None = None
+    """The `call_digest` the approval was given for; the tool Step runs the call only when it is this call's."""
+
+    @property
+    def digest(self) -> str:
+        """This call's `call_digest` (tool name and canonical arguments)."""
+        return call_digest(self.tool_name, self.arguments)
 
     @property
     def is_final(self) -> bool:
@@ -257,9 +280,19 @@ class AgentToolCall:
             case _:
                 assert_never(self.status)
 
-    def approve(self, approver: str | None = None) -> "AgentToolCall":
-        """Return the record approved (by ``approver``, when named)."""
-        return attrs.evolve(transition(self, to=ToolCallStatus.APPROVED), approver=approver)
+    def approve(self, approver: str | None = None, *, digest: str | None = None) -> "AgentToolCall":
+        """Return the record approved (by ``approver``, when named) for the call of ``digest``."""
+        return attrs.evolve(transition(self, to=ToolCallStatus.APPROVED), approver=approver, approved_digest=digest)
+
+    def approval_mismatch(self) -> str | None:
+        """Return why an approved call must not run (its approval was for another call), or ``None``."""
+        if self.interrupt_id is None or self.approved_digest == self.digest:
+            return None
+        return (
+            f"The tool call did not run: its approval was given for a different call "
+            f"(digest {self.approved_digest}), not this {self.tool_name} call with these arguments "
+            f"(digest {self.digest})."
+        )
 
     def reject(self, rejection_message: str | None, approver: str | None = None) -> "AgentToolCall":
         """Return the record rejected with ``rejection_message`` (by ``approver``, when named)."""

@@ -109,6 +109,8 @@ async def _serve_with_cache(
     finally:
         await worker.stop()
         await serving
+        for flow in flows:
+            await flow.close_client()
         container.blob_cache().close()
 
 

@@ -13,16 +13,22 @@ the outcome of each, after one tool-result message per call (``each``) or
 one for all of them (``together``) when ``tool_results`` asks for them. Tool
 arguments steer the tool: ``gate`` parks it at a `FileGate`, ``error`` raises
 `ToolExecutionError`, ``crash`` raises, ``big_output`` returns that many
-characters. ``stream`` streams that many characters of text and answers with
-them; ``contract`` asks for tools in a way the runner contract forbids. A
-message holding `BREAK_BUILD` makes ``build_user_message`` raise; one holding
-`WRONG_ROLE` makes it return an assistant message. Every real model and tool
+characters, ``die`` SIGKILLs the Worker once (``after_effect``: right after the
+tool's effect, its `InvocationLog` line; ``after_tool``: once it returned).
+With ``$AGENT_TEST_KILL_POINT`` set, the Flow is a `KillPointFlow`. ``stream``
+streams that many characters of text and answers with them; ``contract`` asks
+for tools in a way the runner contract forbids. A message holding `BREAK_BUILD`
+makes ``build_user_message`` raise; one holding `WRONG_ROLE` makes it return an
+assistant message. Every real model and tool
 call is counted in the `InvocationLog` under ``$AGENT_TEST_STATE``.
 """
 
+import asyncio
 import json
 import os
+import signal
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -53,6 +59,7 @@ DEADLINE_ENV = "AGENT_TEST_INTERRUPT_DEADLINE_SECONDS"
 HEARTBEAT_ENV = "AGENT_TEST_HEARTBEAT_SECONDS"
 EVENT_CAPACITY_ENV = "AGENT_TEST_EVENT_CAPACITY_BYTES"
 WORKER_SLOTS_ENV = "AGENT_TEST_WORKER_SLOTS"
+KILL_POINT_ENV = "AGENT_TEST_KILL_POINT"
 FLOW_TYPE = "ScriptedAgent"
 BREAK_BUILD = "[break build_user_message]"
 WRONG_ROLE = "[build with the assistant role]"
@@ -178,6 +185,10 @@ class ScriptedAgentRunner:
             attempt=call.attempt,
             id=call.tool_call.tool_call_id,
         )
+        if args.get("die") == "after_effect" and first_death("after_effect"):
+            die()  # the effect (the line above) happened; nothing of this Step left the Worker since
+        if args.get("die") == "after_tool" and first_death("after_tool"):
+            asyncio.get_running_loop().call_soon(die)  # once the tool has returned its result
         if "gate" in args:
             await gate(args["gate"]).wait_for_release()
         if "error" in args:
@@ -218,6 +229,60 @@ def broken_contract(turn: AgentTurnContext, kind: str, usage: AgentUsage) -> Too
             raise AssertionError(f"unknown contract breach {kind!r}")
 
 
+def first_death(point: str) -> bool:
+    """Whether this is the first time any Worker reached kill point ``point`` (then it is marked)."""
+    marker = state_dir() / f"died-{point}"
+    try:
+        marker.touch(exist_ok=False)
+    except FileExistsError:
+        return False
+    return True
+
+
+def die() -> None:
+    """SIGKILL this Worker process at once."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class KillingStreamReader:
+    """A Worker's Dex Client whose Stream reads SIGKILL the Worker once at a named point of a single-attempt Step.
+
+    ``before_confirmation``: on the Step's first read after it wrote ``tool_call_started``
+    (its second read: the first is the check for an earlier delivery);
+    ``after_confirmation``: once a read returned the Step's own marked start, before the tool runs.
+    """
+
+    def __init__(self, client: Any, point: str) -> None:
+        self._client = client
+        self._point = point
+        self._reads = 0
+
+    async def list_stream_messages(self, flow_id: str, stream: Any, page_size: int, before_page_token: str = "") -> Any:
+        self._reads += 1
+        if self._point == "before_confirmation" and self._reads == 2 and first_death(self._point):
+            die()
+        page = await self._client.list_stream_messages(flow_id, stream, page_size, before_page_token)
+        marked = any(getattr(m.value.payload, "delivery", None) for m in page.messages)
+        if self._point == "after_confirmation" and marked and first_death(self._point):
+            die()
+        return page
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+class KillPointFlow(AgentSessionFlow):
+    """The scripted Flow whose Worker dies once at ``$AGENT_TEST_KILL_POINT`` of a single-attempt Step."""
+
+    def bind_client(self, client_factory: Callable[[], Any]) -> None:
+        point = os.environ[KILL_POINT_ENV]
+
+        def reader() -> Any:  # the stand-in has the one Client method the ledger reads with
+            return KillingStreamReader(client_factory(), point)
+
+        super().bind_client(reader)
+
+
 def build_flow() -> AgentSessionFlow:
     deadline = os.environ.get(DEADLINE_ENV)
     capacity = os.environ.get(EVENT_CAPACITY_ENV)
@@ -227,6 +292,8 @@ def build_flow() -> AgentSessionFlow:
         event_stream_capacity_bytes=DEFAULT_EVENT_STREAM_CAPACITY_BYTES if capacity is None else int(capacity),
     )
     heartbeat = os.environ.get(HEARTBEAT_ENV)
+    if os.environ.get(KILL_POINT_ENV):
+        return KillPointFlow(ScriptedAgentRunner(), flow_type=FLOW_TYPE, options=options)
     if heartbeat is None:
         return AgentSessionFlow(ScriptedAgentRunner(), flow_type=FLOW_TYPE, options=options)
     return AgentSessionFlow(

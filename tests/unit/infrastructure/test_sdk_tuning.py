@@ -80,7 +80,7 @@ def test_the_container_applies_it_when_it_builds_a_worker(monkeypatch: pytest.Mo
 
     assert AgentContainer.worker.provides is _async_worker
     monkeypatch.setattr(dex, "AsyncWorker", FakeWorker)
-    worker = _async_worker("registry", "cache", "options")
+    worker = _async_worker("registry", "cache", "options", [], lambda: "client")
     assert isinstance(worker, FakeWorker)
     assert built == [("registry", "cache", "options")]
     assert pull_worker_sdk_version() is cached_sdk_version

@@ -4,7 +4,8 @@ Answers ``False`` when the interrupt is not pending or its deadline has
 passed, and when the request fails the client's checks (`id_refusal`,
 `text_refusal` of the rejection message).
 Otherwise removes it from the pending interrupts and publishes the answer
-(without a rejection message when approved), both in the RPC's one commit, and
+(without a rejection message when approved; an approval bound to the
+request's ``call_digest``, else the interrupt's), both in the RPC's one commit, and
 answers ``True``. RPCs cannot write live events; ``AwaitToolApproval`` writes
 ``interrupt_resolved`` when it applies the answer.
 """
@@ -37,7 +38,7 @@ class ResolveInterrupt(Wired):
         if interrupt is None or interrupt.is_expired(self.clock.now()):
             return False
         self.interrupts.set([i for i in pending if i.interrupt_id != request.interrupt_id])
-        self.resolutions.publish(AgentInterruptResolution.from_request(request))
+        self.resolutions.publish(AgentInterruptResolution.from_request(request, interrupt))
         return True
 
 
@@ -54,4 +55,6 @@ def request_refusal(request: ResolveInterruptRequest, options: AgentSessionOptio
         )
     if refused is None and request.approver is not None:
         refused = id_refusal(request.approver, field="approver", what="the approver")
+    if refused is None and request.call_digest is not None:
+        refused = id_refusal(request.call_digest, field="call_digest", what="the call digest", allow_slash=False)
     return refused

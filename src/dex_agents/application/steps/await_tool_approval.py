@@ -4,8 +4,8 @@ Input: the tool-call ID. While the call's interrupt is pending, waits for its
 answer on ``INTERRUPT_RESOLUTIONS`` together with a Timer at the deadline,
 rounded up to whole seconds (`plan_wait`). Then:
 
-- approved: marks the record ``approved`` (with the answer's approver);
-  next the call's tool Step;
+- approved: marks the record ``approved`` (with the answer's approver and the
+  digest the approval is bound to); next the call's tool Step;
 - rejected: records ``rejected``, publishes its result and ends;
 - the deadline passed unanswered: records ``expired`` with
   `EXPIRED_REJECTION_MESSAGE` (what the model sees), publishes its result and
@@ -105,11 +105,14 @@ class AwaitToolApproval(Wired):
     def _apply(self, record: AgentToolCall, resolution: AgentInterruptResolution, *, expired: bool = False) -> Next:
         self.events.write(
             ev.interrupt_resolved(
-                resolution.interrupt_id, approved=resolution.approved, rejection_message=resolution.rejection_message
+                resolution.interrupt_id,
+                approved=resolution.approved,
+                rejection_message=resolution.rejection_message,
+                approver=resolution.approver,
             )
         )
         if resolution.approved:
-            self.tool_calls.put(record.approve(resolution.approver))
+            self.tool_calls.put(record.approve(resolution.approver, digest=resolution.call_digest))
             return GoTo(step=tool_step_name(record.policy.effect), input=record.tool_call_id)
         finished = (
             record.expire(EXPIRED_REJECTION_MESSAGE)

@@ -5,18 +5,40 @@ calls: 3 attempts, failure route ``RecordToolFailure``.
 ``CallSingleAttemptTool`` runs ``non_idempotent_write`` and ``unclassified``
 calls: exactly 1 attempt, failure route ``RecordToolOutcomeUnknown``.
 
-Before the runner is called, the Step writes ``tool_call_started`` and awaits
-a heartbeat: an engine may hand an attempt whose Worker vanished before any
-output to another Worker at the same attempt, and this output narrows that
-window. The result is ``succeeded``, or ``failed`` for `ToolExecutionError`
-(not retried); its one ``TOOL_CALL_RESULTS`` message is published with it.
-Any other exception fails the attempt. A record that is already final ends
-without running or publishing. Next: ends.
+Before the runner is called, ``CallTool`` writes ``tool_call_started`` and
+awaits a heartbeat. ``CallSingleAttemptTool`` runs the tool at most once,
+whatever the engine's redelivery rule (an engine may hand an attempt whose
+Worker vanished to another Worker at the same attempt, before or after its
+first output):
+
+1. On start it reads the `DeliveryLedger`: when the engine already stored a
+   ``tool_call_started`` of this Step execution and attempt, an earlier
+   delivery got as far as it may run the tool, so the call is recorded
+   ``outcome_unknown`` without running.
+2. Else it writes ``tool_call_started`` carrying a fresh delivery marker,
+   awaits a heartbeat, and waits until the ledger shows the marker stored.
+   It runs the tool only when its marker is the first one of this attempt
+   (two deliveries racing cannot both be first); otherwise ``outcome_unknown``.
+   A marker never confirmed fails the attempt (`DeliveryUnconfirmedError`),
+   so the failure route records ``outcome_unknown`` and the tool never ran.
+
+The one assumption left: what the ledger reads back is durable (Stream writes
+are durable once read back). The result is ``succeeded``, or ``failed`` for
+`ToolExecutionError` (not retried); its one ``TOOL_CALL_RESULTS`` message is
+published with it. Any other exception fails the attempt. A record that is
+already final ends without running or publishing. Next: ends.
+
+An approved call runs only when its approval is bound to this call (the
+digest of its tool name and canonical arguments, `AgentToolCall.approval_mismatch`);
+otherwise it is recorded ``failed`` with an error saying so, never run. The
+approval is used once: the record is final after its tool Step.
 
 Output and error texts are made safe to store (`sanitize_output_text`) and
 cut to ``max_tool_output_bytes`` with a notice the model reads
 (`cap_text`), so a tool returning 10 MB does not fail its Step.
 """
+
+import uuid
 
 import attrs
 
@@ -24,13 +46,13 @@ from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import End, Next
 from dex_agents.application.options import AgentSessionOptions
-from dex_agents.application.ports import ToolCallStore, ToolResultPublisher
+from dex_agents.application.ports import DeliveryLedger, ToolCallStore, ToolResultPublisher
 from dex_agents.application.runner import AgentFrameworkRunner, DeferredToolExecution, HeartbeatFn
 from dex_agents.application.steps._shared import finish_tool_call
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.limits import cap_text, sanitize_output_text
-from dex_agents.domain.tools import ToolCallStatus, idempotency_key
+from dex_agents.domain.tools import AgentToolCall, ToolCallStatus, idempotency_key
 
 
 @attrs.frozen(kw_only=True)
@@ -51,8 +73,17 @@ class _ToolCallStep(Wired):
         assert record.status in (ToolCallStatus.PENDING, ToolCallStatus.APPROVED), (
             f"tool call {tool_call_id!r} may not run in status {record.status.value!r}"
         )
-        self.events.write_tool_call_started(record.tool_call_id, record.tool_name)
-        await self.heartbeat()
+        mismatch = record.approval_mismatch()
+        if mismatch is not None:
+            failed = record.fail(mismatch, attempt=0)
+            finish_tool_call(failed, tool_calls=self.tool_calls, results=self.results, events=self.events)
+            return End()
+        held = await self._announce(call, record)
+        if held is not None:
+            finish_tool_call(
+                record.mark_outcome_unknown(held), tool_calls=self.tool_calls, results=self.results, events=self.events
+            )
+            return End()
         execution = DeferredToolExecution(
             flow_id=call.flow_id,
             tool_call=record,
@@ -73,10 +104,46 @@ class _ToolCallStep(Wired):
     def _bounded(self, text: str, what: str) -> str:
         return cap_text(sanitize_output_text(text), self.options.max_tool_output_bytes, what=what)
 
+    async def _announce(self, call: StepCall, record: AgentToolCall) -> str | None:
+        """Write ``tool_call_started`` before the tool runs; return why it must not run, or ``None``."""
+        self.events.write_tool_call_started(record.tool_call_id, record.tool_name)
+        await self.heartbeat()
+        return None
+
 
 class CallTool(_ToolCallStep):
     """Runs a ``read`` or ``idempotent_write`` call (retried up to 3 attempts)."""
 
 
+EARLIER_DELIVERY = (
+    "an earlier delivery of this Step attempt got as far as running the tool; "
+    "it may have taken effect, so it was not run again"
+)
+"""The error of a single-attempt call that an earlier delivery may have run."""
+
+CONCURRENT_DELIVERY = (
+    "another delivery of this Step attempt announced the tool first; "
+    "it may have taken effect, so this delivery did not run it"
+)
+"""The error of a single-attempt call whose delivery lost the race to announce it."""
+
+
+@attrs.frozen(kw_only=True)
 class CallSingleAttemptTool(_ToolCallStep):
-    """Runs a ``non_idempotent_write`` or ``unclassified`` call (exactly one attempt)."""
+    """Runs a ``non_idempotent_write`` or ``unclassified`` call (exactly one attempt, at most once)."""
+
+    deliveries: DeliveryLedger
+
+    async def _announce(self, call: StepCall, record: AgentToolCall) -> str | None:
+        execution, attempt = call.step_execution_id, call.attempt
+        if await self.deliveries.started(
+            call.flow_id, record.tool_call_id, step_execution_id=execution, attempt=attempt
+        ):
+            return EARLIER_DELIVERY
+        delivery = uuid.uuid4().hex
+        self.events.write_tool_call_started(record.tool_call_id, record.tool_name, delivery=delivery)
+        await self.heartbeat()
+        stored = await self.deliveries.confirm(
+            call.flow_id, record.tool_call_id, step_execution_id=execution, attempt=attempt, delivery=delivery
+        )
+        return None if stored[:1] == (delivery,) else CONCURRENT_DELIVERY

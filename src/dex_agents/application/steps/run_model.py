@@ -150,6 +150,7 @@ class RunModel(Wired):
                     arguments=record.arguments,
                     raised_at=now,
                     deadline=deadline,
+                    call_digest=record.digest,
                 )
             )
             self.events.write(ev.interrupt_raised(record.interrupt_id, record.tool_call_id, record.tool_name, deadline))

@@ -325,13 +325,18 @@ class AgentSessionClient:
         approved: bool,
         rejection_message: str | None = None,
         approver: str | None = None,
+        call_digest: str | None = None,
     ) -> bool:
         """Answer a pending approval; ``False`` when it is not pending or its deadline passed.
 
-        ``approver`` names who answered; the call's record and its stored
-        `ToolOutcome` keep it. A lock conflict with a running Step (which
-        keeps its lock through its retry back-off) is retried for 30 seconds,
-        pausing 50 ms doubling to 1 s, then raised.
+        ``approver`` names who answered; the call's record, its stored
+        `ToolOutcome` and the ``interrupt_resolved`` event keep it.
+        ``call_digest`` is the pending interrupt's ``call_digest`` as the
+        approver saw it: a call whose digest differs is failed, not run
+        (``None`` binds the approval to the interrupt's digest). A lock
+        conflict with a running Step (which keeps its lock through its retry
+        back-off) is retried for 30 seconds, pausing 50 ms doubling to 1 s,
+        then raised.
 
         Raises:
             InvalidInputError: the interrupt ID or the rejection message is refused; nothing was sent.
@@ -339,7 +344,11 @@ class AgentSessionClient:
         """
         self._check_session_id(session_id)
         request = ResolveInterruptRequest(
-            interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message, approver=approver
+            interrupt_id=interrupt_id,
+            approved=approved,
+            rejection_message=rejection_message,
+            approver=approver,
+            call_digest=call_digest,
         )
         _raise_if(request_refusal(request, self._flow.options))
         give_up = time.monotonic() + LOCK_CONFLICT_RETRY.total_seconds()

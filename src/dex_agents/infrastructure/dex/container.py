@@ -15,10 +15,12 @@ build use cases directly and never touch it::
 Workers pull their tasks (``PullWorkerOptions``): size ``max_concurrent_tasks``
 for the largest batch of parallel tool calls plus one slot Dex keeps for RPCs.
 Building a Worker applies `cache_sdk_version` (the pull Worker otherwise reads
-the SDK's package metadata for every task it takes).
+the SDK's package metadata for every task it takes) and binds a Client factory
+to every Flow (`AgentSessionFlow.bind_client`): single-attempt tool Steps read
+their ``tool_call_started`` back through it before they run the tool.
 """
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 import dex
@@ -41,8 +43,16 @@ DEFAULT_STOP_DRAIN_SECONDS = 30
 """Default time a stopping Worker lets running Steps finish."""
 
 
-def _async_worker(registry: dex.Registry, blob_cache: dex.BlobCache, options: dex.WorkerOptions) -> dex.AsyncWorker:
+def _async_worker(
+    registry: dex.Registry,
+    blob_cache: dex.BlobCache,
+    options: dex.WorkerOptions,
+    flows: list[AgentSessionFlow],
+    client: Callable[[], dex.AsyncClient],
+) -> dex.AsyncWorker:
     cache_sdk_version()
+    for flow in flows:
+        flow.bind_client(client)
     return dex.AsyncWorker(registry, blob_cache, options)
 
 
@@ -74,10 +84,10 @@ class AgentContainer(containers.DeclarativeContainer):
     blob_cache = providers.Singleton(dex.open_blob_cache, blob_cache_config)
     pull = providers.Factory(_pull_options, max_concurrent_tasks, stop_drain_seconds)
     worker_options = providers.Factory(dex.WorkerOptions, server_address=server_address, pull=pull)
-    worker = providers.Factory(_async_worker, registry, blob_cache, worker_options)
     worker_target = providers.Factory(dex.WorkerTarget, pull=True)
     client_options = providers.Factory(dex.ClientOptions, server_address=server_address, worker_target=worker_target)
     client = providers.Factory(dex.AsyncClient, registry, blob_cache, client_options)
+    worker = providers.Factory(_async_worker, registry, blob_cache, worker_options, flows, client.provider)
 
     @classmethod
     def build(

@@ -10,6 +10,7 @@ they return. Every RPC builds its use case with the use case's ``wired``
 factory over `dex_session_ports`.
 """
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -29,6 +30,7 @@ from dex_agents.domain.interrupts import ResolveInterruptRequest
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest, MessageIndex
 from dex_agents.domain.start import AgentSessionStartInput
+from dex_agents.infrastructure.dex.deliveries import DexDeliveryLedger, UncheckedDeliveries
 from dex_agents.infrastructure.dex.persistence import (
     AGENT_MESSAGES,
     AGENT_STATE,
@@ -56,20 +58,43 @@ class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
         options: AgentSessionOptions | None = None,
         clock: Clock | None = None,
         heartbeat_interval: timedelta = HEARTBEAT_INTERVAL,
+        confirm_deliveries: bool = True,
     ) -> None:
+        """``confirm_deliveries=False`` opts out of reading single-attempt tool starts back (no Client needed).
+
+        With the default, the Worker must hold a Client (`bind_client`, which
+        `AgentContainer.worker` calls), else every single-attempt tool call ends
+        ``outcome_unknown`` without running.
+        """
         if not flow_type or "/" in flow_type:
             raise ValueError(f"flow_type must be non-empty and contain no '/', got {flow_type!r}")
         self._flow_type = flow_type
         self.options = options or AgentSessionOptions()
         self.runner = runner
         self.events_stream: dex.Stream[AgentEvent] = agent_events_stream(self.options.event_stream_capacity_bytes)
-        self._agent = AgentSetup(runner=runner, options=self.options, clock=clock or SystemClock())
+        self.deliveries: DexDeliveryLedger | UncheckedDeliveries = (
+            DexDeliveryLedger(self.events_stream) if confirm_deliveries else UncheckedDeliveries()
+        )
+        self._agent = AgentSetup(
+            runner=runner, options=self.options, clock=clock or SystemClock(), deliveries=self.deliveries
+        )
         self._deps = StepDependencies(
             agent=self._agent, stream=self.events_stream, heartbeat_interval=heartbeat_interval
         )
         self._steps: list[SessionStep[Any]] = [cls(self._deps) for cls in STEP_CLASSES]
         for step in self._steps:
             self._deps.classes[step.name] = type(step)
+
+    def bind_client(self, client_factory: Callable[[], dex.AsyncClient]) -> None:
+        """Let this Worker's single-attempt tool Steps read the event Stream through ``client_factory()``.
+
+        The Client is built on first use, on the Worker's event loop.
+        """
+        self.deliveries.bind(client_factory)
+
+    async def close_client(self) -> None:
+        """Close the Client `bind_client`'s factory built, if one was (call it once the Worker stopped)."""
+        await self.deliveries.close()
 
     def get_flow_type(self) -> str:
         """Return this agent's Flow type."""

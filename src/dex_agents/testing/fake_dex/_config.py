@@ -81,6 +81,10 @@ class FakeDexConfig:
             attempt with ``dex.fake.WorkerDisconnected`` instead; RPCs are always
             dispatched again. A SIGKILLed Worker's stream usually ends like a graceful
             half-close, so the two cases cannot be told apart.
+        redeliver_after_output: When a Worker's task stream or call breaks *after* the task
+            sent output (a ``tool_call_started`` frame, a heartbeat), dispatch the same attempt
+            again instead of failing it (default ``False``). No documented server does this;
+            it is the adversarial rule single-attempt tools must survive (issue 13).
         history_page_size: Events per ``GetHistoryEvents`` page when the request does not
             estimate one.
         frozen_clock: ``True`` stops the fake's clock: it moves only when a test calls
@@ -116,6 +120,7 @@ class FakeDexConfig:
     waiter_order: WaiterOrder = "oldest_first"
     stream_read_requires_flow: bool = False
     redeliver_before_first_output: bool = True
+    redeliver_after_output: bool = False
     history_page_size: int = 200
     frozen_clock: bool = False
     start_time: float | None = None

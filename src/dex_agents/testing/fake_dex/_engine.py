@@ -65,8 +65,14 @@ class Engine:
         self.clock = clock
         self.streams = Streams(config)
         self.blobs = BlobStore(config.blob_threshold_bytes)
-        self.pull = PullWorkers(redeliver_before_output=config.redeliver_before_first_output)
-        self.listening = ListeningWorkers(redeliver_before_output=config.redeliver_before_first_output)
+        self.pull = PullWorkers(
+            redeliver_before_output=config.redeliver_before_first_output,
+            redeliver_after_output=config.redeliver_after_output,
+        )
+        self.listening = ListeningWorkers(
+            redeliver_before_output=config.redeliver_before_first_output,
+            redeliver_after_output=config.redeliver_after_output,
+        )
         self._runs: dict[str, list[Run]] = {}
         self._methods = MethodAttempts(config, clock, self.streams, self.blobs, self.pull, self.listening)
         self._tasks: set[asyncio.Task[Any]] = set()

@@ -119,8 +119,9 @@ class PullWorkers:
     whichever Worker is alive.
     """
 
-    def __init__(self, *, redeliver_before_output: bool = True) -> None:
+    def __init__(self, *, redeliver_before_output: bool = True, redeliver_after_output: bool = False) -> None:
         self._redeliver_before_output = redeliver_before_output
+        self._redeliver_after_output = redeliver_after_output  # FakeDexConfig.redeliver_after_output
         self._streams: list[_PullStream] = []
         self._changed = asyncio.Event()
         self._task_ids = itertools.count(1)
@@ -171,13 +172,19 @@ class PullWorkers:
                 self._streams.remove(stream)
             task, stream.current = stream.current, None
             if task is not None and not task.future.done():
-                if not task.has_output and (task.kind == "rpc" or self._redeliver_before_output):
+                if self._redelivers(task):
                     task.future.set_result(_Redeliver())
                 else:
                     task.future.set_exception(
                         AttemptError(WORKER_DISCONNECTED, "the Worker's task stream broke mid-call")
                     )
             self._notify()
+
+    def _redelivers(self, task: _PullTask) -> bool:
+        """Whether a task whose stream broke is dispatched again at the same attempt."""
+        if not task.has_output:
+            return task.kind == "rpc" or self._redeliver_before_output
+        return task.kind != "rpc" and self._redeliver_after_output
 
     @staticmethod
     async def _write_loop(stream: _PullStream, context: Any) -> None:
@@ -324,8 +331,9 @@ class ListeningWorkers:
     breaks after the Worker sent output fails the attempt.
     """
 
-    def __init__(self, *, redeliver_before_output: bool = True) -> None:
+    def __init__(self, *, redeliver_before_output: bool = True, redeliver_after_output: bool = False) -> None:
         self._redeliver_before_output = redeliver_before_output
+        self._redeliver_after_output = redeliver_after_output  # FakeDexConfig.redeliver_after_output
         self._channels: dict[str, Any] = {}
 
     def _channel(self, address: str) -> Any:
@@ -373,6 +381,8 @@ class ListeningWorkers:
                         on_frame(output)
             except grpc.aio.AioRpcError as error:
                 if _unreachable(error) and not has_output and self._redeliver_before_output:
+                    continue
+                if _unreachable(error) and has_output and self._redeliver_after_output:
                     continue
                 raise _listening_failure(error, has_output) from error
             finally:

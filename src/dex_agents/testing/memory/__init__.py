@@ -28,6 +28,7 @@ from dex_agents.testing.memory._channels import (
     InMemoryUserMessageQueue,
 )
 from dex_agents.testing.memory._clock import ManualClock
+from dex_agents.testing.memory._deliveries import InMemoryDeliveryLedger
 from dex_agents.testing.memory._host import InMemorySessionHost
 from dex_agents.testing.memory._stores import (
     InMemoryInterruptStore,
@@ -39,6 +40,7 @@ from dex_agents.testing.memory._stores import (
 )
 
 __all__ = [
+    "InMemoryDeliveryLedger",
     "InMemoryInterruptStore",
     "InMemoryMessageLog",
     "InMemoryResolutionPublisher",

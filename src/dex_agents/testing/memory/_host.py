@@ -44,6 +44,7 @@ from dex_agents.testing.memory._channels import (
     InMemoryUserMessageQueue,
 )
 from dex_agents.testing.memory._clock import ManualClock
+from dex_agents.testing.memory._deliveries import InMemoryDeliveryLedger
 from dex_agents.testing.memory._stores import (
     InMemoryInterruptStore,
     InMemoryMessageLog,
@@ -85,6 +86,7 @@ class InMemorySessionHost:
         self.resolutions = InMemoryResolutionPublisher()
         self.results = InMemoryToolResultPublisher()
         self.sink = RecordingEventSink()
+        self.deliveries = InMemoryDeliveryLedger(self.sink)
         self.heartbeat = RecordingHeartbeat()
         self.writers: list[AgentEventWriter] = []
         self.executed: list[tuple[StepName, object, int]] = []
@@ -115,7 +117,7 @@ class InMemorySessionHost:
     @property
     def agent(self) -> AgentSetup:
         """The runner, options and clock, as the Steps of one agent share them."""
-        return AgentSetup(runner=self.runner, options=self.options, clock=self.clock)
+        return AgentSetup(runner=self.runner, options=self.options, clock=self.clock, deliveries=self.deliveries)
 
     # -- building use cases -------------------------------------------------
 
@@ -300,9 +302,14 @@ class InMemorySessionHost:
         approved: bool,
         rejection_message: str | None = None,
         approver: str | None = None,
+        call_digest: str | None = None,
     ) -> bool:
         request = ResolveInterruptRequest(
-            interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message, approver=approver
+            interrupt_id=interrupt_id,
+            approved=approved,
+            rejection_message=rejection_message,
+            approver=approver,
+            call_digest=call_digest,
         )
         return await ResolveInterrupt.wired(self.ports, self.agent).execute(request)
 
