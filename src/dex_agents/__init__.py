@@ -82,8 +82,9 @@ Effects (`ToolEffect`; the one table of them, pinned to `tool_step_name`,
 
 A write that exhausted its attempts may have taken effect, so it is
 ``outcome_unknown``, never run again; a crash in a single-attempt call is
-``outcome_unknown`` at once (or reconciled, when its policy is ``reconcilable``). `ToolPolicy` overrides per tool name; policies
-resolve explicit policy, then framework metadata, then the default effect.
+``outcome_unknown`` at once (or reconciled, when its policy is
+``reconcilable``). `ToolPolicy` overrides per tool name; policies resolve
+explicit policy, then framework metadata, then the default effect.
 
 Idempotency key: ``<flow_id>/<turn_id>/<tool_call_id>``, the same on every
 attempt of one call, so an idempotent write can deduplicate its retries.
