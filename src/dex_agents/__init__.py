@@ -19,6 +19,7 @@ Steps (the one table of them; `STEP_POLICIES` holds the same numbers):
 | ``CallSingleAttemptTool``    | tool-call ID | 1           | ``RecordToolOutcomeUnknown`` |
 | ``RecordToolFailure``        | tool-call ID | 5           | none                         |
 | ``RecordToolOutcomeUnknown`` | tool-call ID | 5           | none                         |
+| ``ReconcileToolCall``        | tool-call ID | 3           | ``RecordToolOutcomeUnknown`` |
 | ``ResumeTurn``               | result count | 3           | ``RecordResumeFailure``      |
 | ``RecordTurnFailure``        | none         | 5           | none                         |
 | ``RecordResumeFailure``      | result count | 5           | none                         |
@@ -41,6 +42,13 @@ Steps (the one table of them; `STEP_POLICIES` holds the same numbers):
   approved call only when the approval's digest is the call's.
 - ``RecordToolFailure`` records ``failed`` for a read and ``outcome_unknown``
   for a write; ``RecordToolOutcomeUnknown`` records ``outcome_unknown``.
+- A single-attempt call whose outcome is unknown and whose `ToolPolicy` is
+  ``reconcilable`` is stored ``reconciling`` instead; ``ReconcileToolCall``
+  runs the runner's reconcile probe (`ToolCallReconciler`, a read by the
+  idempotency key) and records ``succeeded`` with the output it found,
+  ``not_applied`` (it did not take effect; the model may call again), or
+  ``outcome_unknown`` (the probe could not tell, or failed 3 attempts: its
+  failure route is ``RecordToolOutcomeUnknown``); it ends.
 - ``ResumeTurn`` waits for the tool results; next ``RunModel``.
 - ``RecordTurnFailure`` records the error and a note of the calls that ran and
   clears the turn (or records the turn a failed ``AwaitUserMessage`` would have
@@ -74,8 +82,9 @@ Effects (`ToolEffect`; the one table of them, pinned to `tool_step_name`,
 
 A write that exhausted its attempts may have taken effect, so it is
 ``outcome_unknown``, never run again; a crash in a single-attempt call is
-``outcome_unknown`` at once. `ToolPolicy` overrides per tool name; policies
-resolve explicit policy, then framework metadata, then the default effect.
+``outcome_unknown`` at once (or reconciled, when its policy is
+``reconcilable``). `ToolPolicy` overrides per tool name; policies resolve
+explicit policy, then framework metadata, then the default effect.
 
 Idempotency key: ``<flow_id>/<turn_id>/<tool_call_id>``, the same on every
 attempt of one call, so an idempotent write can deduplicate its retries.
@@ -125,6 +134,9 @@ from dex_agents.application.runner import (
     AgentFrameworkRunner,
     AgentTurnContext,
     DeferredToolExecution,
+    ReconcileResult,
+    ReconcileVerdict,
+    ToolCallReconciler,
     ToolExecutionResult,
 )
 from dex_agents.domain.errors import (
@@ -138,6 +150,7 @@ from dex_agents.domain.errors import (
 from dex_agents.domain.events import EVENT_PAYLOAD_KEYS, AgentEvent, AgentEventType
 from dex_agents.domain.failure_note import (
     DEFAULT_REJECTION_TEXT,
+    NOT_APPLIED_TOOL_RESULT,
     OUTCOME_UNKNOWN_TOOL_RESULT,
     TURN_FAILURE_NOTE_FOOTER,
     TURN_FAILURE_NOTE_HEADER,
@@ -218,6 +231,7 @@ __all__ = [
     "EXPIRED_REJECTION_MESSAGE",
     "FRAMEWORK_RUN_STATE",
     "INTERRUPT_RESOLUTIONS",
+    "NOT_APPLIED_TOOL_RESULT",
     "OUTCOME_UNKNOWN_TOOL_RESULT",
     "PENDING_INTERRUPTS",
     "QUEUED_USER_MESSAGES",
@@ -257,11 +271,14 @@ __all__ = [
     "ListAgentMessagesRequest",
     "MessageReceipt",
     "MessageRole",
+    "ReconcileResult",
+    "ReconcileVerdict",
     "ResolveInterruptRequest",
     "RunnerContractError",
     "SessionUnavailableError",
     "StepResultTooLargeError",
     "ToolCallCompleted",
+    "ToolCallReconciler",
     "ToolCallStatus",
     "ToolCallsRequested",
     "ToolEffect",

@@ -19,6 +19,8 @@ EXPECTED = {
     # following turns: following turns, tool outcomes, expiry, the note's lines
     "ApprovalStatus", "DEFAULT_REJECTION_TEXT", "EXPIRED_REJECTION_MESSAGE", "MessageReceipt", "ToolOutcome",
     "TURN_FAILURE_NOTE_FOOTER", "TURN_FAILURE_NOTE_HEADER", "TurnResult", "TurnStatus", "turn_result",
+    # reconciling unknown outcomes: the optional probe of the runner contract and what the model reads
+    "NOT_APPLIED_TOOL_RESULT", "ReconcileResult", "ReconcileVerdict", "ToolCallReconciler",
 }  # fmt: skip
 
 

@@ -39,6 +39,7 @@ def test_the_step_names_are_the_specified_ones() -> None:
         "CallSingleAttemptTool",
         "RecordToolFailure",
         "RecordToolOutcomeUnknown",
+        "ReconcileToolCall",
         "ResumeTurn",
         "RecordTurnFailure",
         "RecordResumeFailure",
@@ -61,9 +62,11 @@ SPEC_POLICIES = {
     ),
     StepName.CALL_TOOL: (3, None, None, None, StepName.RECORD_TOOL_FAILURE),
     StepName.CALL_SINGLE_ATTEMPT_TOOL: (1, None, None, None, StepName.RECORD_TOOL_OUTCOME_UNKNOWN),
+    StepName.RECONCILE_TOOL_CALL: (3, None, None, timedelta(minutes=2), StepName.RECORD_TOOL_OUTCOME_UNKNOWN),
 }
 """(attempts, total retry duration, method timeout, heartbeat timeout, failure route) from the Step table.
-``None`` means the spec does not give a number for that Step."""
+``None`` means the spec does not give a number for that Step. ``ReconcileToolCall`` (issue 13):
+its probe is a read, retried as ``CallTool`` retries one, and its failure leaves ``outcome_unknown``."""
 
 
 def test_every_step_has_a_policy() -> None:

@@ -28,8 +28,14 @@ LEGAL_TOOL_CALL_MOVES = {
     (S.APPROVED, S.SUCCEEDED),
     (S.APPROVED, S.FAILED),
     (S.APPROVED, S.OUTCOME_UNKNOWN),
+    (S.PENDING, S.RECONCILING),
+    (S.APPROVED, S.RECONCILING),
+    (S.RECONCILING, S.SUCCEEDED),
+    (S.RECONCILING, S.NOT_APPLIED),
+    (S.RECONCILING, S.OUTCOME_UNKNOWN),
 }
-"""Copied from the Step table: a call runs (pending), or waits for approval first."""
+"""Copied from the Step table: a call runs (pending), or waits for approval first; an unknown
+outcome of a reconcilable call is reconciled to succeeded, not applied or still unknown."""
 
 TOOL_CALL_PAIRS = list(itertools.product(ToolCallStatus, repeat=2))
 
@@ -50,8 +56,9 @@ def test_a_tool_call_moves_only_along_the_table(source: ToolCallStatus, target: 
             transition(record, to=target)
 
 
-def test_final_statuses_are_the_five_outcomes_and_have_no_way_out() -> None:
-    assert {S.SUCCEEDED, S.FAILED, S.REJECTED, S.EXPIRED, S.OUTCOME_UNKNOWN} == FINAL_TOOL_CALL_STATUSES
+def test_final_statuses_are_the_six_outcomes_and_have_no_way_out() -> None:
+    assert {S.SUCCEEDED, S.FAILED, S.REJECTED, S.EXPIRED, S.OUTCOME_UNKNOWN, S.NOT_APPLIED} == FINAL_TOOL_CALL_STATUSES
+    assert not S.RECONCILING.is_final
     for status in ToolCallStatus:
         assert status.is_final is (status in FINAL_TOOL_CALL_STATUSES)
         assert make_tool_call(status=status).is_final is status.is_final

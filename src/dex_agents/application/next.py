@@ -22,6 +22,7 @@ class StepName(StrEnum):
     CALL_SINGLE_ATTEMPT_TOOL = "CallSingleAttemptTool"
     RECORD_TOOL_FAILURE = "RecordToolFailure"
     RECORD_TOOL_OUTCOME_UNKNOWN = "RecordToolOutcomeUnknown"
+    RECONCILE_TOOL_CALL = "ReconcileToolCall"
     RESUME_TURN = "ResumeTurn"
     RECORD_TURN_FAILURE = "RecordTurnFailure"
     RECORD_RESUME_FAILURE = "RecordResumeFailure"

@@ -80,6 +80,11 @@ STEP_POLICIES: Mapping[StepName, StepPolicy] = {
     ),
     StepName.RECORD_TOOL_FAILURE: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
     StepName.RECORD_TOOL_OUTCOME_UNKNOWN: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
+    StepName.RECONCILE_TOOL_CALL: StepPolicy(
+        maximum_attempts=3,
+        heartbeat_timeout=_TOOL_HEARTBEAT_TIMEOUT,
+        failure_route=StepName.RECORD_TOOL_OUTCOME_UNKNOWN,
+    ),
     StepName.RESUME_TURN: StepPolicy(
         maximum_attempts=_TURN_STEP_ATTEMPTS, failure_route=StepName.RECORD_RESUME_FAILURE
     ),

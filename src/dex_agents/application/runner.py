@@ -12,10 +12,17 @@ or a retry, so it derives everything from its arguments.
 - `AgentFrameworkRunner.execute_deferred_tool_call` runs one tool call once and
   returns `ToolExecutionResult`; `ToolExecutionError` records ``failed`` and is
   not retried; any other exception is a Step failure.
+- Optionally, `ToolCallReconciler.reconcile_tool_call` (a runner that has it
+  is a `ToolCallReconciler`): the reconcile probe of a call whose policy is
+  ``reconcilable`` and whose outcome is unknown. A read: did the call with
+  ``call.idempotency_key`` take effect, and with what result? It returns a
+  `ReconcileResult`; any exception fails the attempt (``ReconcileToolCall``
+  retries it as a read, 3 attempts, then records ``outcome_unknown``).
 """
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Protocol
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
 
 import attrs
 
@@ -118,4 +125,49 @@ class AgentFrameworkRunner(Protocol):
 
     async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
         """Run one tool call once."""
+        ...
+
+
+class ReconcileVerdict(StrEnum):
+    """What a reconcile probe found."""
+
+    APPLIED = "applied"
+    """The call took effect; `ReconcileResult.output` is its result."""
+    NOT_APPLIED = "not_applied"
+    """The call did not take effect."""
+    UNKNOWN = "unknown"
+    """The probe cannot tell."""
+
+
+@attrs.frozen
+class ReconcileResult:
+    """A reconcile probe's answer: ``ReconcileResult(verdict, output=None)``."""
+
+    verdict: ReconcileVerdict
+    """What the probe found."""
+    output: str | None = None
+    """The call's result as the model should see it, when ``applied``."""
+
+    @classmethod
+    def applied(cls, output: str) -> "ReconcileResult":
+        """The call took effect with ``output``."""
+        return cls(ReconcileVerdict.APPLIED, output)
+
+    @classmethod
+    def not_applied(cls) -> "ReconcileResult":
+        """The call did not take effect."""
+        return cls(ReconcileVerdict.NOT_APPLIED)
+
+    @classmethod
+    def unknown(cls) -> "ReconcileResult":
+        """The probe cannot tell."""
+        return cls(ReconcileVerdict.UNKNOWN)
+
+
+@runtime_checkable
+class ToolCallReconciler(Protocol):
+    """The optional part of the runner contract: reconcile probes of tools whose policy is ``reconcilable``."""
+
+    async def reconcile_tool_call(self, call: DeferredToolExecution) -> ReconcileResult:
+        """Return whether the call (by ``call.idempotency_key``) took effect, and with what result."""
         ...

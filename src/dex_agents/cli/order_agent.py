@@ -17,7 +17,11 @@ It is the spec's order agent (``find_order``, ``refund_order`` with approval,
 
 Policies: ``find_order`` is a read; ``refund_order`` an idempotent write that
 needs approval (a retry reuses the ledger entry of its key);
-``email_customer`` a non-idempotent write, run once, without approval.
+``email_customer`` a non-idempotent write, run once, without approval, with
+a reconcile probe (`email_sent`, declared in its metadata): when its outcome is
+unknown (its Worker died mid-call), the probe looks in the outbox for the
+call's idempotency key and the call is recorded ``succeeded`` with the email it
+found, or ``not_applied`` when there is none.
 
 ``dex-agents chat dex_agents.cli.order_agent:build_order_flow`` talks to it.
 """
@@ -33,11 +37,18 @@ from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
-from dex_agents.adapters.pydantic_ai import deferred_tool_idempotency_key, pydantic_ai_session_flow
+from dex_agents.adapters.pydantic_ai import (
+    ReconcileCall,
+    deferred_tool_idempotency_key,
+    pydantic_ai_session_flow,
+    reconcile_probe,
+)
+from dex_agents.application.runner import ReconcileResult
 from dex_agents.cli.shop import (
     CHUNK_DELAY_ENV,
     CRASH_ENV,
     ORDERS,
+    find_email,
     invocations,
     issue_refund,
     refund_gate,
@@ -200,18 +211,25 @@ def build_order_agent() -> Agent[None, str]:
         booked = " (booked before under the same key)" if again else ""
         return f"Refund {refund.refund_id} of {refund.amount} issued for order {order_id}{booked}"
 
-    @agent.tool_plain
-    def email_customer(order_id: str, text: str) -> str:
+    @agent.tool(metadata=reconcile_probe(email_sent))
+    def email_customer(ctx: RunContext[None], order_id: str, text: str) -> str:
         """Email the customer who placed an order."""
         invocations().record("tool", "email_customer", order_id=order_id)
         order = ORDERS.get(order_id)
         if order is None:
             return f"unknown order {order_id}"
-        send_email(order.customer, text)
+        send_email(order.customer, text, key=deferred_tool_idempotency_key(ctx))
         return f"emailed {order.customer}"
 
     del find_order, refund_order, email_customer
     return agent
+
+
+async def email_sent(call: ReconcileCall) -> ReconcileResult:
+    """The reconcile probe of ``email_customer``: is there an email under the call's idempotency key?"""
+    invocations().record("probe", "email_customer", key=call.idempotency_key)
+    mail = find_email(call.idempotency_key)
+    return ReconcileResult.not_applied() if mail is None else ReconcileResult.applied(f"emailed {mail['to']}")
 
 
 def build_order_flow() -> AgentSessionFlow:

@@ -143,11 +143,17 @@ def read_outbox(directory: Path | None = None) -> list[dict[str, str]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
-def send_email(to: str, text: str, directory: Path | None = None) -> None:
-    """Put one email in the outbox."""
+def send_email(to: str, text: str, directory: Path | None = None, *, key: str | None = None) -> None:
+    """Put one email in the outbox, under the sending call's idempotency ``key`` when given."""
     path = (directory or state_dir()) / "outbox.jsonl"
+    entry = {"to": to, "text": text} if key is None else {"to": to, "text": text, "key": key}
     with _locked(path), path.open("a") as outbox:
-        outbox.write(json.dumps({"to": to, "text": text}) + "\n")
+        outbox.write(json.dumps(entry) + "\n")
+
+
+def find_email(key: str, directory: Path | None = None) -> dict[str, str] | None:
+    """Return the email the call with idempotency ``key`` put in the outbox, or ``None``."""
+    return next((mail for mail in read_outbox(directory) if mail.get("key") == key), None)
 
 
 def tool_runs(name: str, directory: Path | None = None) -> list[dict[str, Any]]:

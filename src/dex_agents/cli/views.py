@@ -33,6 +33,7 @@ STATUS_STYLES: dict[str, tuple[str, str]] = {
     ToolCallStatus.REJECTED.value: ("✗", "yellow"),
     ToolCallStatus.EXPIRED.value: ("⌛", "yellow"),
     ToolCallStatus.OUTCOME_UNKNOWN.value: ("?", "magenta"),
+    ToolCallStatus.NOT_APPLIED.value: ("∅", "yellow"),
 }
 """The mark and style of each final tool call status."""
 

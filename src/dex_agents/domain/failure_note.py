@@ -24,6 +24,12 @@ OUTCOME_UNKNOWN_TOOL_RESULT = (
 )
 """What the model sees for a call whose outcome is unknown."""
 
+NOT_APPLIED_TOOL_RESULT = (
+    "The tool call did not take effect: it was interrupted, and a check found that nothing "
+    "happened. You may call it again if it is still needed."
+)
+"""What the model sees for a call its reconcile probe found did not take effect."""
+
 DEFAULT_REJECTION_TEXT = "The tool call was rejected."
 """What the model sees for a rejection that gave no reason."""
 
@@ -56,7 +62,14 @@ def describe_tool_call_outcome(record: AgentToolCall) -> str:
             return f"The tool call failed: {record.error or 'no detail'}"
         case ToolCallStatus.OUTCOME_UNKNOWN:
             return OUTCOME_UNKNOWN_TOOL_RESULT
-        case ToolCallStatus.PENDING | ToolCallStatus.AWAITING_APPROVAL | ToolCallStatus.APPROVED:
+        case ToolCallStatus.NOT_APPLIED:
+            return NOT_APPLIED_TOOL_RESULT
+        case (
+            ToolCallStatus.PENDING
+            | ToolCallStatus.AWAITING_APPROVAL
+            | ToolCallStatus.APPROVED
+            | ToolCallStatus.RECONCILING
+        ):
             raise ValueError(f"tool call {record.tool_call_id!r} has no outcome yet (status {record.status.value!r})")
 
 

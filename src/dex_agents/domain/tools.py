@@ -11,6 +11,11 @@ order: an explicit `ToolPolicy` for the tool name, then the effect the
 framework reports (for example MCP ``readOnlyHint``), then the session's
 default effect.
 
+A single-attempt call whose outcome is unknown and whose policy is
+``reconcilable`` goes to ``reconciling`` instead (`AgentToolCall.unknown_outcome`):
+its tool's reconcile probe then settles it ``succeeded`` (with the output the
+probe found), ``not_applied`` (it did not take effect) or ``outcome_unknown``.
+
 A record moves through `TOOL_CALL_TRANSITIONS`; `transition` refuses anything
 else with `InvalidTransitionError`. A call waiting for approval ends
 ``rejected`` when a person said no and ``expired`` when its deadline passed
@@ -41,7 +46,12 @@ class ToolEffect(StrEnum):
 
 
 class ToolCallStatus(StrEnum):
-    """Where a tool call stands; the last five are final."""
+    """Where a tool call stands; `FINAL_TOOL_CALL_STATUSES` are final.
+
+    ``reconciling``: the outcome was unknown and the tool's reconcile probe is
+    asking whether the call took effect. ``not_applied``: the probe found it
+    did not take effect (the model may call it again).
+    """
 
     PENDING = "pending"
     AWAITING_APPROVAL = "awaiting_approval"
@@ -51,6 +61,8 @@ class ToolCallStatus(StrEnum):
     REJECTED = "rejected"
     EXPIRED = "expired"
     OUTCOME_UNKNOWN = "outcome_unknown"
+    RECONCILING = "reconciling"
+    NOT_APPLIED = "not_applied"
 
     @property
     def is_final(self) -> bool:
@@ -65,11 +77,14 @@ FINAL_TOOL_CALL_STATUSES: frozenset[ToolCallStatus] = frozenset(
         ToolCallStatus.REJECTED,
         ToolCallStatus.EXPIRED,
         ToolCallStatus.OUTCOME_UNKNOWN,
+        ToolCallStatus.NOT_APPLIED,
     }
 )
 """Statuses after which nothing more happens to a call."""
 
-_RAN = frozenset({ToolCallStatus.SUCCEEDED, ToolCallStatus.FAILED, ToolCallStatus.OUTCOME_UNKNOWN})
+_RAN = frozenset(
+    {ToolCallStatus.SUCCEEDED, ToolCallStatus.FAILED, ToolCallStatus.OUTCOME_UNKNOWN, ToolCallStatus.RECONCILING}
+)
 
 TOOL_CALL_TRANSITIONS: Mapping[ToolCallStatus, frozenset[ToolCallStatus]] = {
     ToolCallStatus.PENDING: _RAN,
@@ -82,6 +97,10 @@ TOOL_CALL_TRANSITIONS: Mapping[ToolCallStatus, frozenset[ToolCallStatus]] = {
     ToolCallStatus.REJECTED: frozenset(),
     ToolCallStatus.EXPIRED: frozenset(),
     ToolCallStatus.OUTCOME_UNKNOWN: frozenset(),
+    ToolCallStatus.RECONCILING: frozenset(
+        {ToolCallStatus.SUCCEEDED, ToolCallStatus.NOT_APPLIED, ToolCallStatus.OUTCOME_UNKNOWN}
+    ),
+    ToolCallStatus.NOT_APPLIED: frozenset(),
 }
 """Legal status changes of a tool-call record."""
 
@@ -118,12 +137,18 @@ def default_requires_approval(effect: ToolEffect) -> bool:
 
 @attrs.frozen
 class ToolPolicy:
-    """How the session treats calls of one tool: ``ToolPolicy(effect, requires_approval=None)``."""
+    """How the session treats calls of one tool: ``ToolPolicy(effect, requires_approval=None, *, reconcilable=False)``.
+
+    Positional: ``effect`` and ``requires_approval``; ``reconcilable`` is keyword-only.
+    """
 
     effect: ToolEffect
     """What running the tool does."""
     requires_approval: bool | None = None
     """Whether a person must approve each call; ``None`` uses the effect's default."""
+    reconcilable: bool = attrs.field(default=False, kw_only=True)
+    """Whether the tool has a reconcile probe: a single-attempt call whose outcome is unknown
+    is then reconciled (``ReconcileToolCall``) instead of staying ``outcome_unknown``."""
 
 
 def is_approval_required(policy: ToolPolicy) -> bool:
@@ -275,6 +300,8 @@ class AgentToolCall:
                 | ToolCallStatus.SUCCEEDED
                 | ToolCallStatus.FAILED
                 | ToolCallStatus.OUTCOME_UNKNOWN
+                | ToolCallStatus.RECONCILING
+                | ToolCallStatus.NOT_APPLIED
             ):
                 return ApprovalStatus.APPROVED
             case _:
@@ -315,6 +342,25 @@ class AgentToolCall:
         """Return the record with an unknown outcome after its attempts (the effect's maximum) failed."""
         unknown = transition(self, to=ToolCallStatus.OUTCOME_UNKNOWN, error=error)
         return attrs.evolve(unknown, attempts=maximum_attempts(self.policy.effect))
+
+    def unknown_outcome(self, error: str) -> "AgentToolCall":
+        """Return the record after its single attempt ended with an unknown outcome.
+
+        ``reconciling`` (keeping ``error``) when its policy is reconcilable and it is not
+        being reconciled already; otherwise ``outcome_unknown``. Attempts: the effect's maximum.
+        """
+        if self.policy.reconcilable and self.status is not ToolCallStatus.RECONCILING:
+            reconciling = transition(self, to=ToolCallStatus.RECONCILING, error=error)
+            return attrs.evolve(reconciling, attempts=maximum_attempts(self.policy.effect))
+        return self.mark_outcome_unknown(error)
+
+    def reconciled_succeeded(self, output: str) -> "AgentToolCall":
+        """Return the reconciling record ``succeeded`` with the ``output`` its probe found."""
+        return attrs.evolve(transition(self, to=ToolCallStatus.SUCCEEDED, output=output), attempts=self.attempts)
+
+    def reconciled_not_applied(self) -> "AgentToolCall":
+        """Return the reconciling record ``not_applied``: its probe found the call did not take effect."""
+        return transition(self, to=ToolCallStatus.NOT_APPLIED, error=self.error)
 
     def after_exhausted_retries(self, error: str) -> "AgentToolCall":
         """Return the record as its effect requires once every attempt failed."""

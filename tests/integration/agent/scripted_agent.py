@@ -15,6 +15,10 @@ arguments steer the tool: ``gate`` parks it at a `FileGate`, ``error`` raises
 `ToolExecutionError`, ``crash`` raises, ``big_output`` returns that many
 characters, ``die`` SIGKILLs the Worker once (``after_effect``: right after the
 tool's effect, its `InvocationLog` line; ``after_tool``: once it returned).
+The reconcile probe of ``reconciled_write`` looks for the call's effect (a
+``tool`` line with its idempotency key) in the `InvocationLog`: found, it
+answers the output the tool would have returned; not found, not applied.
+``probe: "fails"`` makes the probe raise instead, ``probe: "unknown"`` answer unknown.
 With ``$AGENT_TEST_KILL_POINT`` set, the Flow is a `KillPointFlow`. ``stream``
 streams that many characters of text and answers with them; ``contract`` asks
 for tools in a way the runner contract forbids. A message holding `BREAK_BUILD`
@@ -43,6 +47,7 @@ from dex_agents import (
     DeferredToolExecution,
     FrameworkMessage,
     MessageRole,
+    ReconcileResult,
     ToolCallsRequested,
     ToolEffect,
     ToolExecutionError,
@@ -69,6 +74,7 @@ TOOL_POLICIES = {
     "idempotent_write": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE),
     "write": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False),
     "approved_write": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=True),
+    "reconciled_write": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False, reconcilable=True),
 }
 
 
@@ -199,7 +205,25 @@ class ScriptedAgentRunner:
             return ToolExecutionResult("y" * int(args["big_output"]))
         if args.get("crash"):
             raise RuntimeError(f"{call.tool_call.tool_name} crashed")
-        return ToolExecutionResult(f"{call.tool_call.tool_name} done with key {call.idempotency_key}")
+        return ToolExecutionResult(tool_output(call))
+
+    async def reconcile_tool_call(self, call: DeferredToolExecution) -> ReconcileResult:
+        args: dict[str, Any] = json.loads(call.tool_call.arguments)
+        invocations().record("probe", call.tool_call.tool_name, key=call.idempotency_key, attempt=call.attempt)
+        match args.get("probe"):
+            case "fails":
+                raise RuntimeError("the outbox cannot be read")
+            case "unknown":
+                return ReconcileResult.unknown()
+            case _:
+                if invocations().count("tool", call.tool_call.tool_name, key=call.idempotency_key):
+                    return ReconcileResult.applied(tool_output(call))
+                return ReconcileResult.not_applied()
+
+
+def tool_output(call: DeferredToolExecution) -> str:
+    """What the tool returns for ``call`` (and what its probe finds once it took effect)."""
+    return f"{call.tool_call.tool_name} done with key {call.idempotency_key}"
 
 
 def stream_answer(turn: AgentTurnContext, size: int, delta: int, usage: AgentUsage) -> TurnCompleted:

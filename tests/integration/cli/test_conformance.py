@@ -58,6 +58,7 @@ async def test_dex_agents_conformance_finds_every_checked_assumption_holding_on_
     for words in ("over 100 KiB", "rejects a write past its capacity", "RpcLockConflictError", "FlowClosingError"):
         assert any(words in line for line in holding), words
     assert any("history has" in line for line in holding)
+    assert any("readable through a Client while that Step still runs" in line for line in holding)
 
 
 async def test_the_probe_exits_non_zero_and_says_what_it_saw_when_an_assumption_differs() -> None:

@@ -125,7 +125,7 @@ def test_enums_travel_as_plain_strings_and_datetimes_as_iso_text() -> None:
     assert data[0]["raised_at"] == "2026-11-29T12:00:00+00:00"
     record = json.loads(str(codec_registry().resolve(AgentToolCall).encode(RECORD).data))
     assert record["status"] == "rejected"
-    assert record["policy"] == {"effect": "idempotent_write", "requires_approval": True}
+    assert record["policy"] == {"effect": "idempotent_write", "requires_approval": True, "reconcilable": False}
 
 
 def test_a_value_stored_before_fields_with_defaults_existed_still_reads() -> None:

@@ -94,6 +94,7 @@ def test_per_call_steps_are_exactly_the_steps_that_take_a_tool_call_id() -> None
         StepName.CALL_SINGLE_ATTEMPT_TOOL,
         StepName.RECORD_TOOL_FAILURE,
         StepName.RECORD_TOOL_OUTCOME_UNKNOWN,
+        StepName.RECONCILE_TOOL_CALL,
     } == PER_CALL_STEPS
 
 

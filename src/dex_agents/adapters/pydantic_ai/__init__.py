@@ -12,6 +12,12 @@ Public API:
   key ``"<session ID>/<turn ID>/<tool call ID>"`` (exactly
   `DeferredToolExecution.idempotency_key`), or ``None`` outside a tool Step.
 - `IDEMPOTENCY_KEY_METADATA_KEY`: the run metadata key that carries it.
+- `reconcile_probe(probe)`: tool metadata declaring the tool's reconcile probe,
+  ``async probe(call: ReconcileCall) -> ReconcileResult``: did the call with
+  ``call.idempotency_key`` take effect? A tool with one is ``reconcilable``: a
+  single-attempt call of it whose outcome is unknown is settled
+  ``succeeded`` (with the output found), ``not_applied`` or ``outcome_unknown``
+  (`dex_agents.adapters.pydantic_ai.reconcile`).
 
 ``agent`` may be a ``WrapperAgent``. ``deps_factory(session_id)`` builds the
 agent's dependencies (it may return an awaitable) before every model and tool
@@ -31,11 +37,14 @@ pydantic-ai 2.68.0 rather than the published adapter spec.
 
 from dex_agents.adapters.pydantic_ai.flow import pydantic_ai_session_flow
 from dex_agents.adapters.pydantic_ai.idempotency import IDEMPOTENCY_KEY_METADATA_KEY, deferred_tool_idempotency_key
+from dex_agents.adapters.pydantic_ai.reconcile import ReconcileCall, reconcile_probe
 from dex_agents.adapters.pydantic_ai.runner import PydanticAIRunner
 
 __all__ = [
     "IDEMPOTENCY_KEY_METADATA_KEY",
     "PydanticAIRunner",
+    "ReconcileCall",
     "deferred_tool_idempotency_key",
     "pydantic_ai_session_flow",
+    "reconcile_probe",
 ]

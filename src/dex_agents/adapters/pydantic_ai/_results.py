@@ -11,6 +11,7 @@ Resume (records to `DeferredToolResults`), built by hand because
 | ``expired``       | ``approvals[id] = ToolDenied(EXPIRED_REJECTION_MESSAGE)``       |
 | ``failed``        | ``calls[id] = ToolFailed("The tool call failed: <error>")``     |
 | ``outcome_unknown`` | ``calls[id] = ToolFailed(OUTCOME_UNKNOWN_TOOL_RESULT)``       |
+| ``not_applied``   | ``calls[id] = ToolFailed(NOT_APPLIED_TOOL_RESULT)``             |
 
 A denial only counts as one in ``approvals``; in ``calls`` Pydantic AI would
 hand the model the ``ToolDenied`` object as a successful return.
@@ -93,9 +94,14 @@ def deferred_tool_results(
                 calls[tool_call_id] = ToolReturn(value)
             case ToolCallStatus.REJECTED | ToolCallStatus.EXPIRED:
                 approvals[tool_call_id] = ToolDenied(describe_tool_call_outcome(record))
-            case ToolCallStatus.FAILED | ToolCallStatus.OUTCOME_UNKNOWN:
+            case ToolCallStatus.FAILED | ToolCallStatus.OUTCOME_UNKNOWN | ToolCallStatus.NOT_APPLIED:
                 calls[tool_call_id] = ToolFailed(describe_tool_call_outcome(record))
-            case ToolCallStatus.PENDING | ToolCallStatus.AWAITING_APPROVAL | ToolCallStatus.APPROVED:
+            case (
+                ToolCallStatus.PENDING
+                | ToolCallStatus.AWAITING_APPROVAL
+                | ToolCallStatus.APPROVED
+                | ToolCallStatus.RECONCILING
+            ):
                 raise RunnerContractError(
                     f"tool call {tool_call_id!r} has no result yet (status {record.status.value!r})"
                 )

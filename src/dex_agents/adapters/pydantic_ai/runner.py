@@ -27,15 +27,21 @@ its arguments, so any call may run again after a crash.
   run metadata, the session ID as ``conversation_id`` and, for an approved
   call, ``ToolApproved``; see `dex_agents.adapters.pydantic_ai._results` for
   how the run's end maps to a result.
+- `PydanticAIRunner.reconcile_tool_call`: runs the reconcile probe a tool
+  declared in its metadata (`dex_agents.adapters.pydantic_ai.reconcile`) with
+  the call's arguments, idempotency key and the session's deps; ``unknown``
+  for a tool without one.
 
 Policies: `AgentTurnContext.resolve_tool_policy` with the framework effect
 from the tool's original definition (MCP ``readOnlyHint`` → ``read``,
 ``idempotentHint`` → ``idempotent_write``, a ``tool-search`` tool → ``read``);
 a tool declared ``requires_approval=True`` (original kind ``unapproved``) or a
-call Pydantic AI routed to ``approvals`` always requires approval.
+call Pydantic AI routed to ``approvals`` always requires approval; a tool
+whose metadata declares a reconcile probe is ``reconcilable``.
 """
 
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar, cast
 
@@ -70,7 +76,13 @@ from dex_agents.adapters.pydantic_ai._results import (
 )
 from dex_agents.adapters.pydantic_ai._streaming import NonStreamingFallbackCapability
 from dex_agents.adapters.pydantic_ai.idempotency import IDEMPOTENCY_KEY_METADATA_KEY
-from dex_agents.application.runner import AgentTurnContext, DeferredToolExecution, ToolExecutionResult
+from dex_agents.adapters.pydantic_ai.reconcile import ReconcileCall, find_reconcile_probe, tool_has_probe
+from dex_agents.application.runner import (
+    AgentTurnContext,
+    DeferredToolExecution,
+    ReconcileResult,
+    ToolExecutionResult,
+)
 from dex_agents.domain.errors import RunnerContractError, ToolExecutionError
 from dex_agents.domain.messages import AgentMessage, FrameworkMessage
 from dex_agents.domain.tools import ToolCallStatus, ToolEffect
@@ -293,6 +305,28 @@ class PydanticAIRunner(Generic[DepsT]):
             raise
         return ToolExecutionResult(tool_step_output(result.output, record, tools))
 
+    async def reconcile_tool_call(self, call: DeferredToolExecution) -> ReconcileResult:
+        """Run the tool's reconcile probe (declared in its metadata); ``unknown`` when it has none."""
+        record = call.tool_call
+        probe = find_reconcile_probe(self._agent, record.tool_name)
+        if probe is None:
+            return ReconcileResult.unknown()
+        try:
+            loaded = json.loads(record.arguments)
+        except ValueError:
+            loaded = None
+        arguments: dict[str, Any] = loaded if isinstance(loaded, dict) else {}
+        deps = await self._deps(call.flow_id)
+        return await probe(
+            ReconcileCall(
+                session_id=call.flow_id,
+                tool_name=record.tool_name,
+                arguments=arguments,
+                idempotency_key=call.idempotency_key,
+                deps=deps,
+            )
+        )
+
     def _opening_message(self, turn: AgentTurnContext) -> AgentMessage:
         for message in turn.messages:
             if message.turn_id == turn.turn_id:
@@ -315,6 +349,8 @@ class PydanticAIRunner(Generic[DepsT]):
         asks_approval = call.tool_call_id in approvals or (definition is not None and definition.kind == "unapproved")
         if asks_approval and policy.requires_approval is not True:
             policy = attrs.evolve(policy, requires_approval=True)
+        if tool_has_probe(definition) and not policy.reconcilable:
+            policy = attrs.evolve(policy, reconcilable=True)
         return DeferredToolCall(
             tool_call_id=call.tool_call_id,
             tool_name=call.tool_name,

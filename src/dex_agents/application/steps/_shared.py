@@ -2,7 +2,7 @@
 
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.inputs import text_refusal
-from dex_agents.application.next import GoTo, Next, StepName
+from dex_agents.application.next import End, GoTo, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import MessageLog, SessionStateStore, ToolCallStore, ToolResultPublisher
 from dex_agents.application.runner import AgentFrameworkRunner
@@ -71,6 +71,28 @@ def describe_exception(error: BaseException) -> str:
     kind = type(error)
     name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
     return f"{name}: {error}"
+
+
+def settle_unknown_outcome(
+    record: AgentToolCall,
+    error: str,
+    *,
+    tool_calls: ToolCallStore,
+    results: ToolResultPublisher,
+    events: AgentEventWriter,
+) -> Next:
+    """Record a single-attempt call whose outcome is unknown: reconcile it when its policy says so.
+
+    A reconcilable record not yet reconciled is stored ``reconciling`` (nothing
+    published) and ``ReconcileToolCall`` is next; any other becomes
+    ``outcome_unknown`` with its one result published.
+    """
+    settled = record.unknown_outcome(error)
+    if settled.is_final:
+        finish_tool_call(settled, tool_calls=tool_calls, results=results, events=events)
+        return End()
+    tool_calls.put(settled)
+    return GoTo(step=StepName.RECONCILE_TOOL_CALL, input=record.tool_call_id)
 
 
 def finish_tool_call(

@@ -18,7 +18,9 @@ first output):
 2. Else it writes ``tool_call_started`` carrying a fresh delivery marker,
    awaits a heartbeat, and waits until the ledger shows the marker stored.
    It runs the tool only when its marker is the first one of this attempt
-   (two deliveries racing cannot both be first); otherwise ``outcome_unknown``.
+   (two deliveries racing cannot both be first); otherwise ``outcome_unknown``
+   (``reconciling`` with ``ReconcileToolCall`` next when the policy is
+   ``reconcilable``, see `settle_unknown_outcome`).
    A marker never confirmed fails the attempt (`DeliveryUnconfirmedError`),
    so the failure route records ``outcome_unknown`` and the tool never ran.
 
@@ -26,7 +28,8 @@ The one assumption left: what the ledger reads back is durable (Stream writes
 are durable once read back). The result is ``succeeded``, or ``failed`` for
 `ToolExecutionError` (not retried); its one ``TOOL_CALL_RESULTS`` message is
 published with it. Any other exception fails the attempt. A record that is
-already final ends without running or publishing. Next: ends.
+already final ends without running or publishing. Next: ends (or
+``ReconcileToolCall`` as above).
 
 An approved call runs only when its approval is bound to this call (the
 digest of its tool name and canonical arguments, `AgentToolCall.approval_mismatch`);
@@ -48,7 +51,7 @@ from dex_agents.application.next import End, Next
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import DeliveryLedger, ToolCallStore, ToolResultPublisher
 from dex_agents.application.runner import AgentFrameworkRunner, DeferredToolExecution, HeartbeatFn
-from dex_agents.application.steps._shared import finish_tool_call
+from dex_agents.application.steps._shared import finish_tool_call, settle_unknown_outcome
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.limits import cap_text, sanitize_output_text
@@ -80,10 +83,9 @@ class _ToolCallStep(Wired):
             return End()
         held = await self._announce(call, record)
         if held is not None:
-            finish_tool_call(
-                record.mark_outcome_unknown(held), tool_calls=self.tool_calls, results=self.results, events=self.events
+            return settle_unknown_outcome(
+                record, held, tool_calls=self.tool_calls, results=self.results, events=self.events
             )
-            return End()
         execution = DeferredToolExecution(
             flow_id=call.flow_id,
             tool_call=record,

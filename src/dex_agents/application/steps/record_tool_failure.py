@@ -7,7 +7,12 @@ read and ``outcome_unknown`` for a write; ``RecordToolOutcomeUnknown`` records
 ``outcome_unknown``. The engine's recovery detail goes into ``error``, and the
 call's one result is published. A final record ends without publishing. The
 recovery detail is cut to 8 KiB.
-Next: ends.
+
+``RecordToolOutcomeUnknown`` is also the failure route of ``ReconcileToolCall``.
+A record of a ``reconcilable`` policy that is not reconciling yet is stored
+``reconciling`` instead, unpublished, and ``ReconcileToolCall`` is next; a
+``reconciling`` record (its probe failed every attempt) becomes ``outcome_unknown``.
+Next: ends, or ``ReconcileToolCall``.
 """
 
 import abc
@@ -17,10 +22,10 @@ import attrs
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.next import End, Next
 from dex_agents.application.ports import ToolCallStore, ToolResultPublisher
-from dex_agents.application.steps._shared import finish_tool_call
+from dex_agents.application.steps._shared import finish_tool_call, settle_unknown_outcome
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text
-from dex_agents.domain.tools import AgentToolCall
+from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
 
 
 @attrs.frozen(kw_only=True)
@@ -33,27 +38,32 @@ class _ToolFailureRoute(Wired, abc.ABC):
         """Record the call's final status, with the engine's recovery detail as its error."""
         record = self.tool_calls.get(tool_call_id)
         assert record is not None, f"no record for tool call {tool_call_id!r}"
-        if not record.is_final:
-            error = cap_text(recovery_error, ERROR_TEXT_BYTES, what="the error")
-            finish_tool_call(
-                self._finished(record, error), tool_calls=self.tool_calls, results=self.results, events=self.events
-            )
-        return End()
+        if record.is_final:
+            return End()
+        error = cap_text(recovery_error, ERROR_TEXT_BYTES, what="the error")
+        return self._record(record, error)
 
     @abc.abstractmethod
-    def _finished(self, record: AgentToolCall, error: str) -> AgentToolCall:
-        """Return what the failed call becomes."""
+    def _record(self, record: AgentToolCall, error: str) -> Next:
+        """Store what the failed call becomes; return what is next."""
 
 
 class RecordToolFailure(_ToolFailureRoute):
     """Records a ``CallTool`` call whose attempts all failed: ``failed`` for a read, ``outcome_unknown`` for a write."""
 
-    def _finished(self, record: AgentToolCall, error: str) -> AgentToolCall:
-        return record.after_exhausted_retries(error)
+    def _record(self, record: AgentToolCall, error: str) -> Next:
+        finished = record.after_exhausted_retries(error)
+        finish_tool_call(finished, tool_calls=self.tool_calls, results=self.results, events=self.events)
+        return End()
 
 
 class RecordToolOutcomeUnknown(_ToolFailureRoute):
-    """Records a ``CallSingleAttemptTool`` call whose one attempt failed: ``outcome_unknown``."""
+    """Records a single-attempt call whose one attempt (or reconciliation) failed: ``outcome_unknown`` or reconcile."""
 
-    def _finished(self, record: AgentToolCall, error: str) -> AgentToolCall:
-        return record.mark_outcome_unknown(error)
+    def _record(self, record: AgentToolCall, error: str) -> Next:
+        if record.status is ToolCallStatus.RECONCILING:
+            error = f"{record.error or 'the outcome is unknown'}; its reconcile probe failed: {error}"
+            error = cap_text(error, ERROR_TEXT_BYTES, what="the error")
+        return settle_unknown_outcome(
+            record, error, tool_calls=self.tool_calls, results=self.results, events=self.events
+        )

@@ -33,6 +33,7 @@ PER_CALL_STEPS = frozenset(
         StepName.CALL_SINGLE_ATTEMPT_TOOL,
         StepName.RECORD_TOOL_FAILURE,
         StepName.RECORD_TOOL_OUTCOME_UNKNOWN,
+        StepName.RECONCILE_TOOL_CALL,
     }
 )
 """Steps whose input is a tool-call ID and that load only that call's record."""

@@ -32,6 +32,7 @@ from dex_agents.application.runner import HeartbeatFn
 from dex_agents.application.steps.await_tool_approval import AwaitToolApproval
 from dex_agents.application.steps.await_user_message import AwaitUserMessage
 from dex_agents.application.steps.call_tool import CallSingleAttemptTool, CallTool
+from dex_agents.application.steps.reconcile_tool_call import ReconcileToolCall
 from dex_agents.application.steps.record_tool_failure import RecordToolFailure, RecordToolOutcomeUnknown
 from dex_agents.application.steps.record_turn_failure import (
     RecordResumeFailure,
@@ -315,7 +316,7 @@ class AwaitToolApprovalStep(SessionStep[str]):
 
 
 class _ToolStep(SessionStep[str]):
-    use_case: ClassVar[type[CallTool] | type[CallSingleAttemptTool]]
+    use_case: ClassVar[type[CallTool] | type[CallSingleAttemptTool] | type[ReconcileToolCall]]
 
     async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
         """Run the tool call once."""
@@ -339,6 +340,13 @@ class CallSingleAttemptToolStep(_ToolStep):
 
     name = StepName.CALL_SINGLE_ATTEMPT_TOOL
     use_case = CallSingleAttemptTool
+
+
+class ReconcileToolCallStep(_ToolStep):
+    """Dex Step of `ReconcileToolCall`."""
+
+    name = StepName.RECONCILE_TOOL_CALL
+    use_case = ReconcileToolCall
 
 
 class _ToolFailureStep(SessionStep[str]):
@@ -435,6 +443,7 @@ STEP_CLASSES: tuple[type[SessionStep[Any]], ...] = (
     CallSingleAttemptToolStep,
     RecordToolFailureStep,
     RecordToolOutcomeUnknownStep,
+    ReconcileToolCallStep,
     ResumeTurnStep,
     RecordTurnFailureStep,
     RecordResumeFailureStep,

@@ -43,6 +43,13 @@ FAILED_ONCE: dict[str, asyncio.Event] = {}
 """Set (per Flow ID) when the probe Step's first attempt of ``flaky`` fails."""
 HOLDING: dict[str, asyncio.Event] = {}
 RELEASE: dict[str, asyncio.Event] = {}
+STREAMED: dict[str, asyncio.Event] = {}
+"""Set (per Flow ID) once the ``stream`` Step wrote its Stream message and beat; it then waits for `RELEASE`."""
+
+
+def streamed_value(flow_id: str) -> str:
+    """The Stream message the ``stream`` Step of ``flow_id`` writes."""
+    return f"written by the running Step of {flow_id}"
 
 
 def event(table: dict[str, asyncio.Event], flow_id: str) -> asyncio.Event:
@@ -74,6 +81,12 @@ class Probe(Step[str]):
             raise RuntimeError("the first attempt fails on purpose")
         if kind == "hold":
             event(HOLDING, flow_id).set()
+            await asyncio.wait_for(event(RELEASE, flow_id).wait(), 60)
+        if kind == "stream":
+            # As CallSingleAttemptTool announces a call: write, await a heartbeat, keep running.
+            EVENTS.write(context, streamed_value(flow_id))
+            await context.heartbeat("written")
+            event(STREAMED, flow_id).set()
             await asyncio.wait_for(event(RELEASE, flow_id).wait(), 60)
         if kind == "big":
             BIG.set(context, argument)

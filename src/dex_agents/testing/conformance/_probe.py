@@ -31,11 +31,13 @@ from dex_agents.testing.conformance._flows import (
     HOLDING,
     RELEASE,
     SMALL,
+    STREAMED,
     TIMER,
     ProbeFlow,
     event,
     make_registry,
     open_cache,
+    streamed_value,
     worker_options,
 )
 from dex_agents.testing.fake_dex import read_history_events
@@ -208,6 +210,34 @@ async def probe_stream_message_limit(env: _Env) -> Finding:
     return _differs(STREAM_LIMIT, "a 101 KiB message was accepted")
 
 
+STREAM_READ_BACK = "a Stream message a Step wrote is readable through a Client while that Step still runs"
+
+READ_BACK_WITHIN = 30.0
+"""Seconds the read-back probe reads for: the delivery ledger's confirm timeout, after which it fails the attempt."""
+
+
+async def probe_stream_read_back(env: _Env) -> Finding:
+    """What the single-attempt delivery ledger relies on: a Step's own ``tool_call_started`` reads back mid-Step."""
+    flow_id = env.flow_id("read-back")
+    expected = streamed_value(flow_id)
+    await env.client.start_flow(env.flow, flow_id, "stream")
+    await _wait_event(event(STREAMED, flow_id), 30, "the Step writing its Stream message")
+    deadline = time.monotonic() + READ_BACK_WITHIN
+    seen = False
+    try:
+        while not seen and time.monotonic() < deadline:
+            page = await env.client.list_stream_messages(flow_id, EVENTS, 10)
+            seen = any(message.value == expected for message in page.messages)
+            if not seen:
+                await asyncio.sleep(0.1)
+    finally:
+        event(RELEASE, flow_id).set()
+    await _output(env, flow_id)
+    if seen:
+        return _holds(STREAM_READ_BACK)
+    return _differs(STREAM_READ_BACK, f"not readable within {READ_BACK_WITHIN:g} s while the Step ran")
+
+
 STREAM_CAPACITY = "a Stream trims its oldest messages and rejects a write past its capacity"
 
 
@@ -374,6 +404,7 @@ PROBES: tuple[tuple[str, Probe], ...] = (
     (BLOBS, probe_large_values),
     (STREAM_LIMIT, probe_stream_message_limit),
     (STREAM_CAPACITY, probe_stream_capacity),
+    (STREAM_READ_BACK, probe_stream_read_back),
     (HISTORY, probe_history),
     (CLOSING, probe_flow_closing),
     (TIMER_FIRES, probe_timer),

@@ -27,6 +27,7 @@ from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.application.steps.await_tool_approval import ApprovalWait, AwaitToolApproval
 from dex_agents.application.steps.await_user_message import AwaitUserMessage
 from dex_agents.application.steps.call_tool import CallSingleAttemptTool, CallTool
+from dex_agents.application.steps.reconcile_tool_call import ReconcileToolCall
 from dex_agents.application.steps.record_tool_failure import RecordToolFailure, RecordToolOutcomeUnknown
 from dex_agents.application.steps.record_turn_failure import RecordTurnFailure
 from dex_agents.application.steps.resume_turn import ResumeTurn
@@ -232,12 +233,24 @@ class InMemorySessionHost:
     async def _tool_step(self, step: StepName, tool_call_id: str, attempt: int, step_execution_id: str | None) -> Next:
         call = self.step_call(step, attempt=attempt, step_execution_id=step_execution_id)
         events = self.writer(call, turn_id=self._turn_of(tool_call_id))
-        kind = CallTool if step is StepName.CALL_TOOL else CallSingleAttemptTool
+        kind: type[CallTool] | type[CallSingleAttemptTool] | type[ReconcileToolCall]
+        match step:
+            case StepName.CALL_TOOL:
+                kind = CallTool
+            case StepName.CALL_SINGLE_ATTEMPT_TOOL:
+                kind = CallSingleAttemptTool
+            case _:
+                kind = ReconcileToolCall
         self._ran(step, tool_call_id, call)
         try:
             return await self.build(kind, events).execute(call, tool_call_id)
         finally:
             events.close()
+
+    async def reconcile_tool_call(
+        self, tool_call_id: str, *, attempt: int = 1, step_execution_id: str | None = None
+    ) -> Next:
+        return await self._tool_step(StepName.RECONCILE_TOOL_CALL, tool_call_id, attempt, step_execution_id)
 
     async def record_tool_failure(self, tool_call_id: str, *, recovery_error: str = "attempts exhausted") -> Next:
         call = self.step_call(StepName.RECORD_TOOL_FAILURE)
@@ -374,7 +387,7 @@ class InMemorySessionHost:
                 return await self._with_retries(
                     move, lambda attempt, execution: self.run_model(attempt=attempt, step_execution_id=execution)
                 )
-            case StepName.CALL_TOOL | StepName.CALL_SINGLE_ATTEMPT_TOOL:
+            case StepName.CALL_TOOL | StepName.CALL_SINGLE_ATTEMPT_TOOL | StepName.RECONCILE_TOOL_CALL:
                 assert isinstance(move.input, str)
                 tool_call_id = move.input
                 return await self._with_retries(

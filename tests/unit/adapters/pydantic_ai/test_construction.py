@@ -34,8 +34,10 @@ def test_the_public_api_is_pinned() -> None:
     assert sorted(adapter.__all__) == [
         "IDEMPOTENCY_KEY_METADATA_KEY",
         "PydanticAIRunner",
+        "ReconcileCall",
         "deferred_tool_idempotency_key",
         "pydantic_ai_session_flow",
+        "reconcile_probe",
     ]
 
 
