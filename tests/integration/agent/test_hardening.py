@@ -25,6 +25,7 @@ from dex_agents import (
     ToolCallStatus,
 )
 from dex_agents.domain.events import TextDeltaPayload
+from dex_agents.domain.tools import call_digest
 from dex_agents.infrastructure.dex.codec import to_json_data
 from dex_agents.testing import AgentTestStack, session_is_idle, wait_for_agent_snapshot, wait_until
 from tests.integration.agent.scripted_agent import (
@@ -392,4 +393,29 @@ async def test_a_session_of_messages_at_the_size_limit_stays_readable_page_by_pa
             break
         after = page.next_after_sequence
     assert sequences == list(range(1, 25))
+    await answers_next_message(sessions, "s")
+
+
+async def test_an_approval_given_for_another_call_fails_that_call_on_fake_dex_without_running_it(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    sessions = stack.sessions(flow)
+    await sessions.start_session("s", turn(tool("a", "approved_write")))
+    snapshot = await wait_for_agent_snapshot(
+        sessions, "s", lambda s: s if s.pending_interrupts else None, description="an approval"
+    )
+    (interrupt,) = snapshot.pending_interrupts
+    other_call = call_digest("approved_write", '{"amount": 9999}')
+    assert other_call != interrupt.call_digest
+
+    assert await sessions.resolve_interrupt(
+        "s", interrupt.interrupt_id, approved=True, approver="ada", call_digest=other_call
+    )
+
+    done = await turns_done(sessions, "s", 1)
+    outcome = json.loads(done.messages[-1].text or "{}")["a"]
+    assert outcome.startswith("failed: ")
+    assert "approval was given for a different call" in outcome
+    assert invocations().count("tool") == 0
     await answers_next_message(sessions, "s")
