@@ -53,6 +53,7 @@ from dex_agents.testing.fake_dex._state import (
     take_messages,
     worker_target,
 )
+from dex_agents.testing.fake_dex._stream_requests import StreamRequests
 from dex_agents.testing.fake_dex._streams import Streams
 from dex_agents.testing.fake_dex._workers import AttemptError, ListeningWorkers, PullWorkers
 
@@ -65,6 +66,9 @@ class Engine:
         self.clock = clock
         self.streams = Streams(config)
         self.blobs = BlobStore(config.blob_threshold_bytes)
+        self.stream_requests = StreamRequests(
+            streams=self.streams, config=config, clock=clock, require_run=self.run, cap_wait=self._capped
+        )
         self.pull = PullWorkers(
             redeliver_before_output=config.redeliver_before_first_output,
             redeliver_after_output=config.redeliver_after_output,
@@ -332,49 +336,6 @@ class Engine:
             return pb.InvokeRPCResponse(output=response.output)
         finally:
             release(run, owner)
-
-    # ------------------------------------------------------------------ streams
-
-    def write_stream(self, request: pb.WriteStreamRequest) -> None:
-        """Append a Client message to a Stream (``WriteStream``)."""
-        if not request.source:
-            raise invalid_argument("a Stream write needs a source")
-        self.streams.append(
-            request.flow_type,
-            request.stream_name,
-            request.stream_capacity_bytes,
-            request.flow_id,
-            request.value,
-            request.source,
-            self.clock.now(),
-        )
-
-    async def read_stream(self, request: pb.ReadStreamRequest) -> pb.ReadStreamResponse:
-        """Return the next message after the resume token (``ReadStream``), long-polling."""
-        if self.config.stream_read_requires_flow:
-            self.run(request.flow_id)
-        wait = self._capped(request.wait_time_seconds or self.config.default_long_poll.total_seconds())
-        entry = await self.streams.read(
-            request.flow_type, request.stream_name, request.flow_id, request.resume_token, wait
-        )
-        if entry is None:
-            raise long_poll_timeout(f"no Stream message after {request.resume_token!r}")
-        return pb.ReadStreamResponse(message=entry.to_proto())
-
-    def list_stream(self, request: pb.ListStreamMessagesRequest) -> pb.ListStreamMessagesResponse:
-        """Return a newest-first page of retained messages (``ListStreamMessages``)."""
-        if request.page_size < 1:
-            raise invalid_argument("page_size must be positive")
-        if self.config.stream_read_requires_flow:
-            self.run(request.flow_id)
-        entries, token = self.streams.page(
-            request.flow_type,
-            request.stream_name,
-            request.flow_id,
-            request.page_size,
-            request.before_page_token,
-        )
-        return pb.ListStreamMessagesResponse(messages=[entry.to_proto() for entry in entries], next_page_token=token)
 
     # ------------------------------------------------------------------ scheduling
 

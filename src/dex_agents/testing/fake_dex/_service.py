@@ -62,7 +62,7 @@ def flow_service_handler(engine: Engine) -> Any:
         return empty_pb2.Empty()
 
     def write(request: pb.WriteStreamRequest) -> Any:
-        engine.write_stream(request)
+        engine.stream_requests.write(request)
         return empty_pb2.Empty()
 
     def skip(request: pb.SkipTimerRequest) -> Any:
@@ -81,9 +81,9 @@ def flow_service_handler(engine: Engine) -> Any:
         "GetHistoryEvents": _unary(_sync(engine.history), pb.GetHistoryEventsRequest, pb.GetHistoryEventsResponse),
         "SkipTimer": _unary(_sync(skip), pb.SkipTimerRequest, empty_pb2.Empty),
         "WriteStream": _unary(_sync(write), pb.WriteStreamRequest, empty_pb2.Empty),
-        "ReadStream": _unary(engine.read_stream, pb.ReadStreamRequest, pb.ReadStreamResponse),
+        "ReadStream": _unary(engine.stream_requests.read, pb.ReadStreamRequest, pb.ReadStreamResponse),
         "ListStreamMessages": _unary(
-            _sync(engine.list_stream),
+            _sync(engine.stream_requests.list),
             pb.ListStreamMessagesRequest,
             pb.ListStreamMessagesResponse,
         ),
