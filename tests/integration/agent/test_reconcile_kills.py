@@ -12,12 +12,9 @@ from pathlib import Path
 import pytest
 
 from dex_agents import NOT_APPLIED_TOOL_RESULT, OUTCOME_UNKNOWN_TOOL_RESULT, ToolCallStatus
-from dex_agents.testing import AgentTestStack
-from dex_agents.testing.fake_dex import FakeDexConfig
-from tests.integration.agent.conftest import WORKER_MODULE
 from tests.integration.agent.scripted_agent import KILL_POINT_ENV, STATE_ENV, build_flow, invocations
 from tests.integration.agent.test_sessions import answer, idle, tool, turn
-from tests.integration.conftest import PROJECT_ROOT
+from tests.integration.agent.test_single_attempt_kills import redelivery_stack
 
 pytestmark = pytest.mark.integration
 
@@ -33,15 +30,7 @@ async def _run(
     if kill_point is not None:
         env[KILL_POINT_ENV] = kill_point
     flow = build_flow()
-    async with AgentTestStack(
-        tmp_path / "stack",
-        [flow],
-        WORKER_MODULE,
-        worker_cwd=PROJECT_ROOT,
-        worker_env=env,
-        backend="fake",
-        fake_config=FakeDexConfig(redeliver_after_output=redeliver_after_output),
-    ) as stack:
+    async with redelivery_stack(tmp_path, flow, env, redeliver_after_output=redeliver_after_output) as stack:
         await stack.start_worker()
         await stack.sessions(flow).start_session("s", turn(tool("c1", "reconciled_write", **args)))
         await stack.start_worker()  # takes over from the Worker that dies

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dex_agents import ToolCallStatus
+from dex_agents import AgentSessionFlow, ToolCallStatus
 from dex_agents.testing import AgentTestStack
 from dex_agents.testing.fake_dex import FakeDexConfig
 from tests.integration.agent.conftest import WORKER_MODULE
@@ -38,6 +38,21 @@ EXPECTED: dict[str, tuple[set[int], set[str]]] = {
 }
 
 
+def redelivery_stack(
+    tmp_path: Path, flow: AgentSessionFlow, env: dict[str, str], *, redeliver_after_output: bool
+) -> AgentTestStack:
+    """A fake-Dex stack for kill tests, redelivering after output when ``redeliver_after_output`` says so."""
+    return AgentTestStack(
+        tmp_path / "stack",
+        [flow],
+        WORKER_MODULE,
+        worker_cwd=PROJECT_ROOT,
+        worker_env=env,
+        backend="fake",
+        fake_config=FakeDexConfig(redeliver_after_output=redeliver_after_output),
+    )
+
+
 @pytest.mark.parametrize("redeliver_after_output", [False, True], ids=["documented-redelivery", "after-output-too"])
 @pytest.mark.parametrize("point", list(EXPECTED))
 async def test_a_non_idempotent_write_killed_at_any_point_of_its_step_never_runs_twice(
@@ -52,15 +67,7 @@ async def test_a_non_idempotent_write_killed_at_any_point_of_its_step_never_runs
     else:
         args = {"die": point}
     flow = build_flow()
-    async with AgentTestStack(
-        tmp_path / "stack",
-        [flow],
-        WORKER_MODULE,
-        worker_cwd=PROJECT_ROOT,
-        worker_env=env,
-        backend="fake",
-        fake_config=FakeDexConfig(redeliver_after_output=redeliver_after_output),
-    ) as stack:
+    async with redelivery_stack(tmp_path, flow, env, redeliver_after_output=redeliver_after_output) as stack:
         first = await stack.start_worker()
         await stack.sessions(flow).start_session("s", turn(tool("c1", "write", **args)))
         if point == "inside_tool":

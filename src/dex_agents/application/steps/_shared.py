@@ -95,6 +95,13 @@ def settle_unknown_outcome(
     return GoTo(step=StepName.RECONCILE_TOOL_CALL, input=record.tool_call_id)
 
 
+def tool_call_record(tool_calls: ToolCallStore, tool_call_id: str) -> AgentToolCall:
+    """Return the record of the call a tool-call Step was started for (it always exists: the Step's input)."""
+    record = tool_calls.get(tool_call_id)
+    assert record is not None, f"no record for tool call {tool_call_id!r}"
+    return record
+
+
 def finish_tool_call(
     record: AgentToolCall,
     *,

@@ -30,7 +30,7 @@ from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.next import End, GoTo, Next, WaitAgain
 from dex_agents.application.policies import tool_step_name
 from dex_agents.application.ports import Clock, InterruptStore, ToolCallStore, ToolResultPublisher
-from dex_agents.application.steps._shared import finish_tool_call
+from dex_agents.application.steps._shared import finish_tool_call, tool_call_record
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterrupt, AgentInterruptResolution
@@ -123,9 +123,7 @@ class AwaitToolApproval(Wired):
         return End()
 
     def _record(self, tool_call_id: str) -> AgentToolCall:
-        record = self.tool_calls.get(tool_call_id)
-        assert record is not None, f"no record for tool call {tool_call_id!r}"
-        return record
+        return tool_call_record(self.tool_calls, tool_call_id)
 
     def _pending(self, interrupt_id: str) -> AgentInterrupt | None:
         return next((i for i in self.interrupts.get() if i.interrupt_id == interrupt_id), None)

@@ -51,7 +51,7 @@ from dex_agents.application.next import End, Next
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import DeliveryLedger, ToolCallStore, ToolResultPublisher
 from dex_agents.application.runner import AgentFrameworkRunner, DeferredToolExecution, HeartbeatFn
-from dex_agents.application.steps._shared import finish_tool_call, settle_unknown_outcome
+from dex_agents.application.steps._shared import finish_tool_call, settle_unknown_outcome, tool_call_record
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.limits import cap_text, sanitize_output_text
@@ -69,8 +69,7 @@ class _ToolCallStep(Wired):
 
     async def execute(self, call: StepCall, tool_call_id: str) -> Next:
         """Run the call once and record its result."""
-        record = self.tool_calls.get(tool_call_id)
-        assert record is not None, f"no record for tool call {tool_call_id!r}"
+        record = tool_call_record(self.tool_calls, tool_call_id)
         if record.is_final:
             return End()
         assert record.status in (ToolCallStatus.PENDING, ToolCallStatus.APPROVED), (

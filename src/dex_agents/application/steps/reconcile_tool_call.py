@@ -35,7 +35,7 @@ from dex_agents.application.runner import (
     ReconcileVerdict,
     ToolCallReconciler,
 )
-from dex_agents.application.steps._shared import finish_tool_call
+from dex_agents.application.steps._shared import finish_tool_call, tool_call_record
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text, sanitize_output_text
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus, idempotency_key
@@ -60,8 +60,7 @@ class ReconcileToolCall(Wired):
 
     async def execute(self, call: StepCall, tool_call_id: str) -> Next:
         """Ask the probe and record the call's final status."""
-        record = self.tool_calls.get(tool_call_id)
-        assert record is not None, f"no record for tool call {tool_call_id!r}"
+        record = tool_call_record(self.tool_calls, tool_call_id)
         if record.is_final:
             return End()
         assert record.status is ToolCallStatus.RECONCILING, (

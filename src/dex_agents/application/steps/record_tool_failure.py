@@ -22,7 +22,7 @@ import attrs
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.next import End, Next
 from dex_agents.application.ports import ToolCallStore, ToolResultPublisher
-from dex_agents.application.steps._shared import finish_tool_call, settle_unknown_outcome
+from dex_agents.application.steps._shared import finish_tool_call, settle_unknown_outcome, tool_call_record
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
@@ -36,8 +36,7 @@ class _ToolFailureRoute(Wired, abc.ABC):
 
     async def execute(self, tool_call_id: str, *, recovery_error: str) -> Next:
         """Record the call's final status, with the engine's recovery detail as its error."""
-        record = self.tool_calls.get(tool_call_id)
-        assert record is not None, f"no record for tool call {tool_call_id!r}"
+        record = tool_call_record(self.tool_calls, tool_call_id)
         if record.is_final:
             return End()
         error = cap_text(recovery_error, ERROR_TEXT_BYTES, what="the error")

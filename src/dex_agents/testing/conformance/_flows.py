@@ -75,7 +75,7 @@ class Probe(Step[str]):
                 await context.heartbeat("alive")
                 await asyncio.sleep(0.5)  # let the heartbeat frame leave before the marker
             Path(doomed, f"{flow_id}.reached").write_text(str(os.getpid()))
-            await asyncio.sleep(3600)
+            await asyncio.Event().wait()  # parked until the probe SIGKILLs this Worker
         if kind == "flaky" and context.attempt == 1:
             event(FAILED_ONCE, flow_id).set()
             raise RuntimeError("the first attempt fails on purpose")
