@@ -2,6 +2,7 @@
 
 from dex_agents.application import ports as ports_module
 from dex_agents.application.ports import (
+    CancelRequestStore,
     Clock,
     DeliveryLedger,
     EventSink,
@@ -11,6 +12,7 @@ from dex_agents.application.ports import (
     ResolutionPublisher,
     RunStateStore,
     SessionStateStore,
+    SteeredMessageStore,
     ToolCallStore,
     ToolResultPublisher,
     UsageStore,
@@ -19,12 +21,14 @@ from dex_agents.application.ports import (
 from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
 from dex_agents.testing import RecordingEventSink, RecordingHeartbeat, ScriptedRunner
 from dex_agents.testing.memory import (
+    InMemoryCancelRequestStore,
     InMemoryDeliveryLedger,
     InMemoryInterruptStore,
     InMemoryMessageLog,
     InMemoryResolutionPublisher,
     InMemoryRunStateStore,
     InMemorySessionStateStore,
+    InMemorySteeredMessageStore,
     InMemoryToolCallStore,
     InMemoryToolResultPublisher,
     InMemoryUsageStore,
@@ -51,8 +55,11 @@ def test_every_fake_conforms_to_its_port() -> None:
     clock: Clock = ManualClock()
     runner: AgentFrameworkRunner = ScriptedRunner()
     deliveries: DeliveryLedger = InMemoryDeliveryLedger(RecordingEventSink())
+    steered: SteeredMessageStore = InMemorySteeredMessageStore()
+    cancel_request: CancelRequestStore = InMemoryCancelRequestStore()
 
-    ports = [state, messages, run_state, tool_calls, interrupts, usage, queue, resolutions, results]
+    ports = [state, messages, run_state, tool_calls, interrupts, usage, queue, resolutions, results, steered]
+    ports.append(cancel_request)
     assert all(port is not None for port in ports)
     assert all(port is not None for port in (sink, failing_sink, heartbeat, heartbeat_fn, clock, runner, deliveries))
 
@@ -73,6 +80,8 @@ def test_every_port_has_a_fake_in_the_conformance_test() -> None:
         "InterruptStore",
         "UsageStore",
         "UserMessageQueue",
+        "SteeredMessageStore",
+        "CancelRequestStore",
         "ResolutionPublisher",
         "ToolResultPublisher",
         "EventSink",

@@ -27,7 +27,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from dex_agents.application.event_writer import AgentEventWriter
-from dex_agents.domain.messages import AgentMessage, FrameworkMessage
+from dex_agents.domain.messages import AgentMessage, AgentUserMessage, FrameworkMessage
 from dex_agents.domain.tools import AgentToolCall, ToolEffect, ToolPolicy
 from dex_agents.domain.turns import AgentTurnOutcome
 
@@ -62,6 +62,14 @@ class AgentTurnContext:
     """Records liveness (the session also beats every 20 s in the background)."""
     policy_resolver: PolicyResolver
     """Backs `resolve_tool_policy`."""
+    steered_messages: tuple[AgentUserMessage, ...] = ()
+    """User messages steered into this turn since its last model call, oldest first (only when resuming).
+
+    Give them to the model after the tool results of the run state (never
+    between a tool call and its result), keep them in the turn's messages (the
+    next run state, and `TurnCompleted.new_messages` in their place), and let
+    this model call see them. The session hands each to one model call only.
+    """
 
     @property
     def is_resuming(self) -> bool:

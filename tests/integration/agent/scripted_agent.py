@@ -23,7 +23,8 @@ With ``$AGENT_TEST_KILL_POINT`` set, the Flow is a `KillPointFlow`. ``stream``
 streams that many characters of text and answers with them; ``contract`` asks
 for tools in a way the runner contract forbids. A message holding `BREAK_BUILD`
 makes ``build_user_message`` raise; one holding `WRONG_ROLE` makes it return an
-assistant message. Every real model and tool
+assistant message. Steered messages a model call gets are counted on its
+``model`` line (``steered``) and stored after the tool results. Every real model and tool
 call is counted in the `InvocationLog` under ``$AGENT_TEST_STATE``.
 """
 
@@ -144,7 +145,8 @@ class ScriptedAgentRunner:
         prompt = next(m.text for m in turn.messages if m.turn_id == turn.turn_id and m.role is MessageRole.USER)
         assert prompt is not None
         steps = script(prompt)
-        invocations().record("model", turn.turn_id, attempt=turn.attempt, resuming=turn.is_resuming)
+        steered = [message.text for message in turn.steered_messages]
+        invocations().record("model", turn.turn_id, attempt=turn.attempt, resuming=turn.is_resuming, steered=steered)
         turn.events.write_text_delta(f"model call {turn.attempt}")
         if steps.get("thread_events") and not turn.is_resuming:
             write_from_threads(turn)
@@ -180,7 +182,11 @@ class ScriptedAgentRunner:
         answer = FrameworkMessage(
             role=MessageRole.ASSISTANT, framework_item=json.dumps(outcomes), text=json.dumps(outcomes, sort_keys=True)
         )
-        return TurnCompleted(new_messages=[*tool_results(turn, steps.get("tool_results")), answer], usage=usage)
+        # Steered messages join after the tool results, where the model saw them.
+        joined = [self.build_user_message(text) for text in steered]
+        return TurnCompleted(
+            new_messages=[*tool_results(turn, steps.get("tool_results")), *joined, answer], usage=usage
+        )
 
     async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
         args: dict[str, Any] = json.loads(call.tool_call.arguments)

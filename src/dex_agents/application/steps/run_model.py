@@ -2,7 +2,12 @@
 
 Input: none. 15 min method timeout, 2 min heartbeat timeout, 3 attempts
 within 30 min; failure route ``RecordTurnFailure``. Calls the runner's
-`run_model_step` with every stored message, the turn's run state and records.
+`run_model_step` with every stored message, the turn's run state and records,
+and the steered messages the turn took since its last model call (which it
+then clears: the run state or the stored messages hold them from then on).
+
+A turn with a `TurnCancelRequest` ends here, before the model is called
+(`end_cancelled_turn`): this is the boundary every cancel reaches.
 
 - `TurnCompleted`: appends the turn's new messages in one commit, clears the
   turn's run state and records, and goes to ``AwaitUserMessage``. Each stored
@@ -26,15 +31,19 @@ from dex_agents.application.next import GoTo, GoToMany, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.policies import policy_resolver, tool_step_name
 from dex_agents.application.ports import (
+    CancelRequestStore,
     Clock,
     InterruptStore,
     MessageLog,
     RunStateStore,
     SessionStateStore,
+    SteeredMessageStore,
     ToolCallStore,
     UsageStore,
+    UserMessageQueue,
 )
 from dex_agents.application.runner import AgentFrameworkRunner, AgentTurnContext, HeartbeatFn
+from dex_agents.application.steps._turn_control import end_cancelled_turn
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.interrupts import AgentInterrupt, interrupt_id_for
@@ -67,6 +76,9 @@ class RunModel(Wired):
     events: AgentEventWriter
     heartbeat: HeartbeatFn
     clock: Clock
+    cancel_request: CancelRequestStore
+    steered: SteeredMessageStore
+    steering: UserMessageQueue
 
     async def execute(self, call: StepCall) -> Next:
         """Run the model once and store what it decided."""
@@ -74,7 +86,22 @@ class RunModel(Wired):
         assert state is not None, "the session has not started"
         assert state.active_turn_id is not None, "RunModel needs an active turn"
         turn_id = state.active_turn_id
+        cancel = self.cancel_request.get()
+        if cancel is not None and cancel.applies_to(turn_id):
+            return end_cancelled_turn(
+                state,
+                cancel,
+                runner=self.runner,
+                state_store=self.state,
+                messages=self.messages,
+                run_state=self.run_state,
+                tool_calls=self.tool_calls,
+                steered=self.steered,
+                steering=self.steering,
+                events=self.events,
+            )
         records = self.tool_calls.all()
+        steered = self.steered.get()
         context = AgentTurnContext(
             flow_id=call.flow_id,
             turn_id=turn_id,
@@ -86,8 +113,11 @@ class RunModel(Wired):
             events=self.events,
             heartbeat=self.heartbeat,
             policy_resolver=policy_resolver(self.options),
+            steered_messages=steered,
         )
         outcome = await self.runner.run_model_step(context)
+        if steered:
+            self.steered.set(())
         validate_turn_outcome(outcome, earlier_tool_call_ids=[record.tool_call_id for record in records])
         total = self.usage.get() + outcome.usage
         self.usage.set(total)

@@ -7,7 +7,12 @@ which is also the SDK's `dex.FlowNotActiveOrNotFoundError`. Every input is check
 (`dex_agents.application.inputs`): a text over the Flow's
 ``max_input_text_bytes``, with a lone surrogate or NUL, or a malformed ID
 raises `InvalidInputError` with the reason, and nothing reaches the session.
-``resolve_interrupt`` retries a lock conflict (a Step holding
+Steering and cancelling a running turn: `AgentSessionClient.send_user_message`
+and ``submit_user_message`` take ``delivery="queue" | "steer"``;
+`AgentSessionClient.withdraw_user_message` removes a message no turn has
+taken (by its client message ID); `AgentSessionClient.cancel_turn` asks the
+running turn to stop at its next safe boundary.
+``resolve_interrupt`` and ``cancel_turn`` retry a lock conflict (a Step holding
 ``PENDING_INTERRUPTS``) for up to 30 seconds: Dex holds a Step's lock through
 its retry back-off, and ``AwaitToolApproval``'s five attempts back off
 1 + 2 + 4 + 8 s. The query methods
@@ -19,8 +24,8 @@ Following what was sent, without sleeps or a test helper:
   ``client_message_id`` and returns a `MessageReceipt`: the ID, the event
   stream position and the message count before the message was queued.
 - `AgentSessionClient.wait_for_turn` takes a receipt (or a turn ID) and
-  returns the `TurnResult` once the turn's end is committed: ``completed``, or
-  ``failed`` with its error. It finds the receipt's turn by the ID on the
+  returns the `TurnResult` once the turn's end is committed: ``completed``,
+  ``cancelled``, or ``failed`` with its error. It finds the receipt's turn by the ID on the
   turn's stored user message, which needs no counting of queued messages.
 - `AgentSessionClient.wait_until_idle` returns the snapshot once no turn runs
   and no message is queued.
@@ -49,7 +54,13 @@ from dex_agents.domain.errors import DexAgentsError, InvalidInputError
 from dex_agents.domain.events import AgentEvent, AgentEventType, TurnFailedPayload
 from dex_agents.domain.interrupts import ResolveInterruptRequest
 from dex_agents.domain.limits import InputProblem
-from dex_agents.domain.messages import AgentMessage, AgentUserMessage, MessageRole, message_sequence_key
+from dex_agents.domain.messages import (
+    AgentMessage,
+    AgentUserMessage,
+    MessageDelivery,
+    MessageRole,
+    message_sequence_key,
+)
 from dex_agents.domain.session import turn_number
 from dex_agents.domain.snapshot import (
     MAX_PAGE_LIMIT,
@@ -63,6 +74,7 @@ from dex_agents.domain.snapshot import (
     turn_result,
 )
 from dex_agents.domain.start import AgentSessionStartInput
+from dex_agents.domain.turn_control import CancelTurnRequest
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 from dex_agents.infrastructure.dex.persistence import AGENT_MESSAGES
 
@@ -154,31 +166,124 @@ class AgentSessionClient:
         start = AgentSessionStartInput(initial_message=initial_message)
         return await self._client.start_flow(self._flow, session_id, start, options or dex.StartFlowOptions())
 
-    async def send_user_message(self, session_id: str, text: str) -> bool:
-        """Queue a user message for the session's next turn; ``False`` for blank text, as the spec says.
+    async def send_user_message(
+        self, session_id: str, text: str, *, delivery: MessageDelivery | str = MessageDelivery.QUEUE
+    ) -> bool:
+        """Send a user message; ``False`` for blank text, as the spec says.
+
+        ``delivery="queue"`` (the default, the spec's behaviour): the message
+        waits for the running turn to end and starts the next turn.
+        ``delivery="steer"``: sent while a turn runs, it joins that turn at its
+        next model-call boundary, after every tool result of the model's
+        current response (never between a tool call and its result); it is
+        kept in order and the turn's next model call sees it, and the event
+        ``user_message_steered`` says where it landed. If that turn ends before
+        such a boundary (its model answered without tools, it failed or was
+        cancelled), the message starts the next turn, before queued ones.
+        Sent while no turn runs, it starts a turn as a queued message does.
 
         Raises:
             InvalidInputError: the text is refused (too large, a lone surrogate, NUL) or the session ID is
                 malformed; nothing was sent.
+            ValueError: ``delivery`` is neither ``"queue"`` nor ``"steer"``.
             SessionUnavailableError: no session has this ID, or it has ended.
         """
+        how = MessageDelivery(delivery)
         if not self._check_user_message(session_id, text):
             return False
-        result = await self._call(self._flow.send_user_message, session_id, AgentUserMessage(text=text))
+        result = await self._call(self._flow.send_user_message, session_id, AgentUserMessage(text=text, delivery=how))
         return bool(result)
 
+    async def withdraw_user_message(self, session_id: str, message_id: str) -> bool:
+        """Remove a message that waits for a turn; ``True`` when it was removed.
+
+        ``message_id`` is the message's client message ID: the
+        ``client_message_id`` of the `MessageReceipt` `submit_user_message`
+        returned (or the one passed to it). The snapshot lists waiting
+        messages (`AgentSnapshot.queued_messages`) with theirs. ``False`` when
+        no waiting message has it: a turn took it already (a queued message
+        that started a turn, a steered one the running turn took), it was
+        withdrawn, or it was never sent (`send_user_message` gives messages no
+        ID; use `submit_user_message` for messages you may withdraw).
+
+        Raises:
+            InvalidInputError: the session ID or the message ID is malformed; nothing was sent.
+            SessionUnavailableError: no session has this ID, or it has ended.
+        """
+        self._check_session_id(session_id)
+        _raise_if(id_refusal(message_id, field="message_id", what="the message ID"))
+        result = await self._call(self._flow.withdraw_user_message, session_id, message_id)
+        return bool(result)
+
+    async def cancel_turn(self, session_id: str, reason: str | None = None) -> bool:
+        """Ask the running turn to stop at its next safe boundary; ``False`` when no turn runs.
+
+        The request is durable (it survives a Worker crash, and takes effect
+        once). Pending approvals of the turn are answered ``rejected`` with the
+        reason at once; a tool call that has not started ends ``cancelled``
+        without running; a tool already running finishes and its result is
+        kept (a write is never abandoned half-way without a record); no further
+        model call runs. The turn then ends with ``turn_cancelled`` and a note
+        in its history listing the tool calls that finished, so the next
+        turn's model knows what happened and what ran; steered messages the
+        turn had not shown the model start the next turn.
+
+        A cancel that arrives while a model call (``RunModel``) runs takes
+        effect when that call returns: the call is not interrupted. If its
+        answer is final, the turn completes with it (nothing was left to
+        stop); if it asked for tools, they are cancelled before they run.
+        A lock conflict with a running Step is retried for 30 seconds, like
+        `resolve_interrupt`.
+
+        Raises:
+            InvalidInputError: the reason is refused (too large, a lone surrogate, NUL) or the session ID is
+                malformed; nothing was sent.
+            SessionUnavailableError: no session has this ID, or it has ended.
+            dex.RpcLockConflictError: the conflict outlasted the retries.
+        """
+        self._check_session_id(session_id)
+        if reason is not None:
+            _raise_if(
+                text_refusal(
+                    reason, options=self._flow.options, field="reason", what="the cancel reason", allow_blank=True
+                )
+            )
+        request = CancelTurnRequest(reason=reason)
+        give_up = time.monotonic() + LOCK_CONFLICT_RETRY.total_seconds()
+        pause = _LOCK_CONFLICT_PAUSE
+        while True:
+            try:
+                result = await self._call(self._flow.cancel_turn, session_id, request)
+            except dex.RpcLockConflictError:
+                if time.monotonic() >= give_up:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, _LOCK_CONFLICT_MAX_PAUSE)
+                continue
+            return bool(result)
+
     async def submit_user_message(
-        self, session_id: str, text: str, *, client_message_id: str | None = None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        client_message_id: str | None = None,
+        delivery: MessageDelivery | str = MessageDelivery.QUEUE,
     ) -> MessageReceipt:
-        """Queue a user message like `send_user_message`, and return a receipt to follow it.
+        """Send a user message like `send_user_message`, and return a receipt to follow it.
 
         ``client_message_id`` defaults to a fresh UUID; it ends up on the stored
-        user message of the turn the message starts. A blank text gets a
-        receipt that is not ``accepted``, and nothing is sent.
+        user message of the turn the message starts, and it is the ID
+        `withdraw_user_message` takes. ``delivery`` is as for
+        `send_user_message` (a steered message that joins a running turn
+        starts no turn of its own: `wait_for_turn` with its receipt does not
+        find one). A blank text gets a receipt that is not ``accepted``, and
+        nothing is sent.
 
         Raises:
             InvalidInputError: as `send_user_message`; nothing was sent.
         """
+        how = MessageDelivery(delivery)
         message_id = client_message_id or uuid.uuid4().hex
         if client_message_id is not None:
             _raise_if(id_refusal(client_message_id, field="client_message_id", what="the client message ID"))
@@ -191,7 +296,7 @@ class AgentSessionClient:
         result = await self._call(
             self._flow.send_user_message,
             session_id,
-            AgentUserMessage(text=text, client_message_id=message_id),
+            AgentUserMessage(text=text, client_message_id=message_id, delivery=how),
         )
         return MessageReceipt(
             session_id=session_id,

@@ -31,15 +31,18 @@ from dex_agents.testing.memory._clock import ManualClock
 from dex_agents.testing.memory._deliveries import InMemoryDeliveryLedger
 from dex_agents.testing.memory._host import InMemorySessionHost
 from dex_agents.testing.memory._stores import (
+    InMemoryCancelRequestStore,
     InMemoryInterruptStore,
     InMemoryMessageLog,
     InMemoryRunStateStore,
     InMemorySessionStateStore,
+    InMemorySteeredMessageStore,
     InMemoryToolCallStore,
     InMemoryUsageStore,
 )
 
 __all__ = [
+    "InMemoryCancelRequestStore",
     "InMemoryDeliveryLedger",
     "InMemoryInterruptStore",
     "InMemoryMessageLog",
@@ -47,6 +50,7 @@ __all__ = [
     "InMemoryRunStateStore",
     "InMemorySessionHost",
     "InMemorySessionStateStore",
+    "InMemorySteeredMessageStore",
     "InMemoryToolCallStore",
     "InMemoryToolResultPublisher",
     "InMemoryUsageStore",
