@@ -34,7 +34,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,7 @@ HEARTBEAT_ENV = "AGENT_TEST_HEARTBEAT_SECONDS"
 EVENT_CAPACITY_ENV = "AGENT_TEST_EVENT_CAPACITY_BYTES"
 WORKER_SLOTS_ENV = "AGENT_TEST_WORKER_SLOTS"
 KILL_POINT_ENV = "AGENT_TEST_KILL_POINT"
+CLOCK_SKEW_ENV = "AGENT_TEST_WORKER_CLOCK_SKEW_SECONDS"
 FLOW_TYPE = "ScriptedAgent"
 BREAK_BUILD = "[break build_user_message]"
 WRONG_ROLE = "[build with the assistant role]"
@@ -313,7 +314,28 @@ class KillPointFlow(AgentSessionFlow):
         super().bind_client(reader)
 
 
+class SkewedClock:
+    """A Worker clock off by ``$AGENT_TEST_WORKER_CLOCK_SKEW_SECONDS`` (what a badly synced host has)."""
+
+    def __init__(self, skew: timedelta) -> None:
+        self.skew = skew
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.skew
+
+
 def build_flow() -> AgentSessionFlow:
+    skew = os.environ.get(CLOCK_SKEW_ENV)
+    if skew is not None:
+        return AgentSessionFlow(
+            ScriptedAgentRunner(),
+            flow_type=FLOW_TYPE,
+            options=AgentSessionOptions(
+                tool_policies=TOOL_POLICIES,
+                interrupt_deadline=timedelta(seconds=float(os.environ.get(DEADLINE_ENV, "60"))),
+            ),
+            clock=SkewedClock(timedelta(seconds=float(skew))),
+        )
     deadline = os.environ.get(DEADLINE_ENV)
     capacity = os.environ.get(EVENT_CAPACITY_ENV)
     options = AgentSessionOptions(

@@ -6,6 +6,7 @@ texts each model call got), what was stored, and what ran.
 """
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -15,8 +16,8 @@ from dex_agents.domain.messages import MessageDelivery
 from dex_agents.domain.snapshot import TurnStatus
 from dex_agents.domain.turn_control import TURN_CANCELLED_NOTE_HEADER, cancel_rejection_message
 from dex_agents.testing import AgentTestStack, wait_for_agent_snapshot
-from tests.integration.agent.scripted_agent import gate, invocations
-from tests.integration.agent.test_sessions import idle, tool, turn
+from tests.integration.agent.scripted_agent import CLOCK_SKEW_ENV, DEADLINE_ENV, gate, invocations
+from tests.integration.agent.test_sessions import fake_stack_with, idle, tool, turn
 
 pytestmark = pytest.mark.integration
 
@@ -227,3 +228,52 @@ async def test_a_cancel_accepted_just_before_the_worker_is_killed_takes_effect_o
     events = await events_of(stack, flow, "s")
     assert [e.type for e in events].count(AgentEventType.TURN_CANCELLED) == 1
     assert json.loads(snapshot.messages[0].text or "{}")["tools"][0]["id"] == "c1"
+
+
+async def test_an_approval_expires_on_the_engine_clock_even_when_the_worker_clocks_disagree(
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The interrupt is raised on a Worker an hour ahead and expired on one an hour behind: measured by either
+    # Worker clock the deadline would be two hours away; the engine's Timer expires it after its 2 seconds.
+    async with fake_stack_with(tmp_path, state_dir, monkeypatch, {CLOCK_SKEW_ENV: "3600", DEADLINE_ENV: "2"}) as (
+        stack,
+        flow,
+    ):
+        ahead = await stack.start_worker()
+        sessions = stack.sessions(flow)
+        await sessions.start_session("s", turn(tool("c1", "approved_write"), tool_results="each"))
+        await wait_for_agent_snapshot(
+            sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="a pending approval"
+        )
+        ahead.kill()
+        monkeypatch.setenv(CLOCK_SKEW_ENV, "-3600")
+        await stack.start_worker()
+
+        result = await sessions.wait_for_turn("s", "turn-1", timeout=60)
+
+        assert [o.status for o in result.tool_outcomes] == [ToolCallStatus.EXPIRED]
+        assert invocations().count("tool") == 0
+
+
+async def test_an_answer_before_the_engine_deadline_is_accepted_whatever_the_worker_clock_says(
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with fake_stack_with(tmp_path, state_dir, monkeypatch, {CLOCK_SKEW_ENV: "0", DEADLINE_ENV: "600"}) as (
+        stack,
+        flow,
+    ):
+        on_time = await stack.start_worker()
+        sessions = stack.sessions(flow)
+        await sessions.start_session("s", turn(tool("c1", "approved_write"), tool_results="each"))
+        interrupt = await wait_for_agent_snapshot(
+            sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="a pending approval"
+        )
+        on_time.kill()
+        monkeypatch.setenv(CLOCK_SKEW_ENV, "3600")  # this Worker thinks the deadline passed long ago
+        await stack.start_worker()
+
+        assert await sessions.resolve_interrupt("s", interrupt.interrupt_id, approved=True)
+        result = await sessions.wait_for_turn("s", "turn-1", timeout=60)
+
+        assert [o.status for o in result.tool_outcomes] == [ToolCallStatus.SUCCEEDED]
+        assert invocations().count("tool") == 1
