@@ -65,10 +65,12 @@ async def test_a_message_steered_while_a_tool_step_runs_reaches_the_next_model_c
     assert snapshot.messages[1].tool_call_id == "c1", "the call's result comes before the steered message"
     assert snapshot.state is not None
     assert snapshot.state.turn_count == 1, "it joined the running turn"
-    steered = [e for e in await events_of(stack, flow, "s") if isinstance(e.payload, UserMessageSteeredPayload)]
-    assert [(e.payload.client_message_id, e.payload.landed, e.turn_id) for e in steered] == [
-        (receipt.client_message_id, SteeredLanding.RUNNING_TURN, "turn-1")
+    steered = [
+        (e.payload.client_message_id, e.payload.landed, e.turn_id)
+        for e in await events_of(stack, flow, "s")
+        if isinstance(e.payload, UserMessageSteeredPayload)
     ]
+    assert steered == [(receipt.client_message_id, SteeredLanding.RUNNING_TURN, "turn-1")]
 
 
 async def test_a_message_steered_during_an_approval_wait_reaches_the_model_call_after_the_answer(

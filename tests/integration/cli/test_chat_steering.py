@@ -10,6 +10,7 @@ from dex_agents.cli.chat import CANCEL_REASON, AfterQuit, ChatSession
 from dex_agents.cli.follow import ApprovalDecision, ApprovalRequest
 from dex_agents.cli.shop import read_outbox, read_refunds
 from dex_agents.cli.terminal import TypedLines
+from dex_agents.cli.views import MARK
 from dex_agents.testing import wait_until
 from tests.integration.cli.support import PROMPT, OrderStack
 
@@ -58,7 +59,7 @@ async def test_a_line_typed_while_the_turn_waits_for_approval_steers_it(stack: O
 
     printed = out.getvalue()
     assert "typing now steers this turn (/steer, /queue) · Ctrl-C cancels it" in printed
-    assert "you (steer) › Please sign the email as Ada." in printed, "the prompt shows the mode"
+    assert f"you (steer) {MARK} Please sign the email as Ada." in printed, "the prompt shows the mode"
     assert "↪ steered joins the running turn (turn-1): Please sign the email as Ada." in printed
     snapshot = await stack.sessions.get_agent_snapshot("steer-1")
     assert snapshot.state is not None
@@ -92,7 +93,7 @@ async def test_a_line_queued_while_a_turn_runs_can_be_withdrawn(stack: OrderStac
     assert snapshot.state is not None
     assert snapshot.state.turn_count == 1
     assert snapshot.queued_messages == ()
-    assert "you (queue) › Refund order 8" in out.getvalue()
+    assert f"you (queue) {MARK} Refund order 8" in out.getvalue()
 
 
 async def test_ctrl_c_while_a_turn_waits_for_approval_cancels_the_turn_and_keeps_the_chat(stack: OrderStack) -> None:
