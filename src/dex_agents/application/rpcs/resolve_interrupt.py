@@ -2,8 +2,8 @@
 
 Answers ``False`` when the interrupt is not pending (answered, cancelled, or
 expired: ``AwaitToolApproval`` removes it when the engine's deadline Timer
-fires; no Worker clock is asked here), and when the request fails the client's checks (`id_refusal`,
-`text_refusal` of the rejection message).
+fires; no Worker clock is asked here), and when the request fails the
+client's checks (`id_refusal`, `text_refusal` of the rejection message).
 Otherwise removes it from the pending interrupts and publishes the answer
 (without a rejection message when approved; an approval bound to the
 request's ``call_digest``, else the interrupt's), both in the RPC's one commit, and

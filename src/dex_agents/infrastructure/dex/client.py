@@ -432,7 +432,10 @@ class AgentSessionClient:
         approver: str | None = None,
         call_digest: str | None = None,
     ) -> bool:
-        """Answer a pending approval; ``False`` when it is not pending or its deadline passed.
+        """Answer a pending approval; ``False`` when it is not pending (answered, cancelled, or expired).
+
+        An approval expires on the engine's clock: its deadline is a Dex Timer
+        measured by the server, and no Worker clock is asked.
 
         ``approver`` names who answered; the call's record, its stored
         `ToolOutcome` and the ``interrupt_resolved`` event keep it.

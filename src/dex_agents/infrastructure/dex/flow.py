@@ -149,7 +149,7 @@ class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
 
     @dex.rpc(lock_attributes=(PENDING_INTERRUPTS.lock(),))
     async def resolve_interrupt(self, context: dex.Context, request: ResolveInterruptRequest) -> dex.RPCResult[bool]:
-        """Answer a pending interrupt; ``False`` when not pending or past its deadline."""
+        """Answer a pending interrupt; ``False`` when not pending (answered, cancelled, or expired)."""
         accepted = await ResolveInterrupt.wired(dex_session_ports(context), self._agent).execute(request)
         return dex.RPCResult(accepted)
 
