@@ -34,6 +34,7 @@ STATUS_STYLES: dict[str, tuple[str, str]] = {
     ToolCallStatus.EXPIRED.value: ("⌛", "yellow"),
     ToolCallStatus.OUTCOME_UNKNOWN.value: ("?", "magenta"),
     ToolCallStatus.NOT_APPLIED.value: ("∅", "yellow"),
+    ToolCallStatus.CANCELLED.value: ("⊘", "yellow"),
 }
 """The mark and style of each final tool call status."""
 
