@@ -170,6 +170,11 @@ class AgentUserMessage:
     """``queue`` or ``steer`` (see `MessageDelivery`)."""
 
     @property
+    def message_id(self) -> str | None:
+        """The ID `AgentSessionClient.withdraw_user_message` takes: the client message ID."""
+        return self.client_message_id
+
+    @property
     def is_blank(self) -> bool:
         """Whether the text holds nothing but white space."""
         return not self.text.strip()

@@ -150,3 +150,16 @@ async def test_a_cancelled_turn_is_reported_cancelled_and_a_withdrawn_message_st
     snapshot = await sessions.get_agent_snapshot(SESSION)
     assert snapshot.state is not None
     assert (snapshot.state.turn_count, snapshot.queued_message_count) == (1, 0)
+
+
+async def test_a_message_sent_with_send_user_message_can_be_withdrawn_by_the_id_the_snapshot_lists() -> None:
+    session = InMemorySessionHost(ScriptedRunner([hello()]))
+    sessions, _ = client_for(session)
+    await session.start("opening")  # the turn runs: what is sent now waits
+
+    assert await sessions.send_user_message(SESSION, "later") is True
+    (waiting,) = (await sessions.get_agent_snapshot(SESSION)).queued_messages
+    assert waiting.message_id is not None
+
+    assert await sessions.withdraw_user_message(SESSION, waiting.message_id) is True
+    assert (await sessions.get_agent_snapshot(SESSION)).queued_messages == ()

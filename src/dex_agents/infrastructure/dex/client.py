@@ -181,6 +181,8 @@ class AgentSessionClient:
         such a boundary (its model answered without tools, it failed or was
         cancelled), the message starts the next turn, before queued ones.
         Sent while no turn runs, it starts a turn as a queued message does.
+        The message gets a fresh client message ID (`AgentUserMessage.message_id`
+        in the snapshot's ``queued_messages``), which `withdraw_user_message` takes.
 
         Raises:
             InvalidInputError: the text is refused (too large, a lone surrogate, NUL) or the session ID is
@@ -191,7 +193,9 @@ class AgentSessionClient:
         how = MessageDelivery(delivery)
         if not self._check_user_message(session_id, text):
             return False
-        result = await self._call(self._flow.send_user_message, session_id, AgentUserMessage(text=text, delivery=how))
+        # A fresh client message ID, so the message can be found in the snapshot's queue and withdrawn.
+        message = AgentUserMessage(text=text, client_message_id=uuid.uuid4().hex, delivery=how)
+        result = await self._call(self._flow.send_user_message, session_id, message)
         return bool(result)
 
     async def withdraw_user_message(self, session_id: str, message_id: str) -> bool:
@@ -203,8 +207,8 @@ class AgentSessionClient:
         messages (`AgentSnapshot.queued_messages`) with theirs. ``False`` when
         no waiting message has it: a turn took it already (a queued message
         that started a turn, a steered one the running turn took), it was
-        withdrawn, or it was never sent (`send_user_message` gives messages no
-        ID; use `submit_user_message` for messages you may withdraw).
+        withdrawn, or it was never sent. `send_user_message` gives each message
+        a fresh ID too (read it from the snapshot's ``queued_messages``).
 
         Raises:
             InvalidInputError: the session ID or the message ID is malformed; nothing was sent.
