@@ -37,7 +37,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
 import attrs
@@ -65,6 +65,7 @@ from dex_agents.domain.snapshot import (
 from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 from dex_agents.infrastructure.dex.persistence import AGENT_MESSAGES
+from dex_agents.infrastructure.dex.session_index import SessionIndex
 
 InputT = TypeVar("InputT")
 OutputT = TypeVar("OutputT")
@@ -115,9 +116,13 @@ class AgentEventMessage:
 class AgentSessionClient:
     """Drives the sessions of one `AgentSessionFlow` through a Dex `AsyncClient`."""
 
-    def __init__(self, client: dex.AsyncClient, flow: AgentSessionFlow) -> None:
+    def __init__(
+        self, client: dex.AsyncClient, flow: AgentSessionFlow, *, session_index: SessionIndex | None = None
+    ) -> None:
+        """Create a client; with ``session_index``, `start_session` records each session there (for the console)."""
         self._client = client
         self._flow = flow
+        self._session_index = session_index
 
     @property
     def flow(self) -> AgentSessionFlow:
@@ -152,6 +157,9 @@ class AgentSessionClient:
                 )
             )
         start = AgentSessionStartInput(initial_message=initial_message)
+        if self._session_index is not None:
+            # Before the start: a crash in between leaves a row without a session, never a session without a row.
+            self._session_index.record(self._flow.get_flow_type(), session_id)
         return await self._client.start_flow(self._flow, session_id, start, options or dex.StartFlowOptions())
 
     async def send_user_message(self, session_id: str, text: str) -> bool:
@@ -316,6 +324,11 @@ class AgentSessionClient:
         """
         page = await self._client.list_stream_messages(session_id, self._flow.events_stream, 1)
         return page.messages[0].resume_token if page.messages else ""
+
+    async def latest_event_time(self, session_id: str) -> datetime | None:
+        """Return when the newest retained event was written (``None`` when there is none): the last activity."""
+        page = await self._client.list_stream_messages(session_id, self._flow.events_stream, 1)
+        return page.messages[0].created_time if page.messages else None
 
     async def resolve_interrupt(
         self,
