@@ -124,13 +124,8 @@ async def raw_request(
     host, port = _split_url(url)
     reader, writer = await asyncio.open_connection(host, port)
     try:
-        lines = [
-            f"{method} {path} HTTP/1.1",
-            f"Host: {host}:{port}",
-            "Connection: close",
-            f"Content-Length: {len(body)}",
-        ]
-        lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+        fields = {"Host": f"{host}:{port}", "Connection": "close", "Content-Length": str(len(body)), **(headers or {})}
+        lines = [f"{method} {path} HTTP/1.1", *(f"{name}: {value}" for name, value in fields.items())]
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
         await writer.drain()
         data = await asyncio.wait_for(reader.read(), 30)

@@ -68,7 +68,7 @@ class SessionIndex:
         with self._lock:
             rows = self._db.execute(
                 "SELECT session_id, recorded_at FROM sessions WHERE flow_type = ? "
-                "ORDER BY recorded_at DESC, session_id LIMIT ?",
+                "ORDER BY recorded_at DESC, rowid DESC LIMIT ?",
                 (flow_type, limit),
             ).fetchall()
         return tuple(

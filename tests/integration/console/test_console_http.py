@@ -1,0 +1,94 @@
+"""The console over plain HTTP: the event stream resumes without duplicates; forged requests are refused."""
+
+import json
+import re
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+from dex_agents.cli.order_agent import build_order_flow
+from dex_agents.console.app import decode_event_id
+from tests.integration.console.page_agent import build_page_flow
+from tests.integration.console.support import console_stack, raw_request, read_sse
+
+pytestmark = pytest.mark.integration
+
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+
+
+async def test_a_reconnected_event_stream_goes_on_after_the_last_event_without_repeating_any(tmp_path: Path) -> None:
+    async with console_stack(build_page_flow(), tmp_path) as stack:
+        await stack.sessions.start_session("page-1", "Fetch the page.")
+        # The turn parks at the approval of `publish`: every event up to it is written and retained.
+        first = await read_sse(stack.url, "/sessions/page-1/events?from=", count=200, stop="waits for approval")
+        assert len(first) >= 6
+        assert json.loads(first[-1].data)["type"] == "interrupt_raised"
+        ids = [event.id for event in first]
+        assert len(set(ids)) == len(ids)
+
+        # A browser reconnects with the id of the last event it got; the stream goes on right after it.
+        last_seen = first[2].id
+        assert last_seen is not None
+        again = await read_sse(
+            stack.url,
+            "/sessions/page-1/events?from=",
+            count=len(first) - 3,
+            headers={"Last-Event-ID": last_seen},
+        )
+        assert [(e.id, e.data) for e in again] == [(e.id, e.data) for e in first[3:]]
+
+        # The id is the event's resume token: ``?from=`` with it reads the same continuation.
+        token = decode_event_id(last_seen)
+        resumed = await read_sse(stack.url, "/sessions/page-1/events?" + urlencode({"from": token}), count=1)
+        assert resumed[0].id == first[3].id
+
+
+async def test_forms_from_another_site_or_without_the_csrf_token_are_refused(tmp_path: Path) -> None:
+    async with console_stack(build_order_flow(), tmp_path) as stack:
+        page = await raw_request(stack.url, "GET", "/")
+        assert page.status == 200
+        assert page.headers["x-frame-options"] == "DENY"
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+        match = re.search(r'name="csrf" value="([0-9a-f]+)"', page.body.decode())
+        assert match is not None
+        csrf = match.group(1)
+        good = urlencode({"csrf": csrf, "session_id": "s-1", "message": ""}).encode()
+
+        missing = urlencode({"session_id": "s-2"}).encode()
+        assert (await raw_request(stack.url, "POST", "/sessions", headers=FORM, body=missing)).status == 403
+        forged = urlencode({"csrf": "0" * 64, "session_id": "s-2"}).encode()
+        assert (await raw_request(stack.url, "POST", "/sessions", headers=FORM, body=forged)).status == 403
+        cross_site = {**FORM, "Sec-Fetch-Site": "cross-site"}
+        assert (await raw_request(stack.url, "POST", "/sessions", headers=cross_site, body=good)).status == 403
+        other_origin = {**FORM, "Origin": "http://evil.example"}
+        assert (await raw_request(stack.url, "POST", "/sessions", headers=other_origin, body=good)).status == 403
+        rebound = {**FORM, "Host": "evil.example"}
+        assert (await raw_request(stack.url, "POST", "/sessions", headers=rebound, body=good)).status == 403
+        assert (await raw_request(stack.url, "GET", "/", headers={"Host": "evil.example"})).status == 403
+        assert [entry.session_id for entry in stack.index.sessions("OrderAgent")] == []
+
+        origin = {**FORM, "Origin": stack.url, "Sec-Fetch-Site": "same-origin"}
+        started = await raw_request(stack.url, "POST", "/sessions", headers=origin, body=good)
+        assert started.status == 303
+        assert started.headers["location"] == "/sessions/s-1?notice=started"
+        assert [entry.session_id for entry in stack.index.sessions("OrderAgent")] == ["s-1"]
+
+
+async def test_a_redirect_after_an_answer_stays_inside_the_console(tmp_path: Path) -> None:
+    async with console_stack(build_order_flow(), tmp_path) as stack:
+        await stack.sessions.start_session("s-1")
+        page = await raw_request(stack.url, "GET", "/")
+        match = re.search(r'name="csrf" value="([0-9a-f]+)"', page.body.decode())
+        assert match is not None
+        body = urlencode(
+            {
+                "csrf": match.group(1),
+                "interrupt_id": "turn-1.call-1",
+                "decision": "approve",
+                "return_to": "//evil.example/",
+            }
+        ).encode()
+        answered = await raw_request(stack.url, "POST", "/sessions/s-1/approvals", headers=FORM, body=body)
+        assert answered.status == 303
+        assert answered.headers["location"] == "/sessions/s-1?notice=not-pending"
