@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: demo check lint test unit integration bench bench-peers clean chromium
+.PHONY: demo console check lint test unit integration bench bench-peers clean chromium
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -23,6 +23,10 @@ $(VENV)/.synced: $(UV) pyproject.toml uv.lock
 
 demo: $(VENV)/.synced
 	$(BIN)/dex-agents demo $(ARGS)
+
+# The web console on the demo (fake Dex and the order agent in-process): http://127.0.0.1:8810
+console: $(VENV)/.synced
+	$(BIN)/dex-agents console --demo $(ARGS)
 
 lint: $(VENV)/.synced
 	$(BIN)/ruff check src tests benchmarks
