@@ -5,6 +5,7 @@ import contextlib
 import io
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -25,7 +26,8 @@ async def running_console(**settings: object) -> AsyncIterator[tuple[str, io.Str
         run_console(Console(file=output, width=200), ready=ready.set_result, **settings)  # type: ignore[arg-type]
     )
     try:
-        done, _ = await asyncio.wait({task, ready}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        waiters: set[asyncio.Future[Any]] = {task, ready}
+        done, _ = await asyncio.wait(waiters, timeout=60, return_when=asyncio.FIRST_COMPLETED)
         if task in done:
             task.result()
         assert ready in done, "the console did not start in time"
