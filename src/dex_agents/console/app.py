@@ -73,6 +73,9 @@ EVENT_POLL = timedelta(seconds=10)
 RETRY_MS = 1000
 """How soon a browser reconnects a dropped event stream."""
 
+RETRY_AFTER_ERROR_MS = 5000
+"""How soon a browser reconnects after Dex failed a read of the event stream."""
+
 MAX_FORM_BYTES = 1024 * 1024
 """The largest form the console reads."""
 
@@ -320,10 +323,14 @@ class _Handlers:
             except dex.LongPollTimeoutError:
                 yield ": waiting\n\n"
                 continue
-            except dex.DexServiceError as error:
-                # The browser reconnects (from its last event) after `RETRY_MS`.
+            except dex.FlowNotActiveOrNotFoundError as error:
+                # The page's script closes the stream on ``problem``: no reconnect loop against a missing session.
                 detail = json.dumps({"error": " ".join(str(error).split())[:300]})
                 yield f"event: problem\ndata: {detail}\n\n"
+                return
+            except dex.DexServiceError:
+                # Dex is unreachable for now: the browser reconnects from its last event, a little later.
+                yield f"retry: {RETRY_AFTER_ERROR_MS}\n\n"
                 return
             resume_token = message.resume_token
             if skip_event(message.event, shown_turns=shown_turns):

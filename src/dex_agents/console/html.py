@@ -466,7 +466,14 @@ CONSOLE_JS = r"""
 
   const source = new EventSource(live.dataset.events);
   source.addEventListener("open", function () { state.textContent = "live"; });
-  source.addEventListener("error", function () { state.textContent = "reconnecting"; });
+  source.addEventListener("error", function () {
+    if (source.readyState !== EventSource.CLOSED) { state.textContent = "reconnecting"; }
+  });
+  source.addEventListener("problem", function (message) {
+    // Dex refused to read the stream (for example the session has ended): stop asking.
+    source.close();
+    state.textContent = "stopped: " + JSON.parse(message.data).error;
+  });
   const log = [];  // what was applied, for people debugging the page (and for the tests)
   let duplicates = 0;
   source.addEventListener("agent", function (message) {
