@@ -480,7 +480,8 @@ CONSOLE_JS = r"""
     if (seen.has(message.lastEventId)) { duplicates += 1; return; }
     seen.add(message.lastEventId);
     const update = JSON.parse(message.data);
-    log.push({kind: update.kind, type: update.type, tool: update.tool || null, status: update.status || null});
+    log.push({kind: update.kind, type: update.type, attempt: update.attempt, tool: update.tool || null,
+              status: update.status || null});
     apply(update);
   });
   window.dexConsole = {source: source, log: log, duplicates: function () { return duplicates; }};

@@ -67,3 +67,37 @@ def build_page_flow() -> AgentSessionFlow:
         "publish": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=True),
     }
     return pydantic_ai_session_flow(agent, flow_type="PageAgent", tool_policies=policies)
+
+
+SUPERSEDED = "A draft the retry replaces."
+"""What the first attempt of the retried model call streams before it fails."""
+
+FINAL = "The answer of the second attempt."
+"""What the second attempt streams."""
+
+
+def build_retried_flow() -> AgentSessionFlow:
+    """An agent whose first model call streams `SUPERSEDED` and fails; its retry streams `FINAL` and asks to publish."""
+    calls = {"model": 0}
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        if "publish" in _tool_results(messages):
+            yield "Published."
+            return
+        calls["model"] += 1
+        if calls["model"] == 1:
+            yield SUPERSEDED
+            raise RuntimeError("the model's connection dropped")
+        yield FINAL
+        yield {0: DeltaToolCall(name="publish", json_args=json.dumps({"text": FINAL}), tool_call_id="call-1")}
+
+    agent: Agent[None, str] = Agent(FunctionModel(stream_function=stream, model_name="scripted-retry-model"))
+
+    @agent.tool_plain
+    def publish(text: str) -> str:
+        """Publish a text."""
+        return f"published {len(text)} characters"
+
+    del publish
+    policies = {"publish": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=True)}
+    return pydantic_ai_session_flow(agent, flow_type="RetriedAgent", tool_policies=policies)

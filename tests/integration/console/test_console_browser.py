@@ -16,7 +16,7 @@ from dex_agents.cli.shop import read_refunds
 from dex_agents.console.security import ConsoleSecurity
 from dex_agents.infrastructure.dex.client import AgentSessionClient
 from dex_agents.testing.probes import wait_until
-from tests.integration.console.page_agent import HOSTILE, build_page_flow
+from tests.integration.console.page_agent import FINAL, HOSTILE, SUPERSEDED, build_page_flow, build_retried_flow
 from tests.integration.console.support import chromium, console_stack, raw_request, screenshot
 
 pytestmark = pytest.mark.integration
@@ -68,7 +68,8 @@ async def test_a_demo_session_streams_and_its_refund_is_approved_from_the_page(t
         await expect(page.locator("#usage")).not_to_have_text("0 model calls, 0 input tokens, 0 output tokens")
         await expect(page.locator("#pending .approval")).to_have_count(0)
         log = await page.evaluate("window.dexConsole.log")
-        assert {"kind": "tool", "type": "tool_call_finished", "tool": "refund_order", "status": "succeeded"} in log
+        finished = [(u["type"], u["tool"], u["status"]) for u in log if u["kind"] == "tool"]
+        assert ("tool_call_finished", "refund_order", "succeeded") in finished
         assert await page.evaluate("window.dexConsole.duplicates()") == 0
         await screenshot(page, "2-session-after-approval")
 
@@ -125,6 +126,24 @@ async def test_html_in_a_tool_output_is_shown_as_text_and_never_runs(tmp_path: P
         assert await page.locator("main b", has_text="now").count() == 0
         assert await page.evaluate("window.__pwned === undefined")
         await screenshot(page, "5-escaped-tool-output")
+
+
+async def test_a_retried_model_call_replaces_the_text_of_the_attempt_it_supersedes(tmp_path: Path) -> None:
+    async with console_stack(build_retried_flow(), tmp_path) as stack, chromium(tmp_path) as browser:
+        await stack.sessions.start_session("retry-1")
+        page = await browser.new_page()
+        await page.goto(stack.url + "/sessions/retry-1")
+        await expect(page.locator("#live-state")).to_have_text("live", timeout=WAIT_MS)
+        await stack.sessions.send_user_message("retry-1", "Write it.")
+        # The first attempt's text shows, then the retry of the same Step execution replaces it.
+        await expect(page.locator("#pending .approval")).to_contain_text("publish", timeout=WAIT_MS)
+        block = page.locator("#live .text")
+        await expect(block).to_have_count(1)
+        await expect(block).to_have_text(FINAL)
+        await expect(block).to_have_attribute("data-attempt", "2")
+        attempts = {u["attempt"] for u in await page.evaluate("window.dexConsole.log") if u["kind"] == "text"}
+        assert attempts == {1, 2}  # both attempts' deltas arrived; only the second one's text is shown
+        assert SUPERSEDED not in await page.locator("#live").inner_text()
 
 
 async def test_a_console_configured_for_a_public_bind_refuses_requests_without_its_token(tmp_path: Path) -> None:
