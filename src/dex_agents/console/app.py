@@ -11,7 +11,7 @@ Routes (every one behind `SecurityMiddleware`):
 ``GET /sessions/{id}/events``                 Server-Sent Events: one ``agent`` event per session event
 ``POST /sessions/{id}/messages``              send a user message
 ``POST /sessions/{id}/approvals``             approve or reject (with a reason) one pending call
-``GET /approvals``                            every pending approval of every listed session
+``GET /approvals``                            every pending approval of every listed session (``?fragment=1``: JSON)
 ============================================  ===================================================================
 
 The event stream's SSE ``id`` is the event's resume token. A browser that
@@ -238,6 +238,8 @@ class _Handlers:
 
         found = await asyncio.gather(*(pending_of(entry.session_id) for entry in listed))
         pending = sorted((item for items in found for item in items), key=lambda item: item[1].raised_at)
+        if request.query_params.get("fragment"):
+            return JSONResponse({"html": views.approval_list(pending, csrf=self.security.csrf_token)})
         return self._html(
             views.approvals_page(
                 pending, csrf=self.security.csrf_token, flow_type=self.backend.flow_type, notice=_notice(request)

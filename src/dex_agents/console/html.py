@@ -181,14 +181,20 @@ def approval_form(session_id: str, interrupt: AgentInterrupt, *, csrf: str, retu
     )
 
 
+def approval_list(pending: Sequence[tuple[str, AgentInterrupt]], *, csrf: str) -> Markup:
+    """The approval forms of the Approvals page (also fetched by its script every few seconds)."""
+    forms = join(approval_form(sid, interrupt, csrf=csrf, return_to="/approvals") for sid, interrupt in pending)
+    return forms or Markup('<p class="muted">Nothing waits for approval.</p>')
+
+
 def approvals_page(
     pending: Sequence[tuple[str, AgentInterrupt]], *, csrf: str, flow_type: str, notice: str | None
 ) -> Markup:
-    """Every pending approval of every listed session."""
-    forms = join(approval_form(sid, interrupt, csrf=csrf, return_to="/approvals") for sid, interrupt in pending)
+    """Every pending approval of every listed session; the page script keeps the list current."""
     body = render(
-        '<h1>Approvals</h1><div id="approvals">{forms}</div><p><a href="/approvals">Refresh</a></p>',
-        forms=forms or Markup('<p class="muted">Nothing waits for approval.</p>'),
+        '<h1>Approvals</h1><div id="approvals" data-poll="/approvals?fragment=1">{forms}</div>'
+        '<p class="muted">This list updates by itself every few seconds.</p>',
+        forms=approval_list(pending, csrf=csrf),
     )
     return page("Approvals", body, flow_type=flow_type, notice=notice)
 
@@ -374,6 +380,20 @@ def _pretty_json(text: str) -> str:
 
 CONSOLE_JS = r"""
 "use strict";
+(function () {
+  // The Approvals page: fetch the list again every few seconds, unless someone is typing a reason in it.
+  const approvals = document.getElementById("approvals");
+  if (approvals && approvals.dataset.poll) {
+    setInterval(async function () {
+      if (approvals.contains(document.activeElement)) { return; }
+      try {
+        const response = await fetch(approvals.dataset.poll, {credentials: "same-origin", cache: "no-store"});
+        if (response.ok) { approvals.innerHTML = (await response.json()).html; }  // server-rendered, escaped
+      } catch (error) { /* try again at the next tick */ }
+    }, 2000);
+  }
+})();
+
 (function () {
   const live = document.getElementById("live");
   if (!live) { return; }

@@ -14,21 +14,10 @@ from dex_agents.cli.demo import PROMPT
 from dex_agents.cli.order_agent import build_order_flow
 from dex_agents.cli.shop import read_refunds
 from dex_agents.console.security import ConsoleSecurity
-from dex_agents.infrastructure.dex.client import AgentSessionClient
-from dex_agents.testing.probes import wait_until
 from tests.integration.console.page_agent import FINAL, HOSTILE, SUPERSEDED, build_page_flow, build_retried_flow
 from tests.integration.console.support import chromium, console_stack, raw_request, screenshot
 
 pytestmark = pytest.mark.integration
-
-
-async def wait_for_approval(sessions: AgentSessionClient, session_id: str) -> None:
-    """Wait until the session's snapshot shows a pending approval."""
-
-    async def pending() -> bool:
-        return bool((await sessions.get_agent_snapshot(session_id)).pending_interrupts)
-
-    await wait_until(f"an approval in {session_id}", pending, timeout=WAIT_MS / 1000)
 
 
 WAIT_MS = 60_000
@@ -84,12 +73,13 @@ async def test_a_demo_session_streams_and_its_refund_is_approved_from_the_page(t
 
 async def test_an_approval_is_rejected_with_a_reason_from_the_approvals_page(tmp_path: Path, shop: Path) -> None:
     async with console_stack(build_order_flow(), tmp_path) as stack, chromium(tmp_path) as browser:
-        await stack.sessions.start_session("order-session-8", "Refund order 8 please.")
-        await wait_for_approval(stack.sessions, "order-session-8")
         page = await browser.new_page()
         await page.goto(stack.url + "/approvals")
+        await expect(page.locator("#approvals")).to_contain_text("Nothing waits for approval.")
+        await stack.sessions.start_session("order-session-8", "Refund order 8 please.")
+        # The open page shows the new approval by itself.
         approval = page.locator("#approvals .approval")
-        await expect(approval).to_contain_text("refund_order")
+        await expect(approval).to_contain_text("refund_order", timeout=WAIT_MS)
         await expect(approval).to_contain_text('"order_id": "8"')
         await approval.locator("input[name=reason]").fill("The customer kept the jacket.")
         await screenshot(page, "4-approvals")
