@@ -3,7 +3,7 @@
 Routes (every one behind `SecurityMiddleware`):
 
 ============================================  ===================================================================
-``GET /``                                     the sessions of the Flow type (from the `SessionIndex`)
+``GET /``                                     the sessions of the Flow type (`SessionIndex`; ``?fragment=1``: JSON)
 ``POST /sessions``                            start a session (ID optional, first message optional)
 ``POST /sessions/open``                       list a session started elsewhere (it must exist)
 ``GET /sessions/{id}``                        one session: state, a transcript page (``?after=N``), live events
@@ -184,6 +184,8 @@ class _Handlers:
     async def sessions_list(self, request: Request) -> Response:
         listed = self.backend.index.sessions(self.backend.flow_type)
         rows = await asyncio.gather(*(self._row(entry.session_id) for entry in listed))
+        if request.query_params.get("fragment"):
+            return JSONResponse({"html": views.sessions_table(rows)})
         return self._html(
             views.sessions_page(
                 rows,

@@ -112,10 +112,8 @@ class SessionRow:
     error: str | None = None
 
 
-def sessions_page(
-    rows: Sequence[SessionRow], *, csrf: str, flow_type: str, suggested_message: str, notice: str | None
-) -> Markup:
-    """The sessions of the Flow type, and the forms to start or open one."""
+def sessions_table(rows: Sequence[SessionRow]) -> Markup:
+    """The sessions table (also fetched by the page script every few seconds)."""
     lines = join(
         render(
             '<tr data-session="{sid}"><td><a href="/sessions/{sid}">{sid}</a></td><td class="status">{status}</td>'
@@ -129,7 +127,7 @@ def sessions_page(
         )
         for row in rows
     )
-    table = (
+    return (
         render(
             '<table id="sessions"><thead><tr><th>Session</th><th>Status</th><th>Turns</th>'
             "<th>Pending approvals</th><th>Last activity</th><th></th></tr></thead><tbody>{lines}</tbody></table>",
@@ -138,8 +136,14 @@ def sessions_page(
         if rows
         else Markup('<p class="muted" id="sessions">No sessions yet.</p>')
     )
+
+
+def sessions_page(
+    rows: Sequence[SessionRow], *, csrf: str, flow_type: str, suggested_message: str, notice: str | None
+) -> Markup:
+    """The sessions of the Flow type, and the forms to start or open one; the page script keeps the table current."""
     body = render(
-        "<h1>Sessions</h1>{table}"
+        '<h1>Sessions</h1><div id="session-list" data-poll="/?fragment=1">{table}</div>'
         '<section><h2>Start a session</h2><form method="post" action="/sessions" id="start">{csrf}'
         '<p><label>Session ID <input name="session_id" placeholder="(a new ID)"></label></p>'
         '<p><textarea name="message" placeholder="First message (optional)">{message}</textarea></p>'
@@ -147,7 +151,7 @@ def sessions_page(
         '<section><h2>Open a session by ID</h2><form method="post" action="/sessions/open" id="open">{csrf}'
         '<input name="session_id" required> <button type="submit">Open</button>'
         '<span class="muted"> adds a session started elsewhere to this list</span></form></section>',
-        table=table,
+        table=sessions_table(rows),
         csrf=csrf_field(csrf),
         message=suggested_message,
     )
@@ -381,14 +385,13 @@ def _pretty_json(text: str) -> str:
 CONSOLE_JS = r"""
 "use strict";
 (function () {
-  // The Approvals page: fetch the list again every few seconds, unless someone is typing a reason in it.
-  const approvals = document.getElementById("approvals");
-  if (approvals && approvals.dataset.poll) {
+  // The Sessions and Approvals pages fetch their list again every few seconds, unless someone is typing in it.
+  for (const list of document.querySelectorAll("[data-poll]")) {
     setInterval(async function () {
-      if (approvals.contains(document.activeElement)) { return; }
+      if (list.contains(document.activeElement)) { return; }
       try {
-        const response = await fetch(approvals.dataset.poll, {credentials: "same-origin", cache: "no-store"});
-        if (response.ok) { approvals.innerHTML = (await response.json()).html; }  // server-rendered, escaped
+        const response = await fetch(list.dataset.poll, {credentials: "same-origin", cache: "no-store"});
+        if (response.ok) { list.innerHTML = (await response.json()).html; }  // server-rendered, escaped
       } catch (error) { /* try again at the next tick */ }
     }, 2000);
   }

@@ -120,8 +120,11 @@ async def test_html_in_a_tool_output_is_shown_as_text_and_never_runs(tmp_path: P
 
 async def test_a_retried_model_call_replaces_the_text_of_the_attempt_it_supersedes(tmp_path: Path) -> None:
     async with console_stack(build_retried_flow(), tmp_path) as stack, chromium(tmp_path) as browser:
-        await stack.sessions.start_session("retry-1")
         page = await browser.new_page()
+        await page.goto(stack.url + "/")
+        await stack.sessions.start_session("retry-1")  # through a client that records it in the index
+        # The open Sessions page lists it by itself.
+        await expect(page.locator("#sessions tr[data-session=retry-1]")).to_contain_text("waiting", timeout=WAIT_MS)
         await page.goto(stack.url + "/sessions/retry-1")
         await expect(page.locator("#live-state")).to_have_text("live", timeout=WAIT_MS)
         await stack.sessions.send_user_message("retry-1", "Write it.")
