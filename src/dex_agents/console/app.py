@@ -18,9 +18,11 @@ The event stream's SSE ``id`` is the event's resume token. A browser that
 reconnects sends it back as ``Last-Event-ID``, and the stream goes on right
 after that event: nothing is repeated and nothing is skipped (as long as Dex
 retains it). The first connection starts where the page left off
-(``?from=``): at the newest event when the session was idle, else at the
-oldest retained event with the turns the page already shows committed
-skipped (``?shown_turns=``), so the running turn's text streams in whole.
+(``?from=``): at the newest event when the session was idle, else just
+before the running turn's ``turn_started``
+(`AgentSessionClient.resume_token_before_turn`), so the running turn's text
+streams in whole; events of the turns the page already shows committed are
+skipped (``?shown_turns=``).
 
 Forms answer with a redirect (303) to a page, with a fixed notice; a form
 that fails its CSRF check gets 403. Approvals name the console as approver
@@ -264,8 +266,12 @@ class _Handlers:
         except InvalidInputError as error:
             return self._error("Bad session ID", str(error), 400)
         state = snapshot.state
-        if state is None or state.active_turn_id is not None:
-            live = views.LiveStart(resume_token="", shown_turns=0 if state is None else state.turn_count - 1)
+        if state is None:
+            live = views.LiveStart(resume_token="", shown_turns=0)
+        elif state.active_turn_id is not None:
+            # The running turn from its start (its text so far streams in again); older turns' events are skipped.
+            start = await self.sessions.resume_token_before_turn(session_id, state.active_turn_id)
+            live = views.LiveStart(resume_token=start, shown_turns=state.turn_count - 1)
         else:
             live = views.LiveStart(resume_token=latest_token, shown_turns=state.turn_count)
         messages = views.transcript(

@@ -1,5 +1,6 @@
 """The console over plain HTTP: the event stream resumes without duplicates; forged requests are refused."""
 
+import html
 import json
 import re
 from pathlib import Path
@@ -8,7 +9,11 @@ from urllib.parse import urlencode
 import pytest
 
 from dex_agents.cli.order_agent import build_order_flow
+from dex_agents.cli.shop import CHUNK_DELAY_ENV
 from dex_agents.console.app import decode_event_id
+from dex_agents.domain.events import AgentEventType
+from dex_agents.infrastructure.dex.client import AgentSessionClient
+from dex_agents.testing.probes import wait_until
 from tests.integration.console.page_agent import build_page_flow
 from tests.integration.console.support import console_stack, raw_request, read_sse
 
@@ -92,3 +97,47 @@ async def test_a_redirect_after_an_answer_stays_inside_the_console(tmp_path: Pat
         answered = await raw_request(stack.url, "POST", "/sessions/s-1/approvals", headers=FORM, body=body)
         assert answered.status == 303
         assert answered.headers["location"] == "/sessions/s-1?notice=not-pending"
+
+
+async def test_a_page_opened_mid_turn_reads_the_running_turn_from_its_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CHUNK_DELAY_ENV, "0")
+    async with console_stack(build_order_flow(), tmp_path) as stack:
+        sessions = stack.sessions
+        await sessions.start_session("s-1")
+        for turn in range(1, 6):  # five answered turns: over one page (100) of events
+            receipt = await sessions.submit_user_message("s-1", "What is order 8?")
+            assert (await sessions.wait_for_turn("s-1", receipt, timeout=60)).turn_id == f"turn-{turn}"
+        await sessions.send_user_message("s-1", "Refund order 7 and tell the customer.")
+        await wait_until("the refund's approval", lambda: _pending(sessions, "s-1"), timeout=60)
+
+        earlier, token = 0, ""
+        while True:
+            message = await sessions.read_agent_event("s-1", token)
+            if message.event.turn_id == "turn-6":
+                break
+            earlier, token = earlier + 1, message.resume_token
+        assert earlier > 100  # the first turn's start is not on the newest page
+
+        start = await sessions.resume_token_before_turn("s-1", "turn-6")
+        assert start == token
+        first = await sessions.read_agent_event("s-1", start)
+        assert (first.event.type, first.event.turn_id) == (AgentEventType.TURN_STARTED, "turn-6")
+        assert await sessions.resume_token_before_turn("s-1", "turn-1") == ""  # the oldest retained event
+        first_of_all = await sessions.read_agent_event("s-1", "")
+        assert (first_of_all.event.type, first_of_all.event.turn_id) == (AgentEventType.TURN_STARTED, "turn-1")
+
+        # The page streams exactly that turn: its first event is the turn's start.
+        page = await raw_request(stack.url, "GET", "/sessions/s-1")
+        match = re.search(r'data-events="([^"]+)"', page.body.decode())
+        assert match is not None
+        events_path = html.unescape(match.group(1))
+        assert "shown_turns=5" in events_path
+        streamed = await read_sse(stack.url, events_path, count=1)
+        assert json.loads(streamed[0].data)["type"] == "turn_started"
+        assert json.loads(streamed[0].data)["turn"] == "turn-6"
+
+
+async def _pending(sessions: AgentSessionClient, session_id: str) -> bool:
+    return bool((await sessions.get_agent_snapshot(session_id)).pending_interrupts)

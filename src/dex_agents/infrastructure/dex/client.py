@@ -325,6 +325,40 @@ class AgentSessionClient:
         page = await self._client.list_stream_messages(session_id, self._flow.events_stream, 1)
         return page.messages[0].resume_token if page.messages else ""
 
+    async def resume_token_before_turn(self, session_id: str, turn_id: str, *, max_events: int = 5000) -> str:
+        """Return the position just before the turn's ``turn_started`` event, to read the whole turn from.
+
+        Pages back from the newest retained event (newest first, 100 at a time),
+        so a UI that opens a running turn reads that turn's events, not the whole
+        session's. ``""`` (the oldest retained event) when the turn's start is no
+        longer retained; the oldest position looked at when it is not within
+        ``max_events`` events.
+        """
+        before = ""
+        oldest = ""
+        seen = 0
+        while seen < max_events:
+            page = await self._client.list_stream_messages(session_id, self._flow.events_stream, 100, before)
+            messages = list(page.messages)
+            for index, message in enumerate(messages):
+                event: AgentEvent = message.value
+                if event.type is AgentEventType.TURN_STARTED and event.turn_id == turn_id:
+                    if index + 1 < len(messages):
+                        return messages[index + 1].resume_token
+                    if not page.next_page_token:
+                        return ""
+                    older = await self._client.list_stream_messages(
+                        session_id, self._flow.events_stream, 1, page.next_page_token
+                    )
+                    return older.messages[0].resume_token if older.messages else ""
+            seen += len(messages)
+            if messages:
+                oldest = messages[-1].resume_token
+            if not page.next_page_token or not messages:
+                return ""
+            before = page.next_page_token
+        return oldest
+
     async def latest_event_time(self, session_id: str) -> datetime | None:
         """Return when the newest retained event was written (``None`` when there is none): the last activity."""
         page = await self._client.list_stream_messages(session_id, self._flow.events_stream, 1)
