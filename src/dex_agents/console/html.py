@@ -13,6 +13,7 @@ import html
 import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from urllib.parse import quote, urlencode
 
 import attrs
 
@@ -116,9 +117,10 @@ def sessions_table(rows: Sequence[SessionRow]) -> Markup:
     """The sessions table (also fetched by the page script every few seconds)."""
     lines = join(
         render(
-            '<tr data-session="{sid}"><td><a href="/sessions/{sid}">{sid}</a></td><td class="status">{status}</td>'
+            '<tr data-session="{sid}"><td><a href="/sessions/{qsid}">{sid}</a></td><td class="status">{status}</td>'
             "<td>{turns}</td><td>{approvals}</td><td>{activity}</td><td class=error>{error}</td></tr>",
             sid=row.session_id,
+            qsid=quote(row.session_id, safe=""),
             status=row.status,
             turns="-" if row.turn_count is None else row.turn_count,
             approvals="-" if row.pending_approvals is None else row.pending_approvals,
@@ -161,10 +163,10 @@ def sessions_page(
 def approval_form(session_id: str, interrupt: AgentInterrupt, *, csrf: str, return_to: str) -> Markup:
     """One pending approval with its Approve and Reject (with reason) buttons."""
     return render(
-        '<div class="approval" data-interrupt="{iid}"><div><b>{tool}</b> in <a href="/sessions/{sid}">{sid}</a> '
+        '<div class="approval" data-interrupt="{iid}"><div><b>{tool}</b> in <a href="/sessions/{qsid}">{sid}</a> '
         '<span class="muted">({turn}, call {call}, asked {raised}{deadline})</span></div>'
         "<pre>{args}</pre>"
-        '<form method="post" action="/sessions/{sid}/approvals" class="inline">{csrf}'
+        '<form method="post" action="/sessions/{qsid}/approvals" class="inline">{csrf}'
         '<input type="hidden" name="interrupt_id" value="{iid}">'
         '<input type="hidden" name="call_digest" value="{digest}">'
         '<input type="hidden" name="return_to" value="{return_to}">'
@@ -174,6 +176,7 @@ def approval_form(session_id: str, interrupt: AgentInterrupt, *, csrf: str, retu
         iid=interrupt.interrupt_id,
         tool=interrupt.tool_name,
         sid=session_id,
+        qsid=quote(session_id, safe=""),
         turn=interrupt.turn_id,
         call=interrupt.tool_call_id,
         raised=when(interrupt.raised_at),
@@ -305,12 +308,12 @@ def transcript(
         for message in messages
     )
     links: list[Markup] = []
+    qsid = quote(session_id, safe="")
     if after > 0:
-        links.append(
-            render('<a href="/sessions/{sid}?after={a}">earlier</a>', sid=session_id, a=max(0, after - page_size))
-        )
+        earlier = max(0, after - page_size)
+        links.append(render('<a href="/sessions/{qsid}?after={a}">earlier</a>', qsid=qsid, a=earlier))
     if next_after is not None:
-        links.append(render('<a href="/sessions/{sid}?after={a}">later</a>', sid=session_id, a=next_after))
+        links.append(render('<a href="/sessions/{qsid}?after={a}">later</a>', qsid=qsid, a=next_after))
     nav = render('<p class="muted">{links}</p>', links=Markup(" · ".join(links))) if links else Markup("")
     return join([nav, items or Markup('<p class="muted">No messages yet.</p>'), nav])
 
@@ -318,10 +321,11 @@ def transcript(
 def session_actions(session_id: str, *, csrf: str) -> Markup:
     """What a person can do to the session: send a message (steer and cancel join here once the API has them)."""
     return render(
-        '<form method="post" action="/sessions/{sid}/messages" id="send">{csrf}'
+        '<form method="post" action="/sessions/{qsid}/messages" id="send">{csrf}'
         '<textarea name="text" placeholder="Message to the session"></textarea>'
         '<p><button type="submit">Send</button></p></form>',
         sid=session_id,
+        qsid=quote(session_id, safe=""),
         csrf=csrf_field(csrf),
     )
 
@@ -348,19 +352,18 @@ def session_page(
     notice: str | None,
 ) -> Markup:
     """One session: its state, its transcript page, the live events, and the message box."""
-    from urllib.parse import urlencode
-
-    events_url = f"/sessions/{session_id}/events?" + urlencode(
+    events_url = f"/sessions/{quote(session_id, safe='')}/events?" + urlencode(
         {"from": live.resume_token, "shown_turns": live.shown_turns}
     )
     body = render(
         "<h1>Session {sid}</h1>"
         '<section id="panel">{panel}</section>'
         '<section><h2>Transcript</h2><div id="transcript" data-latest="{latest}">{messages}</div></section>'
-        '<section id="live" data-events="{events}" data-fragments="/sessions/{sid}/fragments">'
+        '<section id="live" data-events="{events}" data-fragments="/sessions/{qsid}/fragments">'
         '<h2>Live <span class="muted" id="live-state">connecting</span></h2><div class="events"></div></section>'
         "<section><h2>Send a message</h2>{actions}</section>",
         sid=session_id,
+        qsid=quote(session_id, safe=""),
         panel=panel(session_id, snapshot, csrf=csrf),
         latest="1" if latest else "0",
         messages=messages,

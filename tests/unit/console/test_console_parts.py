@@ -192,3 +192,21 @@ def test_the_session_index_keeps_each_session_once_newest_first_across_reopening
         assert [entry.session_id for entry in reopened.sessions("Other")] == ["c"]
     finally:
         reopened.close()
+
+
+def test_a_transcript_page_links_the_pages_before_and_after_it() -> None:
+    shown = views.transcript("s 1", [], after=60, next_after=110, page_size=50)
+    assert '<a href="/sessions/s%201?after=10">earlier</a>' in shown
+    assert '<a href="/sessions/s%201?after=110">later</a>' in shown
+    first = views.transcript("s", [], after=0, next_after=None, page_size=50)
+    assert "earlier" not in first
+    assert "later" not in first
+
+
+def test_a_session_id_is_escaped_in_text_and_quoted_in_links() -> None:
+    row = views.SessionRow(
+        session_id='"><script>x</script>', status="s", turn_count=1, pending_approvals=0, last_activity=None
+    )
+    shown = views.sessions_table([row])
+    assert "<script>" not in shown
+    assert 'href="/sessions/%22%3E%3Cscript%3Ex%3C%2Fscript%3E"' in shown
