@@ -166,12 +166,11 @@ def approval_form(session_id: str, interrupt: AgentInterrupt, *, csrf: str, retu
         '<div class="approval" data-interrupt="{iid}"><div><b>{tool}</b> in <a href="/sessions/{qsid}">{sid}</a> '
         '<span class="muted">({turn}, call {call}, asked {raised}{deadline})</span></div>'
         "<pre>{args}</pre>"
-        '<form method="post" action="/sessions/{qsid}/approvals" class="inline">{csrf}'
-        '<input type="hidden" name="interrupt_id" value="{iid}">'
-        '<input type="hidden" name="call_digest" value="{digest}">'
-        '<input type="hidden" name="return_to" value="{return_to}">'
-        '<button name="decision" value="approve" type="submit">Approve</button> '
-        '<input name="reason" placeholder="Reason (sent to the model on reject)"> '
+        # Two forms: Enter in the reason field submits the rejection, never the approval.
+        '<form method="post" action="/sessions/{qsid}/approvals" class="inline approve">{fields}'
+        '<button name="decision" value="approve" type="submit">Approve</button></form> '
+        '<form method="post" action="/sessions/{qsid}/approvals" class="inline reject">{fields}'
+        '<input name="reason" placeholder="Reason (sent to the model)"> '
         '<button name="decision" value="reject" type="submit">Reject</button></form></div>',
         iid=interrupt.interrupt_id,
         tool=interrupt.tool_name,
@@ -182,9 +181,15 @@ def approval_form(session_id: str, interrupt: AgentInterrupt, *, csrf: str, retu
         raised=when(interrupt.raised_at),
         deadline=f", expires {when(interrupt.deadline)}" if interrupt.deadline else "",
         args=_pretty_json(interrupt.arguments),
-        csrf=csrf_field(csrf),
-        digest=interrupt.call_digest or "",
-        return_to=return_to,
+        fields=render(
+            '{csrf}<input type="hidden" name="interrupt_id" value="{iid}">'
+            '<input type="hidden" name="call_digest" value="{digest}">'
+            '<input type="hidden" name="return_to" value="{return_to}">',
+            csrf=csrf_field(csrf),
+            iid=interrupt.interrupt_id,
+            digest=interrupt.call_digest or "",
+            return_to=return_to,
+        ),
     )
 
 
