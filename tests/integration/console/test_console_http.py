@@ -6,11 +6,13 @@ import re
 from pathlib import Path
 from urllib.parse import urlencode
 
+import dex
 import pytest
 
 from dex_agents.cli.order_agent import build_order_flow
 from dex_agents.cli.shop import CHUNK_DELAY_ENV
 from dex_agents.console.app import decode_event_id
+from dex_agents.domain.errors import InvalidInputError
 from dex_agents.domain.events import AgentEventType
 from dex_agents.infrastructure.dex.client import AgentSessionClient
 from dex_agents.testing.probes import wait_until
@@ -141,3 +143,22 @@ async def test_a_page_opened_mid_turn_reads_the_running_turn_from_its_start(
 
 async def _pending(sessions: AgentSessionClient, session_id: str) -> bool:
     return bool((await sessions.get_agent_snapshot(session_id)).pending_interrupts)
+
+
+async def test_the_index_lists_what_the_client_started_and_shows_a_listed_session_that_does_not_exist(
+    tmp_path: Path,
+) -> None:
+    async with console_stack(build_order_flow(), tmp_path) as stack:
+        with pytest.raises(InvalidInputError):
+            await stack.sessions.start_session("")  # refused before anything is recorded or started
+        await stack.sessions.start_session("s-1")
+        with pytest.raises(dex.FlowAlreadyStartedError):
+            await stack.sessions.start_session("s-1")
+        await stack.sessions.wait_until_idle("s-1", timeout=60)
+        stack.index.record("OrderAgent", "never-started")  # what a crash between recording and starting leaves
+        assert sorted(entry.session_id for entry in stack.index.sessions("OrderAgent")) == ["never-started", "s-1"]
+
+        page = (await raw_request(stack.url, "GET", "/")).body.decode()
+        assert re.search(r'data-session="never-started">.*?<td class="status">unavailable</td>', page)
+        assert re.search(r'data-session="s-1">.*?<td class="status">waiting for user message</td>', page)
+        assert (await raw_request(stack.url, "GET", "/sessions/never-started")).status == 404
