@@ -35,7 +35,7 @@ async def test_a_demo_session_streams_and_its_refund_is_approved_from_the_page(t
         await page.fill("#start input[name=session_id]", "order-session-7")
         await expect(page.locator("#start textarea")).to_have_value(PROMPT)
         await page.click("#start button[type=submit]")
-        await page.wait_for_url("**/sessions/order-session-7?notice=started")
+        await page.wait_for_url("**/sessions/order-session-7?notice=started", timeout=WAIT_MS)
 
         # The model's words arrive live, then the refund waits for approval.
         await expect(page.locator("#live .text").first).to_contain_text("Let me look up order 7", timeout=WAIT_MS)
@@ -46,7 +46,7 @@ async def test_a_demo_session_streams_and_its_refund_is_approved_from_the_page(t
         await screenshot(page, "1-session-waiting-for-approval")
 
         await approval.locator("button[value=approve]").click()
-        await page.wait_for_url("**/sessions/order-session-7?notice=approved")
+        await page.wait_for_url("**/sessions/order-session-7?notice=approved", timeout=WAIT_MS)
         await expect(page.locator("#notice")).to_have_text("Approved.")
         # The refund ran, the turn ended, and the state panel shows it without a reload.
         await expect(page.locator("#transcript")).to_contain_text("Done: order 7 is refunded", timeout=WAIT_MS)
@@ -84,7 +84,7 @@ async def test_an_approval_is_rejected_with_a_reason_from_the_approvals_page(tmp
         await approval.locator("input[name=reason]").fill("The customer kept the jacket.")
         await screenshot(page, "4-approvals")
         await approval.locator("input[name=reason]").press("Enter")  # Enter in the reason rejects
-        await page.wait_for_url("**/approvals?notice=rejected")
+        await page.wait_for_url("**/approvals?notice=rejected", timeout=WAIT_MS)
         await expect(page.locator("#approvals")).to_contain_text("Nothing waits for approval.")
 
         await page.goto(stack.url + "/sessions/order-session-8")
@@ -103,7 +103,7 @@ async def test_html_in_a_tool_output_is_shown_as_text_and_never_runs(tmp_path: P
         await expect(page.locator("#live-state")).to_have_text("live", timeout=WAIT_MS)
         await page.fill("#send textarea", "Fetch the page <b>now</b>")
         await page.click("#send button[type=submit]")
-        await page.wait_for_url("**/sessions/page-1?notice=sent")
+        await page.wait_for_url("**/sessions/page-1?notice=sent", timeout=WAIT_MS)
         # The turn waits for approval of `publish`, with the fetched output in its tool calls and in the live text.
         await expect(page.locator("#pending .approval")).to_contain_text("publish", timeout=WAIT_MS)
         fetched = page.locator("#tool-calls tr", has_text="fetch_page")
