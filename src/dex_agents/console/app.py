@@ -78,6 +78,9 @@ RETRY_MS = 1000
 RETRY_AFTER_ERROR_MS = 5000
 """How soon a browser reconnects after Dex failed a read of the event stream."""
 
+CONCURRENT_LOOKUPS = 16
+"""Snapshots the Sessions and Approvals pages read from Dex at once (one per listed session)."""
+
 MAX_FORM_BYTES = 1024 * 1024
 """The largest form the console reads."""
 
@@ -152,6 +155,7 @@ class _Handlers:
         self.backend = backend
         self.security = security
         self.sessions = backend.sessions
+        self._lookups = asyncio.Semaphore(CONCURRENT_LOOKUPS)
 
     # -- helpers ----------------------------------------------------------------------------------------------------
 
@@ -176,7 +180,8 @@ class _Handlers:
         return fields
 
     async def _snapshot(self, session_id: str) -> AgentSnapshot:
-        return await self.sessions.get_agent_snapshot(session_id)
+        async with self._lookups:
+            return await self.sessions.get_agent_snapshot(session_id)
 
     # -- pages --------------------------------------------------------------------------------------------------------
 
@@ -201,7 +206,8 @@ class _Handlers:
     async def _row(self, session_id: str) -> views.SessionRow:
         try:
             snapshot = await self._snapshot(session_id)
-            last = await self.sessions.latest_event_time(session_id)
+            async with self._lookups:
+                last = await self.sessions.latest_event_time(session_id)
         except SessionUnavailableError:
             return views.SessionRow(
                 session_id=session_id,

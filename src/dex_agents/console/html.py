@@ -114,7 +114,7 @@ class SessionRow:
 
 
 def sessions_table(rows: Sequence[SessionRow]) -> Markup:
-    """The sessions table (also fetched by the page script every few seconds)."""
+    """The sessions table (also fetched by the page script every 5 seconds)."""
     lines = join(
         render(
             '<tr data-session="{sid}"><td><a href="/sessions/{qsid}">{sid}</a></td><td class="status">{status}</td>'
@@ -145,7 +145,7 @@ def sessions_page(
 ) -> Markup:
     """The sessions of the Flow type, and the forms to start or open one; the page script keeps the table current."""
     body = render(
-        '<h1>Sessions</h1><div id="session-list" data-poll="/?fragment=1">{table}</div>'
+        '<h1>Sessions</h1><div id="session-list" data-poll="/?fragment=1" data-poll-ms="5000">{table}</div>'
         '<section><h2>Start a session</h2><form method="post" action="/sessions" id="start">{csrf}'
         '<p><label>Session ID <input name="session_id" placeholder="(a new ID)"></label></p>'
         '<p><textarea name="message" placeholder="First message (optional)">{message}</textarea></p>'
@@ -194,7 +194,7 @@ def approval_form(session_id: str, interrupt: AgentInterrupt, *, csrf: str, retu
 
 
 def approval_list(pending: Sequence[tuple[str, AgentInterrupt]], *, csrf: str) -> Markup:
-    """The approval forms of the Approvals page (also fetched by its script every few seconds)."""
+    """The approval forms of the Approvals page (also fetched by its script every 3 seconds)."""
     forms = join(approval_form(sid, interrupt, csrf=csrf, return_to="/approvals") for sid, interrupt in pending)
     return forms or Markup('<p class="muted">Nothing waits for approval.</p>')
 
@@ -204,7 +204,7 @@ def approvals_page(
 ) -> Markup:
     """Every pending approval of every listed session; the page script keeps the list current."""
     body = render(
-        '<h1>Approvals</h1><div id="approvals" data-poll="/approvals?fragment=1">{forms}</div>'
+        '<h1>Approvals</h1><div id="approvals" data-poll="/approvals?fragment=1" data-poll-ms="3000">{forms}</div>'
         '<p class="muted">This list updates by itself every few seconds.</p>',
         forms=approval_list(pending, csrf=csrf),
     )
@@ -401,7 +401,7 @@ CONSOLE_JS = r"""
         const response = await fetch(list.dataset.poll, {credentials: "same-origin", cache: "no-store"});
         if (response.ok) { list.innerHTML = (await response.json()).html; }  // server-rendered, escaped
       } catch (error) { /* try again at the next tick */ }
-    }, 2000);
+    }, Number(list.dataset.pollMs) || 5000);
   }
 })();
 
