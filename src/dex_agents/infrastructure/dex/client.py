@@ -42,7 +42,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
 import attrs
@@ -77,6 +77,7 @@ from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.turn_control import CancelTurnRequest
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 from dex_agents.infrastructure.dex.persistence import AGENT_MESSAGES
+from dex_agents.infrastructure.dex.session_index import SessionIndex
 
 InputT = TypeVar("InputT")
 OutputT = TypeVar("OutputT")
@@ -127,9 +128,13 @@ class AgentEventMessage:
 class AgentSessionClient:
     """Drives the sessions of one `AgentSessionFlow` through a Dex `AsyncClient`."""
 
-    def __init__(self, client: dex.AsyncClient, flow: AgentSessionFlow) -> None:
+    def __init__(
+        self, client: dex.AsyncClient, flow: AgentSessionFlow, *, session_index: SessionIndex | None = None
+    ) -> None:
+        """Create a client; with ``session_index``, `start_session` records each session there (for the console)."""
         self._client = client
         self._flow = flow
+        self._session_index = session_index
 
     @property
     def flow(self) -> AgentSessionFlow:
@@ -164,6 +169,9 @@ class AgentSessionClient:
                 )
             )
         start = AgentSessionStartInput(initial_message=initial_message)
+        if self._session_index is not None:
+            # Before the start: a crash in between leaves a row without a session, never a session without a row.
+            self._session_index.record(self._flow.get_flow_type(), session_id)
         return await self._client.start_flow(self._flow, session_id, start, options or dex.StartFlowOptions())
 
     async def send_user_message(
@@ -425,6 +433,45 @@ class AgentSessionClient:
         """
         page = await self._client.list_stream_messages(session_id, self._flow.events_stream, 1)
         return page.messages[0].resume_token if page.messages else ""
+
+    async def resume_token_before_turn(self, session_id: str, turn_id: str, *, max_events: int = 5000) -> str:
+        """Return the position just before the turn's ``turn_started`` event, to read the whole turn from.
+
+        Pages back from the newest retained event (newest first, 100 at a time),
+        so a UI that opens a running turn reads that turn's events, not the whole
+        session's. ``""`` (the oldest retained event) when the turn's start is no
+        longer retained; the oldest position looked at when it is not within
+        ``max_events`` events.
+        """
+        before = ""
+        oldest = ""
+        seen = 0
+        while seen < max_events:
+            page = await self._client.list_stream_messages(session_id, self._flow.events_stream, 100, before)
+            messages = list(page.messages)
+            for index, message in enumerate(messages):
+                event: AgentEvent = message.value
+                if event.type is AgentEventType.TURN_STARTED and event.turn_id == turn_id:
+                    if index + 1 < len(messages):
+                        return messages[index + 1].resume_token
+                    if not page.next_page_token:
+                        return ""
+                    older = await self._client.list_stream_messages(
+                        session_id, self._flow.events_stream, 1, page.next_page_token
+                    )
+                    return older.messages[0].resume_token if older.messages else ""
+            seen += len(messages)
+            if messages:
+                oldest = messages[-1].resume_token
+            if not page.next_page_token or not messages:
+                return ""
+            before = page.next_page_token
+        return oldest
+
+    async def latest_event_time(self, session_id: str) -> datetime | None:
+        """Return when the newest retained event was written (``None`` when there is none): the last activity."""
+        page = await self._client.list_stream_messages(session_id, self._flow.events_stream, 1)
+        return page.messages[0].created_time if page.messages else None
 
     async def resolve_interrupt(
         self,
