@@ -267,6 +267,9 @@ class AgentToolCall:
     """Who answered the approval, when the answer named someone."""
     approved_digest: str | None = None
     """The `call_digest` the approval was given for; the tool Step runs the call only when it is this call's."""
+    framework_state: str | None = None
+    """Runner-owned text: `DeferredToolCall.framework_state` until the tool Step ends, then the
+    ``framework_state`` of its `ToolExecutionResult` or `ToolExecutionError` when it gives one."""
 
     @property
     def digest(self) -> str:
