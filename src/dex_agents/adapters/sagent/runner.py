@@ -168,20 +168,29 @@ class RunState:
             raise RunnerContractError(f"not a sagent run state: {text[:60]!r}") from error
 
 
+NOT_APPROVED = "The tool call was not approved"
+"""How the model's error result for a rejected or expired approval starts (the reason follows)."""
+
+
 def tool_result(record: AgentToolCall) -> ToolResult:
-    """Return what the model reads for a call's final record."""
+    """Return what the model reads for a call's final record.
+
+    | record             | ``ToolResult``                                                   |
+    |--------------------|------------------------------------------------------------------|
+    | ``succeeded``      | ``content=output``                                               |
+    | ``failed``         | ``is_error``, ``content=error`` (what the tool or sagent said)   |
+    | ``rejected``, ``expired`` | ``is_error``, ``content="<NOT_APPROVED>: <reason>"``      |
+    | ``outcome_unknown``, ``not_applied`` | ``is_error``, the session's standard text      |
+    """
     match record.status:
         case ToolCallStatus.SUCCEEDED:
             return ToolResult(call_id=record.tool_call_id, content=record.output or "")
         case ToolCallStatus.FAILED if record.error is not None:
             return ToolResult(call_id=record.tool_call_id, content=record.error, is_error=True)
-        case (
-            ToolCallStatus.FAILED
-            | ToolCallStatus.REJECTED
-            | ToolCallStatus.EXPIRED
-            | ToolCallStatus.OUTCOME_UNKNOWN
-            | ToolCallStatus.NOT_APPLIED
-        ):
+        case ToolCallStatus.REJECTED | ToolCallStatus.EXPIRED:
+            text = f"{NOT_APPROVED}: {describe_tool_call_outcome(record)}"
+            return ToolResult(call_id=record.tool_call_id, content=text, is_error=True)
+        case ToolCallStatus.FAILED | ToolCallStatus.OUTCOME_UNKNOWN | ToolCallStatus.NOT_APPLIED:
             return ToolResult(call_id=record.tool_call_id, content=describe_tool_call_outcome(record), is_error=True)
         case _:
             raise RunnerContractError(
