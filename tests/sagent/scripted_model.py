@@ -10,7 +10,7 @@ answers ``"@summary"``. A step is:
   ``"@context"`` is JSON of the system prompt and the user texts it saw;
 - an object with any of ``think``, ``text``, ``calls``, ``fail`` (the model
   raises ``RuntimeError``) and ``gate`` (handed to ``before_response``, which
-  may block).
+  may block), ``stop`` (the response's ``stop_reason``).
 
 Text and thinking stream in two halves each. Every response reports
 ``TokenCount(request=100, response=20, cache_read=30)`` and a spend of
@@ -153,5 +153,5 @@ class ScriptedModel(MockModelCaps):
         calls = tuple(ToolCall(id=str(c[0]), name=str(c[1]), args=dict(c[2])) for c in step.get("calls", []))
         blocks = ({"type": "thinking", "thinking": think, "signature": "sig"},) if think else ()
         message = AssistantMessage(text=text, thinking_blocks=blocks, tool_calls=calls)
-        stop = "model_tool_use" if calls else "model_finished"
+        stop = step.get("stop") or ("model_tool_use" if calls else "model_finished")
         return ModelResponse(message=message, tokens=TOKENS, spend=SPEND, stop_reason=stop)

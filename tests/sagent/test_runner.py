@@ -295,7 +295,18 @@ async def test_a_failed_model_request_fails_the_attempt_with_sagents_classificat
     snapshot = await host.turn(script({"fail": "the model is down"}))
     assert snapshot.state is not None
     assert snapshot.state.last_turn_error is not None
-    assert "the model is down" in snapshot.state.last_turn_error
+    assert "RuntimeError: the model is down" in snapshot.state.last_turn_error
+    assert "[sagent: not retryable]" in snapshot.state.last_turn_error
+    assert invocations().count("model") == 3  # Dex retried the Step; sagent's own retry loop never ran
+
+
+async def test_a_cut_stream_is_a_retryable_model_failure() -> None:
+    host = Session()
+    snapshot = await host.turn(script({"text": "half an ans", "stop": "model_unknown"}))
+    assert snapshot.state is not None
+    assert snapshot.state.last_turn_error is not None
+    assert "the model's stream was cut" in snapshot.state.last_turn_error
+    assert "[sagent: retryable]" in snapshot.state.last_turn_error
     assert invocations().count("model") == 3
 
 
@@ -308,7 +319,7 @@ def test_in_process_tools_and_a_session_dir_are_refused(tmp_path: Path) -> None:
         sagent_session_flow(lambda: Agent(model=ScriptedModel(), session_dir=tmp_path), flow_type="x")
 
 
-def test_every_step_gets_a_fresh_agent_without_background_calls() -> None:
+async def test_every_step_gets_a_fresh_agent_that_offers_no_background_calls() -> None:
     built: list[Agent] = []
 
     def factory() -> Agent:
@@ -316,9 +327,34 @@ def test_every_step_gets_a_fresh_agent_without_background_calls() -> None:
         built.append(agent)
         return agent
 
-    runner = SagentRunner(factory)
-    runner.build_user_message("x")
-    assert len(built) == 1
-    assert built[0].allow_background is False
-    assert all("background" not in str(tool.directive_schema) for tool in built[0].live_tools())
-    assert isinstance(_codec.decode_entry(runner.build_user_message("x").framework_item), UserMessage)
+    host = InMemorySessionHost(SagentRunner(factory), options=AgentSessionOptions(tool_policies=TOOL_POLICIES))
+    assert len(built) == 1  # the check at construction
+    await host.drive(await host.start(script([call("a", "read_tool"), call("b", "read_tool")], "done")))
+    assert len(built) == 1 + 2 + 2  # two model Steps, two tool Steps
+    assert len({id(agent) for agent in built}) == len(built)
+    assert all(agent.allow_background is False for agent in built)
+    offered = [str(tool.directive_schema) for tool in built[-1].live_tools()]
+    assert offered
+    assert all("background" not in schema and "delay" not in schema for schema in offered)
+    assert isinstance(_codec.decode_entry(SagentRunner(factory).build_user_message("x").framework_item), UserMessage)
+
+
+def test_the_flow_builder_merges_tool_policies_over_the_options_and_keeps_the_rest() -> None:
+    options = AgentSessionOptions(
+        default_tool_effect=ToolEffect.READ,
+        tool_policies={"find_order": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE), "write": ToolPolicy(ToolEffect.READ)},
+    )
+    flow = sagent_session_flow(
+        build_agent,
+        flow_type="Merged",
+        tool_policies={"find_order": ToolPolicy(ToolEffect.READ)},
+        options=options,
+    )
+    assert flow.get_flow_type() == "Merged"
+    assert isinstance(flow.runner, SagentRunner)
+    assert flow.options.default_tool_effect is ToolEffect.READ
+    assert dict(flow.options.tool_policies) == {
+        "find_order": ToolPolicy(ToolEffect.READ),
+        "write": ToolPolicy(ToolEffect.READ),
+    }
+    assert sagent_session_flow(build_agent, flow_type="Plain").options == AgentSessionOptions()

@@ -91,7 +91,7 @@ class SagentModelError(DexAgentsError):
     """A sagent model request failed; the ``RunModel`` attempt fails with it."""
 
     def __init__(self, message: str, *, retryable: bool) -> None:
-        super().__init__(message)
+        super().__init__(f"{message} [sagent: {'retryable' if retryable else 'not retryable'}]")
         self.retryable = retryable
         """sagent's classification: a transient error (rate limit, overload, cut stream) or a fatal one."""
 
