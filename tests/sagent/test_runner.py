@@ -1,13 +1,18 @@
 """`SagentRunner` through whole sessions on the engine-free host: effects, waves, tool state, errors, usage."""
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from sagent.agent.agent import Agent
-from sagent.agent.state import get_tool_state
-from sagent.tools import Bash, Read
-from sagent.types.runtime import ToolResult, UserMessage
+from sagent.agent.runtime import EXCLUSIVE_KEY, AgentRuntime
+from sagent.agent.state import ToolState, get_tool_state
+from sagent.testing import _NullModel
+from sagent.tools import AgentSpawn, Bash, Read
+from sagent.types.runtime import ToolCall, ToolResult, UserMessage
 
 from dex_agents import AgentSessionOptions, MessageRole, ToolCallStatus, ToolEffect, ToolPolicy
 from dex_agents.adapters.sagent import SagentRunner, _codec, sagent_session_flow
@@ -69,8 +74,7 @@ def steps(session: Session) -> list[str]:
 
 
 def test_sagents_bash_classifier_gives_read_for_a_read_only_command_and_nothing_for_a_writer() -> None:
-    bash, state = Bash(), get_tool_state()
-    from sagent.types.runtime import ToolCall
+    bash, state = Bash(), ToolState()
 
     ls = ToolCall(id="a", name="Bash", args={"command": "ls -la /tmp | head"})
     rm = ToolCall(id="b", name="Bash", args={"command": "rm -rf /tmp/x"})
@@ -114,8 +118,6 @@ async def test_policies_come_first_then_the_bash_classifier_then_the_default_eff
 
 
 def test_waves_follow_sagents_grouping_by_serialize_key() -> None:
-    from sagent.agent.runtime import EXCLUSIVE_KEY
-    from sagent.types.runtime import ToolCall
 
     calls = [ToolCall(id=i, name="t", args={}) for i in "abcdef"]
     assert waves(calls, [None, "f", None, "g", "f", "f"]) == [["a", "b", "c", "d"], ["e"], ["f"]]
@@ -311,7 +313,6 @@ async def test_a_cut_stream_is_a_retryable_model_failure() -> None:
 
 
 def test_in_process_tools_and_a_session_dir_are_refused(tmp_path: Path) -> None:
-    from sagent.tools import AgentSpawn
 
     with pytest.raises(ValueError, match="AgentSpawn"):
         sagent_session_flow(lambda: Agent(model=ScriptedModel(), tools=[AgentSpawn()]), flow_type="x")
@@ -358,3 +359,27 @@ def test_the_flow_builder_merges_tool_policies_over_the_options_and_keeps_the_re
         "write": ToolPolicy(ToolEffect.READ),
     }
     assert sagent_session_flow(build_agent, flow_type="Plain").options == AgentSessionOptions()
+
+
+class _KeyedTool:
+    """A lean runtime tool whose ``serialize_key`` is its call's ``key`` argument."""
+
+    name = "keyed"
+
+    def serialize_key(self, args: Mapping[str, object]) -> str | None:
+        key = args.get("key")
+        return key if isinstance(key, str) else None
+
+    async def run(self, args: Mapping[str, object]) -> ToolResult:
+        return ToolResult(call_id="", content="")
+
+
+@given(st.lists(st.sampled_from([None, "f", "g", "h", EXCLUSIVE_KEY]), max_size=8))
+def test_waves_hand_out_exactly_the_groups_sagents_own_runtime_would_serialize(keys: list[str | None]) -> None:
+    calls = [ToolCall(id=f"c{i}", name="keyed", args={"key": key}) for i, key in enumerate(keys)]
+    groups = AgentRuntime(model=_NullModel(), tools=[_KeyedTool()])._partition_cohort(calls)
+    handed = waves(calls, keys)
+    # Every call once; wave n holds the n-th call of each group, so a group's calls run in its order, one at a time.
+    assert sorted(call_id for wave in handed for call_id in wave) == sorted(call.id for call in calls)
+    depth = max((len(group) for group in groups), default=0)
+    assert handed == [[group[n].id for group in groups if n < len(group)] for n in range(depth)]
