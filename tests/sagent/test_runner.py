@@ -94,14 +94,14 @@ async def effects_of(host: Session) -> dict[str, tuple[str, bool]]:
     }
 
 
-async def test_policies_come_first_then_the_bash_classifier_then_the_default_effect() -> None:
+async def test_policies_come_first_then_the_bash_classifier_then_the_default_effect(state_dir: Path) -> None:
     host = Session({"find_order": ToolPolicy(ToolEffect.READ)}, default_tool_effect=ToolEffect.IDEMPOTENT_WRITE)
     await host.turn(
         script(
             [
                 call("f1", "find_order", order_id="7"),
                 call("b1", "Bash", command="echo hi"),
-                call("b2", "Bash", command="touch written.txt"),
+                call("b2", "Bash", command=f"touch {state_dir / 'written.txt'}"),
                 call("w1", "write"),
             ]
         ),
@@ -118,7 +118,6 @@ async def test_policies_come_first_then_the_bash_classifier_then_the_default_eff
 
 
 def test_waves_follow_sagents_grouping_by_serialize_key() -> None:
-
     calls = [ToolCall(id=i, name="t", args={}) for i in "abcdef"]
     assert waves(calls, [None, "f", None, "g", "f", "f"]) == [["a", "b", "c", "d"], ["e"], ["f"]]
     assert waves(calls, [None, "f", EXCLUSIVE_KEY, "g", None, "f"]) == [["a", "b", "e"], ["c"], ["d"], ["f"]]
