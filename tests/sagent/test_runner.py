@@ -312,7 +312,6 @@ async def test_a_cut_stream_is_a_retryable_model_failure() -> None:
 
 
 def test_in_process_tools_and_a_session_dir_are_refused(tmp_path: Path) -> None:
-
     with pytest.raises(ValueError, match="AgentSpawn"):
         sagent_session_flow(lambda: Agent(model=ScriptedModel(), tools=[AgentSpawn()]), flow_type="x")
     with pytest.raises(ValueError, match="session_dir"):
