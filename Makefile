@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: demo console check lint test unit integration bench bench-peers clean chromium
+.PHONY: demo console check lint test unit integration sagent lint-sagent bench bench-peers clean chromium
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -49,7 +49,29 @@ chromium:
 	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq chromium >/dev/null)
 
-check: lint test
+check: lint test sagent
+
+# The sagent adapter (dex-agents[sagent]): sagent 0.1.20 needs Python >= 3.13 here (`import sagent.tools` fails on
+# 3.12.1), so its code is checked and its tests (tests/sagent) run in a second env from the same lock, built with the
+# first Python 3.13+ found: $(SAGENT_PYTHON), else python3.13/python3.14 on PATH, else ~/.pyenv/versions/3.1[3-9].*.
+# No such interpreter fails `make check` rather than skipping the tests.
+SAGENT_VENV := .venv-sagent
+SAGENT_BIN := $(SAGENT_VENV)/bin
+SAGENT_PYTHON ?= $(shell for c in python3.13 python3.14 $(wildcard $(HOME)/.pyenv/versions/3.1[3-9].*/bin/python3.1[3-9]); do \
+	"$$c" -c 'import sys; sys.exit(sys.version_info < (3, 13))' >/dev/null 2>&1 && { command -v "$$c"; break; }; done)
+
+$(SAGENT_VENV)/.synced: $(UV) pyproject.toml uv.lock
+	@test -n "$(SAGENT_PYTHON)" || { echo "make: no Python 3.13+ interpreter found (python3.13 on PATH or" \
+		"~/.pyenv/versions/3.13.*): the sagent adapter's tests need one; set SAGENT_PYTHON=/path/to/python3.13" >&2; exit 1; }
+	UV_PROJECT_ENVIRONMENT=$(SAGENT_VENV) $(UV) sync --locked --all-extras --quiet --python $(SAGENT_PYTHON)
+	touch $@
+
+lint-sagent: $(SAGENT_VENV)/.synced
+	$(SAGENT_BIN)/mypy --python-version 3.13 $(wildcard src/dex_agents/adapters/sagent/*.py) $(wildcard tests/sagent/*.py) \
+		src/dex_agents/cli/sagent_order_agent.py
+
+sagent: $(SAGENT_VENV)/.synced lint-sagent
+	DEX_AGENTS_REQUIRE_SAGENT=1 $(SAGENT_BIN)/pytest tests/sagent -q
 
 # `make bench` runs the peer benchmark (bench-peers), then the binding benchmarks.
 bench: $(VENV)/.synced bench-peers
@@ -72,4 +94,4 @@ bench-peers: $(BENCH_VENV)/.synced
 	$(BENCH_VENV)/bin/python -m benchmarks.peers.bench --out $(PEERS)/results $(ARGS)
 
 clean:
-	rm -rf $(TOOLS) $(VENV) $(BENCH_VENV) .bench-out .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(TOOLS) $(VENV) $(SAGENT_VENV) $(BENCH_VENV) .bench-out .mypy_cache .pytest_cache .ruff_cache

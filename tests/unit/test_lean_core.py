@@ -11,8 +11,8 @@ import textwrap
 
 from dex_agents.command import CLI_MODULES, MISSING_EXTRA
 
-EXTRA_MODULES = ("pydantic_ai", "pydantic_graph", "click", "rich", "starlette", "uvicorn")
-"""Top-level modules that only the ``pydantic-ai`` and ``cli`` extras install."""
+EXTRA_MODULES = ("pydantic_ai", "pydantic_graph", "click", "rich", "starlette", "uvicorn", "sagent")
+"""Top-level modules that only the ``pydantic-ai``, ``cli``, ``console`` and ``sagent`` extras install."""
 
 CORE_PACKAGES = ("dex_agents.domain", "dex_agents.application", "dex_agents.infrastructure", "dex_agents.testing")
 """Everything but ``dex_agents.adapters`` (one per extra) and ``dex_agents.cli``."""

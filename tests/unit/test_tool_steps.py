@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+import attrs
 import pytest
 
 from dex_agents.application.next import End, GoTo, StepName
@@ -318,3 +319,37 @@ async def test_every_tool_call_publishes_exactly_one_result_whatever_its_route(
     resumed = session.scripted.model_turns[1]
     assert resumed.recorded_tool_call("c1").status is status
     assert session.tool_calls.all() == (), "the completed turn cleared its records"
+
+
+async def test_a_runner_owned_framework_state_reaches_the_tool_step_and_its_result_or_error_replaces_it() -> None:
+    seen: list[str | None] = []
+
+    def ends_with_state(call: DeferredToolExecution) -> ToolExecutionResult:
+        seen.append(call.tool_call.framework_state)
+        return ToolExecutionResult("ok", framework_state="after-a")
+
+    requested = tool_calls_requested(
+        attrs.evolve(deferred_tool_call("a", "tool", policy=READ), framework_state="before"),
+        attrs.evolve(deferred_tool_call("b", "tool", policy=READ), framework_state="before"),
+        deferred_tool_call("c", "tool", policy=READ),
+    )
+    runner = ScriptedRunner(
+        [requested],
+        tool_replies={
+            "a": ends_with_state,
+            "b": ToolExecutionError("refused", framework_state="after-b"),
+            "c": "no state",
+        },
+    )
+    session = InMemorySessionHost(runner)
+    await session.start("go")
+    await session.run_model()
+    assert session.tool_calls["a"].framework_state == "before"
+    for call_id in "abc":
+        await session.call_tool(call_id)
+    assert seen == ["before"]
+    states = {call_id: session.tool_calls[call_id].framework_state for call_id in "abc"}
+    assert states == {"a": "after-a", "b": "after-b", "c": None}
+    assert session.tool_calls["b"].status is S.FAILED
+    # Not part of what an approval binds to.
+    assert session.tool_calls["a"].digest == attrs.evolve(session.tool_calls["a"], framework_state=None).digest

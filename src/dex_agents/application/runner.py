@@ -118,6 +118,8 @@ class ToolExecutionResult:
 
     output: str
     """The result text."""
+    framework_state: str | None = attrs.field(default=None, kw_only=True)
+    """Runner-owned text that replaces the record's `AgentToolCall.framework_state`; ``None`` keeps it."""
 
 
 class AgentFrameworkRunner(Protocol):

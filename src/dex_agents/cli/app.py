@@ -87,9 +87,18 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("--yes", "approve_refund", is_flag=True, default=False, help="Approve the refund without asking.")
 @click.option("--no", "reject_refund", is_flag=True, default=False, help="Reject the refund without asking.")
 @click.option("--crash", is_flag=True, default=False, help="SIGKILL the Worker in the middle of the refund Step.")
+@click.option(
+    "--framework",
+    type=click.Choice(["pydantic-ai", "sagent"]),
+    default="pydantic-ai",
+    show_default=True,
+    help="The framework the order agent runs on (sagent needs Python 3.13+ and dex-agents[sagent]).",
+)
 @debug_option
 @click.pass_context
-def demo(ctx: click.Context, approve_refund: bool, reject_refund: bool, crash: bool, debug: bool) -> int:
+def demo(
+    ctx: click.Context, approve_refund: bool, reject_refund: bool, crash: bool, framework: str, debug: bool
+) -> int:
     """Run the order agent (find, refund with approval, email) on fake Dex with a scripted model.
 
     Asks "Approve refund_order ...? [y/N]" when standard input is a terminal;
@@ -100,7 +109,9 @@ def demo(ctx: click.Context, approve_refund: bool, reject_refund: bool, crash: b
     from dex_agents.cli.demo import run_demo
 
     answer = True if approve_refund else (False if reject_refund else None)
-    return run(lambda console: run_demo(console, answer=answer, crash=crash), debug=_debug(ctx, debug))
+    return run(
+        lambda console: run_demo(console, answer=answer, crash=crash, framework=framework), debug=_debug(ctx, debug)
+    )
 
 
 @cli.command()

@@ -14,12 +14,18 @@ and starts a replacement. Dex runs the Step again on the new Worker with the
 same idempotency key, the ledger recognises the key, and the session carries
 on: the refund ran once.
 
+``--framework sagent`` runs the same order agent on sagent
+(`dex_agents.cli.sagent_order_agent`, through the sagent adapter); it needs
+Python 3.13+ with ``dex-agents[sagent]`` and says so clearly elsewhere.
+
 Ctrl-C stops the Worker (SIGTERM to its group) before the demo exits; the
 Worker also stops by itself if the demo process dies.
 """
 
 import asyncio
 import contextlib
+import importlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -34,7 +40,17 @@ from dex_agents.cli.engine import Engine, open_engine
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.follow import Approver, SessionFollower
 from dex_agents.cli.render import EventRenderer
-from dex_agents.cli.shop import CRASH_ENV, STATE_ENV, read_outbox, read_refunds, refund_gate, tool_runs
+from dex_agents.cli.shop import (
+    CRASH_ENV,
+    FRAMEWORK_ENV,
+    PYDANTIC_AI,
+    SAGENT,
+    STATE_ENV,
+    read_outbox,
+    read_refunds,
+    refund_gate,
+    tool_runs,
+)
 from dex_agents.cli.terminal import FixedApprover, PromptApprover, TerminalLines
 from dex_agents.cli.views import render_snapshot
 from dex_agents.domain.events import AgentEvent, ToolCallStartedPayload
@@ -171,6 +187,50 @@ def _last_line(output: str) -> str:
     return lines[-1] if lines else "(no output)"
 
 
+MODEL_DESCRIPTIONS = {
+    PYDANTIC_AI: "a scripted Pydantic AI FunctionModel: it streams text and needs no API key",
+    SAGENT: "a scripted sagent provider model (MockModelCaps), run by the sagent adapter: no API key",
+}
+"""What the header says of each framework's model."""
+
+
+def sagent_unavailable() -> str | None:
+    """Return why the sagent order agent cannot run in this Python, or ``None`` when it can."""
+    running = f"Python {sys.version.split()[0]}"
+    if sys.version_info < (3, 13):
+        why = f"this is {running}"
+    elif importlib.util.find_spec("sagent") is None:
+        why = f"sagent is not installed in this {running}"
+    else:
+        return None
+    return (
+        f"--framework sagent needs sagent 0.1.20, which runs on Python 3.13+ ({why}): install "
+        "'dex-agents[sagent]' under Python 3.13, or in this repository run "
+        "`make .venv-sagent/.synced && .venv-sagent/bin/dex-agents demo --framework sagent`"
+    )
+
+
+def load_order_flow(framework: str) -> AgentSessionFlow:
+    """Return the order agent's Flow on ``framework``.
+
+    Raises:
+        CliError: an unknown framework, or sagent cannot run here.
+    """
+    if framework == PYDANTIC_AI:
+        from dex_agents.cli.order_agent import build_order_flow
+
+        return build_order_flow()
+    if framework == SAGENT:
+        problem = sagent_unavailable()
+        if problem is not None:
+            raise CliError(problem)
+        # Imported by name: the module needs Python 3.13 and sagent (mypy checks it in .venv-sagent).
+        module = importlib.import_module("dex_agents.cli.sagent_order_agent")
+        flow: AgentSessionFlow = module.build_order_flow()
+        return flow
+    raise CliError(f"unknown framework {framework!r}; choose {PYDANTIC_AI!r} or {SAGENT!r}")
+
+
 def choose_approver(console: Console, answer: bool | None, lines: TerminalLines) -> Approver:
     """Return who answers the refund's approval: ``--yes``, ``--no``, the person, or no (no terminal)."""
     if answer is True:
@@ -191,8 +251,16 @@ class Demo:
     """One run of the demo on an engine."""
 
     def __init__(
-        self, console: Console, engine: Engine, flow: AgentSessionFlow, supervisor: WorkerSupervisor, state: Path
+        self,
+        console: Console,
+        engine: Engine,
+        flow: AgentSessionFlow,
+        supervisor: WorkerSupervisor,
+        state: Path,
+        *,
+        framework: str = PYDANTIC_AI,
     ) -> None:
+        self.framework = framework
         self.console = console
         self.engine = engine
         self.flow = flow
@@ -209,7 +277,7 @@ class Demo:
         rows = [
             ("engine", self.engine.description),
             ("worker", f"child process pid {self.supervisor.current.pid} (python -m {WORKER_MODULE})"),
-            ("model", "a scripted Pydantic AI FunctionModel: it streams text and needs no API key"),
+            ("model", MODEL_DESCRIPTIONS[self.framework]),
             ("session", f"{SESSION_ID} (Flow type {self.flow.get_flow_type()}): one Step per model call and per tool"),
         ]
         if crash:
@@ -335,15 +403,21 @@ class Demo:
             )
 
 
-async def run_demo(console: Console, *, answer: bool | None, crash: bool) -> None:
-    """Run ``dex-agents demo``."""
+async def run_demo(console: Console, *, answer: bool | None, crash: bool, framework: str = PYDANTIC_AI) -> None:
+    """Run ``dex-agents demo`` on ``framework`` (``pydantic-ai`` or ``sagent``).
+
+    Raises:
+        CliError: the framework cannot run here (sagent outside Python 3.13+), or the demo failed.
+    """
+    if framework == SAGENT and (problem := sagent_unavailable()) is not None:
+        raise CliError(problem)
     lines = TerminalLines(console)
     approver = choose_approver(console, answer, lines)
     with tempfile.TemporaryDirectory(prefix="dex-agents-demo-") as tmp:
         work_dir = Path(tmp)
         state = work_dir / "shop"
         state.mkdir()
-        env = {STATE_ENV: str(state)}
+        env = {STATE_ENV: str(state), FRAMEWORK_ENV: framework}
         if crash:
             env[CRASH_ENV] = "1"
         try:
@@ -354,12 +428,10 @@ async def run_demo(console: Console, *, answer: bool | None, crash: bool) -> Non
                     stack.push_async_callback(supervisor.stop_all)
                     worker = await supervisor.spawn()
                     # Load the agent here while the Worker process loads it there.
-                    from dex_agents.cli.order_agent import build_order_flow
-
-                    flow = build_order_flow()
+                    flow = load_order_flow(framework)
                     engine = await stack.enter_async_context(open_engine(fake.address, [flow], console, embedded=True))
                     await supervisor.wait_serving(worker)
-                demo = Demo(console, engine, flow, supervisor, state)
+                demo = Demo(console, engine, flow, supervisor, state, framework=framework)
                 stack.push_async_callback(demo.cancel_crash)  # runs before the Workers are stopped
                 demo.header(crash=crash)
                 await demo.run(approver, crash=crash)

@@ -29,10 +29,8 @@ found, or ``not_applied`` when there is none.
 import asyncio
 import json
 import os
-import re
 from collections.abc import AsyncIterator
 
-import attrs
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
@@ -44,8 +42,8 @@ from dex_agents.adapters.pydantic_ai import (
     reconcile_probe,
 )
 from dex_agents.application.runner import ReconcileResult
+from dex_agents.cli.order_plan import Reply, ToolSeen, chunk_delay, plan
 from dex_agents.cli.shop import (
-    CHUNK_DELAY_ENV,
     CRASH_ENV,
     ORDERS,
     find_email,
@@ -71,17 +69,14 @@ TOOL_POLICIES = {
 # -- the scripted model --------------------------------------------------------------------------------------------
 
 
-@attrs.frozen(kw_only=True)
-class _Seen:
-    """What the model sees of the current request: the user's words and the tool results so far."""
-
-    prompt: str
-    results: dict[str, ToolReturnPart]
+def _seen(part: ToolReturnPart) -> ToolSeen:
+    return ToolSeen(ok=part.outcome == "success", denied=part.outcome == "denied", text=part.model_response_str())
 
 
-def _latest_prompt(messages: list[ModelMessage]) -> _Seen:
+def plan_reply(messages: list[ModelMessage]) -> Reply:
+    """Decide the scripted model's next response from the conversation so far (`dex_agents.cli.order_plan`)."""
     prompt = ""
-    results: dict[str, ToolReturnPart] = {}
+    results: dict[str, ToolSeen] = {}
     for message in messages:
         if not isinstance(message, ModelRequest):
             continue
@@ -89,87 +84,14 @@ def _latest_prompt(messages: list[ModelMessage]) -> _Seen:
             if isinstance(part, UserPromptPart) and isinstance(part.content, str):
                 prompt, results = part.content, {}
             elif isinstance(part, ToolReturnPart):
-                results[part.tool_name] = part
-    return _Seen(prompt=prompt, results=results)
-
-
-@attrs.frozen(kw_only=True)
-class _Reply:
-    text: str
-    tool: str | None = None
-    args: dict[str, str] = attrs.field(factory=dict)
-    call_id: str = ""
-
-
-def _succeeded(part: ToolReturnPart) -> bool:
-    return part.outcome == "success"
-
-
-def plan_reply(messages: list[ModelMessage]) -> _Reply:
-    """Decide the scripted model's next response from the conversation so far."""
-    seen = _latest_prompt(messages)
-    match = re.search(r"order\s*#?\s*(\w+)", seen.prompt, re.IGNORECASE)
-    if match is None:
-        return _Reply(
-            text="I am the demo's scripted model: I can look up and refund orders. "
-            "Try: Refund order 7 and tell the customer."
-        )
-    order_id = match.group(1)
-    wants_refund = "refund" in seen.prompt.lower()
-    found = seen.results.get("find_order")
-    if found is None:
-        return _Reply(
-            text=f"Let me look up order {order_id}.",
-            tool="find_order",
-            args={"order_id": order_id},
-            call_id="call-1",
-        )
-    order = ORDERS.get(order_id)
-    if order is None or not _succeeded(found):
-        return _Reply(text=f"I could not find order {order_id}, so there is nothing I can do with it.")
-    if not wants_refund:
-        return _Reply(text=f"Order {order_id} ({order.item}, {order.amount}) is {order.status}.")
-    refund = seen.results.get("refund_order")
-    if refund is None:
-        return _Reply(
-            text=f"Order {order_id} ({order.item}, {order.amount}) was {order.status}. "
-            "Refunding it needs your approval.",
-            tool="refund_order",
-            args={"order_id": order_id},
-            call_id="call-2",
-        )
-    if not _succeeded(refund):
-        why = "was not approved" if refund.outcome == "denied" else "failed"
-        reason = refund.model_response_str().rstrip(".")
-        return _Reply(
-            text=f"I did not refund order {order_id}: the refund {why} ({reason}). I have not emailed the customer."
-        )
-    refund_text = refund.model_response_str()
-    refund_id = re.search(r"R-\d+", refund_text)
-    email = seen.results.get("email_customer")
-    if email is None:
-        return _Reply(
-            text=f"{refund_text}. Now I will tell the customer.",
-            tool="email_customer",
-            args={"order_id": order_id, "text": f"Your refund of {order.amount} for order {order_id} is on its way."},
-            call_id="call-3",
-        )
-    told = "the customer has been emailed" if _succeeded(email) else "emailing the customer failed"
-    receipt = f"{refund_id.group(0)}, {order.amount}" if refund_id else order.amount
-    return _Reply(text=f"Done: order {order_id} is refunded ({receipt}) and {told}.")
-
-
-def _chunk_delay() -> float:
-    try:
-        return float(os.environ.get(CHUNK_DELAY_ENV, "0.03"))
-    except ValueError:
-        return 0.03
+                results[part.tool_name] = _seen(part)
+    return plan(prompt, results)
 
 
 async def scripted_stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
     """The scripted model: stream the reply's text word by word, then its tool call."""
     reply = plan_reply(messages)
-    delay = _chunk_delay()
+    delay = chunk_delay()
     words = reply.text.split(" ")
     for index, word in enumerate(words):
         yield word if index == len(words) - 1 else word + " "

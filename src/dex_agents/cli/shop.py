@@ -32,6 +32,14 @@ CRASH_ENV = "DEX_AGENTS_DEMO_CRASH"
 CHUNK_DELAY_ENV = "DEX_AGENTS_DEMO_CHUNK_DELAY"
 """Seconds between streamed words (default 0.03)."""
 
+FRAMEWORK_ENV = "DEX_AGENTS_DEMO_FRAMEWORK"
+"""Which order agent the demo's Worker serves: ``pydantic-ai`` (default) or ``sagent``."""
+
+PYDANTIC_AI = "pydantic-ai"
+SAGENT = "sagent"
+FRAMEWORKS = (PYDANTIC_AI, SAGENT)
+"""The frameworks ``dex-agents demo --framework`` runs the order agent on."""
+
 REFUND_GATE = "refund"
 """The gate ``refund_order`` waits at in crash mode."""
 

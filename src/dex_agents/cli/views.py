@@ -103,6 +103,8 @@ def describe_usage(usage: AgentUsage) -> str:
     line += f" · {usage.output_tokens} output tokens"
     if usage.reasoning_tokens:
         line += f" ({usage.reasoning_tokens} reasoning)"
+    if usage.cost_usd:
+        line += f" · ${usage.cost_usd:.4f}"
     return line
 
 

@@ -31,9 +31,11 @@ class ToolExecutionError(DexAgentsError):
     as a ``failed`` tool call with this message and never retried.
     """
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, framework_state: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.framework_state = framework_state
+        """Runner-owned text that replaces the record's ``framework_state``; ``None`` keeps it."""
 
 
 class StepAttemptError(DexAgentsError):

@@ -276,6 +276,9 @@ class AgentToolCall:
     approval_deadline: datetime | None = None
     """When the approval expires, on the engine's clock: set by ``AwaitToolApproval`` when it first waits
     (the engine's time then plus ``interrupt_deadline``); ``None`` without a deadline or before that wait."""
+    framework_state: str | None = None
+    """Runner-owned text: `DeferredToolCall.framework_state` until the tool Step ends, then the
+    ``framework_state`` of its `ToolExecutionResult` or `ToolExecutionError` when it gives one."""
 
     @property
     def digest(self) -> str:

@@ -32,6 +32,9 @@ class DeferredToolCall:
     """The call's arguments as JSON text."""
     policy: ToolPolicy
     """The policy from `AgentTurnContext.resolve_tool_policy`."""
+    framework_state: str | None = attrs.field(default=None, kw_only=True)
+    """Runner-owned text the call's tool Step gets back as `AgentToolCall.framework_state`
+    (the sagent runner's tool state); never shown to people, nor part of the approval digest."""
 
 
 def _messages(messages: Iterable[FrameworkMessage]) -> tuple[FrameworkMessage, ...]:

@@ -17,6 +17,8 @@ class AgentUsage:
     """Input tokens read from the provider's cache."""
     reasoning_tokens: int = 0
     """Output tokens spent on reasoning."""
+    cost_usd: float = 0.0
+    """What the calls cost in US dollars, when the framework prices them (the sagent runner does); else 0."""
 
     @property
     def total_tokens(self) -> int:
@@ -30,4 +32,5 @@ class AgentUsage:
             output_tokens=self.output_tokens + other.output_tokens,
             cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
         )

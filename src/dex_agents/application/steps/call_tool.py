@@ -27,8 +27,9 @@ first output):
 The one assumption left: what the ledger reads back is durable (Stream writes
 are durable once read back). The result is ``succeeded``, or ``failed`` for
 `ToolExecutionError` (not retried); its one ``TOOL_CALL_RESULTS`` message is
-published with it. Any other exception fails the attempt. A record that is
-already final ends without running or publishing. Next: ends (or
+published with it; a ``framework_state`` either gives replaces the record's
+(the runner's own per-call state, `AgentToolCall.framework_state`). Any other
+exception fails the attempt. A record that is already final ends without running or publishing. Next: ends (or
 ``ReconcileToolCall`` as above).
 
 A call whose turn was cancelled (`TurnCancelRequest`) before its first
@@ -109,8 +110,12 @@ class _ToolCallStep(Wired):
             result = await self.runner.execute_deferred_tool_call(execution)
         except ToolExecutionError as error:
             finished = record.fail(self._bounded(error.message, "the tool's error"), attempt=call.attempt)
+            state = error.framework_state
         else:
             finished = record.succeed(self._bounded(result.output, "the tool's output"), attempt=call.attempt)
+            state = result.framework_state
+        if state is not None:
+            finished = attrs.evolve(finished, framework_state=state)
         finish_tool_call(finished, tool_calls=self.tool_calls, results=self.results, events=self.events)
         return End()
 

@@ -202,4 +202,5 @@ class RunModel(Wired):
             deferral_order=order,
             status=ToolCallStatus.AWAITING_APPROVAL if needs_approval else ToolCallStatus.PENDING,
             interrupt_id=interrupt_id_for(turn_id, requested.tool_call_id) if needs_approval else None,
+            framework_state=requested.framework_state,
         )

@@ -1,0 +1,171 @@
+"""A real sagent agent for the adapter's tests, shared by the tests and their Worker children.
+
+The model is `ScriptedModel` (it follows the JSON script in the turn's user
+message). Every model and tool call is counted in the `InvocationLog` under
+``$SAGENT_TEST_STATE``: model calls as ``("model", <script>, step=n)``, tool
+calls as ``("tool", <name>, key=<idempotency key>)``. A script step with
+``gate`` parks the model, and a tool called with ``gate`` parks the tool, at a
+`FileGate` until the test releases it.
+
+Tools: ``find_order`` (read), ``refund_order`` (idempotent write, approval),
+``email_customer`` (non-idempotent write); ``read_tool``, ``idempotent_write``,
+``write``, ``unclassified_write`` (each parks at its ``gate``); ``fail_me``
+(an ``is_error`` result), ``crash`` (raises); and sagent's own ``Read``,
+``Edit``, ``Write`` and ``Bash`` working in ``$SAGENT_TEST_STATE/files``.
+"""
+
+import os
+from pathlib import Path
+from typing import cast
+
+from sagent.agent.agent import Agent
+from sagent.tools import Bash, Edit, Read, Write, tool
+from sagent.types.runtime import ToolResult
+from sagent.types.tools import Tool
+
+from dex_agents import AgentSessionFlow, ToolEffect, ToolPolicy
+from dex_agents.adapters.sagent import deferred_tool_idempotency_key, sagent_session_flow
+from dex_agents.testing import FileGate, InvocationLog
+from tests.sagent.scripted_model import ModelCall, ScriptedModel
+
+STATE_ENV = "SAGENT_TEST_STATE"
+FLOW_TYPE = "SagentOrderAgent"
+SYSTEM = "You help customers with their orders."
+
+TOOL_POLICIES = {
+    "find_order": ToolPolicy(ToolEffect.READ),
+    "refund_order": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=True),
+    "email_customer": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE),
+    "read_tool": ToolPolicy(ToolEffect.READ),
+    "idempotent_write": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE),
+    "write": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False),
+    "fail_me": ToolPolicy(ToolEffect.READ),
+    "crash": ToolPolicy(ToolEffect.READ),
+    "Read": ToolPolicy(ToolEffect.READ),
+    "Edit": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=False),
+    "Write": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=False),
+}
+"""``Bash`` has none: sagent's classifier decides (a read-only command is a read)."""
+
+
+def state_dir() -> Path:
+    return Path(os.environ[STATE_ENV])
+
+
+def files_dir() -> Path:
+    path = state_dir() / "files"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def invocations() -> InvocationLog:
+    return InvocationLog(state_dir() / "invocations.jsonl")
+
+
+def gate(name: str) -> FileGate:
+    return FileGate(state_dir() / "gates", name)
+
+
+async def before_response(model_call: ModelCall) -> None:
+    invocations().record("model", model_call.script, step=model_call.step)
+    if model_call.gate is not None:
+        await gate(model_call.gate).wait_for_release()
+
+
+async def ran(name: str, gate_name: str = "") -> None:
+    invocations().record("tool", name, key=deferred_tool_idempotency_key())
+    if gate_name:
+        await gate(gate_name).wait_for_release()
+
+
+@tool
+async def find_order(order_id: str) -> str:
+    """Return the status of an order."""
+    await ran("find_order")
+    return f"order {order_id} delivered"
+
+
+@tool
+async def refund_order(order_id: str) -> str:
+    """Refund an order."""
+    await ran("refund_order")
+    return f"refund of {order_id} with key {deferred_tool_idempotency_key()}"
+
+
+@tool
+async def email_customer(order_id: str, text: str) -> str:
+    """Email the customer who placed an order."""
+    await ran("email_customer")
+    return f"emailed the customer of order {order_id}"
+
+
+@tool
+async def read_tool(gate: str = "") -> str:
+    """A read that may park."""
+    await ran("read_tool", gate)
+    return "read done"
+
+
+@tool
+async def idempotent_write(gate: str = "") -> str:
+    """An idempotent write that may park."""
+    await ran("idempotent_write", gate)
+    return f"written with key {deferred_tool_idempotency_key()}"
+
+
+@tool
+async def write(gate: str = "") -> str:
+    """A non-idempotent write that may park."""
+    await ran("write", gate)
+    return "written"
+
+
+@tool
+async def unclassified_write(gate: str = "") -> str:
+    """A write without a policy (the default effect: unclassified, approval)."""
+    await ran("unclassified_write", gate)
+    return "written"
+
+
+@tool
+async def fail_me() -> ToolResult:
+    """A tool that answers with an error result."""
+    await ran("fail_me")
+    return ToolResult(call_id="", content="the order is locked", is_error=True)
+
+
+@tool
+async def crash() -> str:
+    """A tool that raises."""
+    await ran("crash")
+    raise ValueError("disk full")
+
+
+# sagent's ``@tool`` returns its private ``_ToolImpl``, whose ``name`` mypy reads as optional.
+FUNCTION_TOOLS: list[Tool] = [
+    cast(Tool, function)
+    for function in (
+        find_order,
+        refund_order,
+        email_customer,
+        read_tool,
+        idempotent_write,
+        write,
+        unclassified_write,
+        fail_me,
+        crash,
+    )
+]
+
+
+def build_agent() -> Agent:
+    """A fresh agent: called once per Step."""
+    return Agent(
+        model=ScriptedModel(before_response=before_response),
+        system=SYSTEM,
+        tools=[*FUNCTION_TOOLS, Read(), Edit(), Write(), Bash()],
+    )
+
+
+def build_flows() -> list[AgentSessionFlow]:
+    return [sagent_session_flow(build_agent, flow_type=FLOW_TYPE, tool_policies=TOOL_POLICIES)]
