@@ -28,9 +28,10 @@ skipped (``?shown_turns=``).
 
 Forms answer with a redirect (303) to a page, with a fixed notice; a form
 that fails its CSRF check gets 403. A cancel when no turn runs, and a
-withdraw of a message a turn took already, say so in their notice. Approvals name the console as approver
-(``web console``) and bind the approval to the call digest the page showed,
-so a call that changed meanwhile is failed, not run.
+withdraw of a message a turn took already, say so in their notice.
+Approvals name the console as approver (``web console``) and bind the
+approval to the call digest the page showed, so a call that changed
+meanwhile is failed, not run.
 """
 
 import asyncio
