@@ -6,6 +6,7 @@ from dex_agents.application.ports import (
     DeliveryLedger,
     EventSink,
     Heartbeat,
+    HistorySummaryStore,
     InterruptStore,
     MessageLog,
     ResolutionPublisher,
@@ -20,6 +21,7 @@ from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
 from dex_agents.testing import RecordingEventSink, RecordingHeartbeat, ScriptedRunner
 from dex_agents.testing.memory import (
     InMemoryDeliveryLedger,
+    InMemoryHistorySummaryStore,
     InMemoryInterruptStore,
     InMemoryMessageLog,
     InMemoryResolutionPublisher,
@@ -44,6 +46,7 @@ def test_every_fake_conforms_to_its_port() -> None:
     queue: UserMessageQueue = InMemoryUserMessageQueue()
     resolutions: ResolutionPublisher = InMemoryResolutionPublisher()
     results: ToolResultPublisher = InMemoryToolResultPublisher()
+    summaries: HistorySummaryStore = InMemoryHistorySummaryStore()
     sink: EventSink = RecordingEventSink()
     failing_sink: EventSink = FailingEventSink()
     heartbeat: Heartbeat = RecordingHeartbeat()
@@ -52,7 +55,7 @@ def test_every_fake_conforms_to_its_port() -> None:
     runner: AgentFrameworkRunner = ScriptedRunner()
     deliveries: DeliveryLedger = InMemoryDeliveryLedger(RecordingEventSink())
 
-    ports = [state, messages, run_state, tool_calls, interrupts, usage, queue, resolutions, results]
+    ports = [state, messages, run_state, tool_calls, interrupts, usage, queue, resolutions, results, summaries]
     assert all(port is not None for port in ports)
     assert all(port is not None for port in (sink, failing_sink, heartbeat, heartbeat_fn, clock, runner, deliveries))
 
@@ -75,6 +78,7 @@ def test_every_port_has_a_fake_in_the_conformance_test() -> None:
         "UserMessageQueue",
         "ResolutionPublisher",
         "ToolResultPublisher",
+        "HistorySummaryStore",
         "EventSink",
         "Heartbeat",
         "Clock",

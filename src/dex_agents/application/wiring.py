@@ -16,6 +16,7 @@ from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import (
     Clock,
     DeliveryLedger,
+    HistorySummaryStore,
     InterruptStore,
     MessageLog,
     ResolutionPublisher,
@@ -51,6 +52,8 @@ class SessionPorts:
     """``INTERRUPT_RESOLUTIONS``."""
     results: ToolResultPublisher
     """``TOOL_CALL_RESULTS``."""
+    summaries: HistorySummaryStore
+    """``AGENT_HISTORY_SUMMARIES``."""
 
 
 @attrs.frozen(kw_only=True)

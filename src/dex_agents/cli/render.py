@@ -25,6 +25,7 @@ from dex_agents.cli.transcript import DeltaOutcome, LiveText, TextBlock, TextKin
 from dex_agents.cli.views import MARK, STATUS_STYLES, ToolOutcome, compact_json, one_line
 from dex_agents.domain.events import (
     AgentEvent,
+    HistoryCompactedPayload,
     InterruptRaisedPayload,
     InterruptResolvedPayload,
     ReasoningDeltaPayload,
@@ -126,6 +127,11 @@ class EventRenderer:
                 self._usage = payload.session
             case TurnCommittedPayload():
                 self._turn_committed(event, extras)
+            case HistoryCompactedPayload():
+                self.line(
+                    f"history compacted: messages {payload.first_sequence}-{payload.through_sequence} summarised",
+                    style="dim",
+                )
             case _:
                 assert_never(payload)
 

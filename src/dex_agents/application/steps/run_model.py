@@ -2,7 +2,13 @@
 
 Input: none. 15 min method timeout, 2 min heartbeat timeout, 3 attempts
 within 30 min; failure route ``RecordTurnFailure``. Calls the runner's
-`run_model_step` with every stored message, the turn's run state and records.
+`run_model_step` with the model's window (the current summary and the
+messages after its range; the host loads only those), the turn's run state
+and records.
+
+- `ContextOverflowError` (the provider refused the context): goes to
+  ``CompactHistory`` (input ``overflow``), which compacts and comes back here
+  once; an overflow on that retry fails the attempt.
 
 - `TurnCompleted`: appends the turn's new messages in one commit, clears the
   turn's run state and records, and goes to ``AwaitUserMessage``. Each stored
@@ -20,6 +26,7 @@ from typing import assert_never
 
 import attrs
 
+from dex_agents.application.compaction import CompactionReason, compaction_window
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import GoTo, GoToMany, Next, StepName
@@ -27,6 +34,7 @@ from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.policies import policy_resolver, tool_step_name
 from dex_agents.application.ports import (
     Clock,
+    HistorySummaryStore,
     InterruptStore,
     MessageLog,
     RunStateStore,
@@ -34,7 +42,7 @@ from dex_agents.application.ports import (
     ToolCallStore,
     UsageStore,
 )
-from dex_agents.application.runner import AgentFrameworkRunner, AgentTurnContext, HeartbeatFn
+from dex_agents.application.runner import AgentFrameworkRunner, AgentTurnContext, ContextOverflowError, HeartbeatFn
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.interrupts import AgentInterrupt, interrupt_id_for
@@ -60,6 +68,7 @@ class RunModel(Wired):
     options: AgentSessionOptions
     state: SessionStateStore
     messages: MessageLog
+    summaries: HistorySummaryStore
     run_state: RunStateStore
     tool_calls: ToolCallStore
     interrupts: InterruptStore
@@ -75,19 +84,33 @@ class RunModel(Wired):
         assert state.active_turn_id is not None, "RunModel needs an active turn"
         turn_id = state.active_turn_id
         records = self.tool_calls.all()
+        window = state.model_window()
+        summary = None if window.summary_number is None else self.summaries.get(window.summary_number)
         context = AgentTurnContext(
             flow_id=call.flow_id,
             turn_id=turn_id,
             attempt=call.attempt,
             step_execution_id=call.step_execution_id,
-            messages=self.messages.read(range(1, state.message_count + 1)),
+            messages=self.messages.read(window.sequences),
+            summary=summary,
             framework_run_state=self.run_state.get(),
             tool_calls={record.tool_call_id: record for record in records},
             events=self.events,
             heartbeat=self.heartbeat,
             policy_resolver=policy_resolver(self.options),
         )
-        outcome = await self.runner.run_model_step(context)
+        try:
+            outcome = await self.runner.run_model_step(context)
+        except ContextOverflowError:
+            if state.retry_after_overflow:
+                raise  # the history was already compacted for this call
+            return GoTo(
+                step=StepName.COMPACT_HISTORY,
+                input=CompactionReason.OVERFLOW.value,
+                window=compaction_window(state),
+            )
+        if state.retry_after_overflow:
+            state = attrs.evolve(state, retry_after_overflow=False)
         validate_turn_outcome(outcome, earlier_tool_call_ids=[record.tool_call_id for record in records])
         total = self.usage.get() + outcome.usage
         self.usage.set(total)

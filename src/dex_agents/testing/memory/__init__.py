@@ -31,6 +31,7 @@ from dex_agents.testing.memory._clock import ManualClock
 from dex_agents.testing.memory._deliveries import InMemoryDeliveryLedger
 from dex_agents.testing.memory._host import InMemorySessionHost
 from dex_agents.testing.memory._stores import (
+    InMemoryHistorySummaryStore,
     InMemoryInterruptStore,
     InMemoryMessageLog,
     InMemoryRunStateStore,
@@ -41,6 +42,7 @@ from dex_agents.testing.memory._stores import (
 
 __all__ = [
     "InMemoryDeliveryLedger",
+    "InMemoryHistorySummaryStore",
     "InMemoryInterruptStore",
     "InMemoryMessageLog",
     "InMemoryResolutionPublisher",

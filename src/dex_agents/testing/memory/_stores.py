@@ -6,6 +6,7 @@ fakes apply every write at once, which is what a committed Step looks like.
 
 from collections.abc import Sequence
 
+from dex_agents.domain.history import HistorySummary
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.session import AgentState
@@ -125,3 +126,16 @@ class InMemoryUsageStore:
 
     def set(self, usage: AgentUsage) -> None:
         self.value = usage
+
+
+class InMemoryHistorySummaryStore:
+    """``AGENT_HISTORY_SUMMARIES``: one summary per compaction number."""
+
+    def __init__(self) -> None:
+        self.by_number: dict[int, HistorySummary] = {}
+
+    def get(self, number: int) -> HistorySummary | None:
+        return self.by_number.get(number)
+
+    def put(self, summary: HistorySummary) -> None:
+        self.by_number[summary.number] = summary
