@@ -15,6 +15,13 @@ arguments steer the tool: ``gate`` parks it at a `FileGate`, ``error`` raises
 `ToolExecutionError`, ``crash`` raises, ``big_output`` returns that many
 characters, ``die`` SIGKILLs the Worker once (``after_effect``: right after the
 tool's effect, its `InvocationLog` line; ``after_tool``: once it returned).
+``emit`` makes the model answer with that many assistant messages of
+``emit_size`` characters each (a long history without many turns);
+``overflow`` makes the model raise `ContextOverflowError` while its window has
+no summary. ``compact`` (the runner's `HistoryCompactor`) records each call and,
+with ``$AGENT_TEST_COMPACT_GATE`` set, parks its first call at that gate.
+``$AGENT_TEST_CONTEXT_BUDGET`` and ``$AGENT_TEST_KEEP_RECENT`` set the compaction
+policy. Every model call records its window: message count, bytes and summary.
 The reconcile probe of ``reconciled_write`` looks for the call's effect (a
 ``tool`` line with its idempotency key) in the `InvocationLog`: found, it
 answers the output the tool would have returned; not found, not applied.
@@ -32,17 +39,21 @@ import json
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from dex_agents import (
     DEFAULT_EVENT_STREAM_CAPACITY_BYTES,
+    AgentMessage,
     AgentSessionFlow,
     AgentSessionOptions,
     AgentTurnContext,
     AgentTurnOutcome,
+    CompactionPolicy,
+    CompactionSummary,
+    ContextOverflowError,
     DeferredToolCall,
     DeferredToolExecution,
     FrameworkMessage,
@@ -65,6 +76,9 @@ HEARTBEAT_ENV = "AGENT_TEST_HEARTBEAT_SECONDS"
 EVENT_CAPACITY_ENV = "AGENT_TEST_EVENT_CAPACITY_BYTES"
 WORKER_SLOTS_ENV = "AGENT_TEST_WORKER_SLOTS"
 KILL_POINT_ENV = "AGENT_TEST_KILL_POINT"
+COMPACT_GATE_ENV = "AGENT_TEST_COMPACT_GATE"
+CONTEXT_BUDGET_ENV = "AGENT_TEST_CONTEXT_BUDGET"
+KEEP_RECENT_ENV = "AGENT_TEST_KEEP_RECENT"
 FLOW_TYPE = "ScriptedAgent"
 BREAK_BUILD = "[break build_user_message]"
 WRONG_ROLE = "[build with the assistant role]"
@@ -145,6 +159,25 @@ class ScriptedAgentRunner:
         assert prompt is not None
         steps = script(prompt)
         invocations().record("model", turn.turn_id, attempt=turn.attempt, resuming=turn.is_resuming)
+        invocations().record(
+            "window",
+            turn.turn_id,
+            messages=len(turn.messages),
+            bytes=sum(len(m.framework_item) for m in turn.messages),
+            first=turn.messages[0].sequence if turn.messages else None,
+            summary=None if turn.summary is None else turn.summary.number,
+        )
+        if steps.get("overflow") and turn.summary is None:
+            raise ContextOverflowError("prompt is too long: the provider refused the context")
+        if steps.get("emit"):
+            size = int(steps.get("emit_size", 100))
+            emitted = [
+                FrameworkMessage(
+                    role=MessageRole.ASSISTANT, framework_item=json.dumps(f"{n}:" + "e" * size), text=str(n)
+                )
+                for n in range(int(steps["emit"]))
+            ]
+            return TurnCompleted(new_messages=emitted, usage=AgentUsage(model_calls=1))
         turn.events.write_text_delta(f"model call {turn.attempt}")
         if steps.get("thread_events") and not turn.is_resuming:
             write_from_threads(turn)
@@ -181,6 +214,14 @@ class ScriptedAgentRunner:
             role=MessageRole.ASSISTANT, framework_item=json.dumps(outcomes), text=json.dumps(outcomes, sort_keys=True)
         )
         return TurnCompleted(new_messages=[*tool_results(turn, steps.get("tool_results")), answer], usage=usage)
+
+    async def compact(self, messages: Sequence[AgentMessage], previous_summary: str | None) -> CompactionSummary:
+        invocations().record("compact", "history", first=messages[0].sequence, through=messages[-1].sequence)
+        gate_name = os.environ.get(COMPACT_GATE_ENV)
+        if gate_name and first_death(f"compact-gate-{gate_name}"):
+            await gate(gate_name).wait_for_release()
+        text = f"{previous_summary or ''}|{messages[0].sequence}-{messages[-1].sequence}"[-2000:]
+        return CompactionSummary(text, usage=AgentUsage(model_calls=1, input_tokens=len(messages)))
 
     async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
         args: dict[str, Any] = json.loads(call.tool_call.arguments)
@@ -310,7 +351,14 @@ class KillPointFlow(AgentSessionFlow):
 def build_flow() -> AgentSessionFlow:
     deadline = os.environ.get(DEADLINE_ENV)
     capacity = os.environ.get(EVENT_CAPACITY_ENV)
+    budget = os.environ.get(CONTEXT_BUDGET_ENV)
+    keep = os.environ.get(KEEP_RECENT_ENV)
+    compaction = CompactionPolicy(
+        context_budget_chars=None if budget is None else int(budget),
+        keep_recent_messages=20 if keep is None else int(keep),
+    )
     options = AgentSessionOptions(
+        compaction=compaction,
         tool_policies=TOOL_POLICIES,
         interrupt_deadline=None if deadline is None else timedelta(seconds=float(deadline)),
         event_stream_capacity_bytes=DEFAULT_EVENT_STREAM_CAPACITY_BYTES if capacity is None else int(capacity),
