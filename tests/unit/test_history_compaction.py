@@ -194,12 +194,25 @@ def test_a_turn_goes_to_the_model_through_compaction_when_over_budget_each_movem
     assert compaction_window(big) == ModelWindow(first_sequence=1, last_sequence=40)
 
 
-def test_a_compaction_loads_a_bounded_prefix_plus_one_message() -> None:
+def test_a_compaction_loads_the_whole_window_when_its_tracked_size_fits_one_load() -> None:
     state = AgentState().with_messages_stored(conversation(1000))
+    assert compaction_window(state) == ModelWindow(first_sequence=1, last_sequence=1000)
+
+
+def test_a_compaction_of_a_window_over_one_load_reads_a_bounded_prefix_plus_one_message() -> None:
+    state = AgentState().with_messages_stored(conversation(1000, size=4000))
     window = compaction_window(state)
     assert window.first_sequence == 1
     assert 1 < window.last_sequence < 1000
     assert len(window.sequences) * 8 * 1024 <= 2 * 1024 * 1024 + 8 * 1024
+
+
+def test_a_state_stored_before_windows_were_tracked_still_counts_its_messages() -> None:
+    legacy = attrs.evolve(AgentState().with_messages_stored(conversation(10_000)), window_bytes=0)
+    assert legacy.context_bytes == 256 * 10_000
+    assert CompactionPolicy().should_compact(legacy)
+    window = compaction_window(legacy)
+    assert len(window.sequences) < 10_000  # no tracked size to trust: loads by the per-message estimate
 
 
 async def test_the_excerpt_compactor_folds_the_previous_summary_and_each_message_text() -> None:

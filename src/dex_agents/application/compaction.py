@@ -34,7 +34,7 @@ import attrs
 
 from dex_agents.application.next import GoTo, StepName
 from dex_agents.domain.history import ModelWindow, prefix_sequences
-from dex_agents.domain.messages import AgentMessage
+from dex_agents.domain.messages import MIN_STORED_BYTES, AgentMessage
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.usage import AgentUsage
 
@@ -172,6 +172,8 @@ def compaction_window(state: AgentState) -> ModelWindow:
     window = state.model_window()
     if not window.sequences:
         return window
+    if MIN_STORED_BYTES * len(window.sequences) <= state.window_bytes <= COMPACTION_LOAD_BYTES:
+        return window  # the tracked size is real (never below the floor) and the whole window fits one load
     prefix = prefix_sequences(
         window.first_sequence,
         window.last_sequence,

@@ -26,7 +26,7 @@ import attrs
 
 from dex_agents.domain.errors import InvalidTransitionError
 from dex_agents.domain.history import HistorySummary, ModelWindow
-from dex_agents.domain.messages import LARGE_MESSAGE_BYTES, AgentMessage, stored_size
+from dex_agents.domain.messages import LARGE_MESSAGE_BYTES, MIN_STORED_BYTES, AgentMessage, stored_size
 
 
 class AgentStatus(StrEnum):
@@ -135,8 +135,13 @@ class AgentState:
 
     @property
     def context_bytes(self) -> int:
-        """Estimated stored bytes a model call reads: the window and the summary."""
-        return self.window_bytes + self.summary_bytes
+        """Estimated stored bytes a model call reads: the window and the summary.
+
+        A message is never estimated under `MIN_STORED_BYTES`, so a state
+        stored before windows were tracked (``window_bytes`` 0) still counts.
+        """
+        floor = MIN_STORED_BYTES * max(0, self.message_count - self.summarized_through)
+        return max(self.window_bytes, floor) + self.summary_bytes
 
     def with_history_compacted(self, summary: HistorySummary, *, covered_bytes: int) -> "AgentState":
         """Return the state after compaction ``summary.number`` covered messages through ``summary.through_sequence``.
