@@ -171,6 +171,7 @@ class AgentState:
             self._moved(SessionAction.START_TURN),
             turn_count=number,
             active_turn_id=turn_id_for(number),
+            retry_after_overflow=False,
         )
 
     def wait_for_tools(self) -> "AgentState":
