@@ -348,3 +348,22 @@ async def test_a_summary_longer_than_its_limit_is_cut_with_a_notice() -> None:
     text = host.summaries.by_number[1].text
     assert len(text.encode()) <= 1024
     assert "dex-agents: the summary was 5,000 bytes" in text
+
+
+def test_a_new_turn_clears_an_earlier_turns_overflow_retry() -> None:
+    state = attrs.evolve(AgentState(), retry_after_overflow=True)
+    assert not state.start_turn().retry_after_overflow
+
+
+async def test_a_failed_compaction_fails_the_turn_when_the_context_no_longer_fits() -> None:
+    runner = SummarisingRunner([reply_with(1)])
+    host = InMemorySessionHost(runner, options=AgentSessionOptions())
+    await host.drive(await host.start())
+    await host.send_user_message("hello")
+    await host.drive(GoTo(step=StepName.AWAIT_USER_MESSAGE))
+    state = host.state.current
+    host.state.set(attrs.evolve(state.start_turn(), window_bytes=MAX_CONTEXT_BYTES + 1))
+    decision = await host.record_compaction_failure("policy", recovery_error="RuntimeError: summariser down")
+    assert decision == GoTo(step=StepName.AWAIT_USER_MESSAGE)
+    error = host.state.current.last_turn_error
+    assert error == "history compaction failed: RuntimeError: summariser down"
