@@ -165,6 +165,8 @@ def test_the_budget_is_the_smallest_of_characters_tokens_and_the_hard_limit() ->
     assert CompactionPolicy(context_budget_tokens=10_000).budget_bytes == 10_000 * CHARS_PER_TOKEN
     assert CompactionPolicy(context_budget_chars=50_000, context_budget_tokens=10_000).budget_bytes == 40_000
     assert CompactionPolicy(context_budget_chars=10**9).budget_bytes == MAX_CONTEXT_BYTES
+    assert CompactionPolicy().summary_limit_bytes == 32 * 1024
+    assert CompactionPolicy(context_budget_chars=16 * 1024).summary_limit_bytes == 4 * 1024  # a quarter of it
     with pytest.raises(ValueError, match="context_budget_chars"):
         CompactionPolicy(context_budget_chars=10)
     with pytest.raises(ValueError, match="keep_recent_messages"):

@@ -92,7 +92,8 @@ class CompactionPolicy:
     keep_recent_messages: int = attrs.field(default=DEFAULT_KEEP_RECENT_MESSAGES, validator=_non_negative)
     """Latest messages a compaction keeps verbatim (when they fit in half the budget)."""
     max_summary_bytes: int = attrs.field(default=DEFAULT_MAX_SUMMARY_BYTES, validator=_summary_limit)
-    """Limit of one stored summary in UTF-8 bytes; a longer one keeps its start and a notice."""
+    """Limit of one stored summary in UTF-8 bytes (at most a quarter of the budget); a longer one keeps its
+    start and a notice."""
 
     @property
     def budget_bytes(self) -> int:
@@ -103,6 +104,11 @@ class CompactionPolicy:
         if self.context_budget_tokens is not None:
             limits.append(self.context_budget_tokens * CHARS_PER_TOKEN)
         return min(limits)
+
+    @property
+    def summary_limit_bytes(self) -> int:
+        """The limit of one stored summary: ``max_summary_bytes``, and never over a quarter of the budget."""
+        return max(1024, min(self.max_summary_bytes, self.budget_bytes // 4))
 
     @property
     def target_bytes(self) -> int:

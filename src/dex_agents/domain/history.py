@@ -25,7 +25,8 @@ from collections.abc import Iterable, Sequence
 
 import attrs
 
-from dex_agents.domain.messages import LARGE_MESSAGE_BYTES, AgentMessage, MessageRole, stored_size
+from dex_agents.domain.limits import json_text_size
+from dex_agents.domain.messages import LARGE_MESSAGE_BYTES, MIN_STORED_BYTES, AgentMessage, MessageRole, stored_size
 
 SUMMARY_KEY_DIGITS = 12
 """Digits of a stored summary's map key."""
@@ -60,8 +61,8 @@ class HistorySummary:
 
 
 def stored_size_of_text(text: str) -> int:
-    """Return an upper estimate of the stored size of a summary text."""
-    return 256 + len(text.encode("ascii", "backslashreplace")) * 2
+    """Return an upper estimate of the stored size of a summary text (as escaped JSON, plus room for the keys)."""
+    return MIN_STORED_BYTES + json_text_size(text)
 
 
 @attrs.frozen(kw_only=True)

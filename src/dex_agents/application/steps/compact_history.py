@@ -89,7 +89,7 @@ class CompactHistory(Wired):
         covered = [m for m in loaded if m.sequence <= cut.through_sequence]
         result = await history_compactor(self.runner).compact(covered, None if previous is None else previous.text)
         summary_result = result if isinstance(result, CompactionSummary) else CompactionSummary(str(result))
-        text = cap_text(sanitize_output_text(summary_result.text), policy.max_summary_bytes, what="the summary")
+        text = cap_text(sanitize_output_text(summary_result.text), policy.summary_limit_bytes, what="the summary")
         summary = HistorySummary(number=state.summary_count + 1, through_sequence=cut.through_sequence, text=text)
         self.summaries.put(summary)
         if summary_result.usage.model_calls or summary_result.usage.input_tokens or summary_result.usage.output_tokens:
