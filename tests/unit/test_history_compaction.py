@@ -369,3 +369,13 @@ async def test_a_failed_compaction_fails_the_turn_when_the_context_no_longer_fit
     assert decision == GoTo(step=StepName.AWAIT_USER_MESSAGE)
     error = host.state.current.last_turn_error
     assert error == "history compaction failed: RuntimeError: summariser down"
+
+
+def test_a_compaction_prefix_does_not_load_a_large_message_only_to_learn_its_role() -> None:
+    messages = conversation(1000, size=4000)
+    state = AgentState().with_messages_stored(messages)
+    plain = compaction_window(state)
+    following = plain.last_sequence  # the extra message of the prefix
+    big = attrs.evolve(messages[following - 1], framework_item="b" * 1_000_000)
+    heavy = AgentState().with_messages_stored([*messages[: following - 1], big, *messages[following:]])
+    assert compaction_window(heavy).last_sequence == following - 1

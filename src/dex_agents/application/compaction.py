@@ -173,7 +173,8 @@ def compaction_window(state: AgentState) -> ModelWindow:
     """Return what one ``CompactHistory`` attempt loads: a bounded prefix of the window, one message more.
 
     The extra message tells whether the message after the prefix is a tool
-    result (a cut is never placed before one).
+    result (a cut is never placed before one); a large one (over 8 KiB) is not
+    loaded, and the prefix's end is then no place for a cut.
     """
     window = state.model_window()
     if not window.sequences:
@@ -186,7 +187,9 @@ def compaction_window(state: AgentState) -> ModelWindow:
         large_messages=state.large_messages,
         budget=COMPACTION_LOAD_BYTES,
     )
-    last = min(prefix.stop, window.last_sequence)  # prefix.stop is the message after the prefix
+    large = dict(state.large_messages)
+    following = prefix.stop  # the message after the prefix: loaded to learn its role, unless it is large
+    last = min(following if following not in large else prefix.stop - 1, window.last_sequence)
     return ModelWindow(first_sequence=window.first_sequence, last_sequence=last, summary_number=window.summary_number)
 
 
