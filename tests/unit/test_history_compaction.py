@@ -379,3 +379,14 @@ def test_a_compaction_prefix_does_not_load_a_large_message_only_to_learn_its_rol
     big = attrs.evolve(messages[following - 1], framework_item="b" * 1_000_000)
     heavy = AgentState().with_messages_stored([*messages[: following - 1], big, *messages[following:]])
     assert compaction_window(heavy).last_sequence == following - 1
+
+
+def test_the_in_memory_host_refuses_reads_outside_the_window_a_movement_loaded() -> None:
+    host = InMemorySessionHost()
+    for stored in conversation(4):
+        host.messages.append(stored)
+    with host.messages.loading(ModelWindow(first_sequence=3, last_sequence=4)):
+        assert [m.sequence for m in host.messages.read([3, 4])] == [3, 4]
+        with pytest.raises(AssertionError, match="outside the loaded window"):
+            host.messages.read([2, 3])
+    assert len(host.messages.read([1, 2, 3, 4])) == 4

@@ -412,17 +412,19 @@ class InMemorySessionHost:
                 delivered = self.results.take(move.input)
                 return await self._with_retries(move, lambda _attempt, _execution: self.resume_turn(delivered))
             case StepName.RUN_MODEL:
-                return await self._with_retries(
-                    move, lambda attempt, execution: self.run_model(attempt=attempt, step_execution_id=execution)
-                )
+                with self.messages.loading(move.window):
+                    return await self._with_retries(
+                        move, lambda attempt, execution: self.run_model(attempt=attempt, step_execution_id=execution)
+                    )
             case StepName.COMPACT_HISTORY:
                 reason = str(move.input)
-                return await self._with_retries(
-                    move,
-                    lambda attempt, execution: self.compact_history(
-                        reason, attempt=attempt, step_execution_id=execution
-                    ),
-                )
+                with self.messages.loading(move.window):
+                    return await self._with_retries(
+                        move,
+                        lambda attempt, execution: self.compact_history(
+                            reason, attempt=attempt, step_execution_id=execution
+                        ),
+                    )
             case StepName.CALL_TOOL | StepName.CALL_SINGLE_ATTEMPT_TOOL | StepName.RECONCILE_TOOL_CALL:
                 assert isinstance(move.input, str)
                 tool_call_id = move.input
