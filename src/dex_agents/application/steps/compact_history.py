@@ -42,6 +42,7 @@ from dex_agents.domain import events as ev
 from dex_agents.domain.history import HistorySummary, compaction_cut
 from dex_agents.domain.limits import cap_text, sanitize_output_text
 from dex_agents.domain.session import AgentState
+from dex_agents.domain.usage import AgentUsage
 
 
 def history_compactor(runner: AgentFrameworkRunner) -> HistoryCompactor:
@@ -92,7 +93,7 @@ class CompactHistory(Wired):
         text = cap_text(sanitize_output_text(summary_result.text), policy.summary_limit_bytes, what="the summary")
         summary = HistorySummary(number=state.summary_count + 1, through_sequence=cut.through_sequence, text=text)
         self.summaries.put(summary)
-        if summary_result.usage.model_calls or summary_result.usage.input_tokens or summary_result.usage.output_tokens:
+        if summary_result.usage != AgentUsage():  # a compactor without a model call spends nothing to record
             total = self.usage.get() + summary_result.usage
             self.usage.set(total)
             self.events.write(ev.usage_recorded(summary_result.usage, total))
