@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: demo check lint test unit integration bench bench-peers clean
+.PHONY: demo console check lint test unit integration bench bench-peers clean chromium
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -24,6 +24,10 @@ $(VENV)/.synced: $(UV) pyproject.toml uv.lock
 demo: $(VENV)/.synced
 	$(BIN)/dex-agents demo $(ARGS)
 
+# The web console on the demo (fake Dex and the order agent in-process): http://127.0.0.1:8810
+console: $(VENV)/.synced
+	$(BIN)/dex-agents console --demo $(ARGS)
+
 lint: $(VENV)/.synced
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
@@ -33,11 +37,17 @@ lint: $(VENV)/.synced
 unit: $(VENV)/.synced
 	$(BIN)/pytest tests/unit -q
 
-integration: $(VENV)/.synced
+integration: $(VENV)/.synced chromium
 	$(BIN)/pytest tests/integration -q
 
-test: $(VENV)/.synced
+test: $(VENV)/.synced chromium
 	$(BIN)/pytest -q --durations=10
+
+# The web console's browser tests drive Debian's Chromium (Playwright never downloads a browser):
+# installed from apt when missing (CI runs as root on a fresh machine).
+chromium:
+	@command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq chromium >/dev/null)
 
 check: lint test
 

@@ -30,10 +30,12 @@ Steps (the one table of them; `STEP_POLICIES` holds the same numbers):
 - ``StartAgentSession`` initializes state, usage and interrupts; next
   ``RunModel`` when the first message is not blank, else ``AwaitUserMessage``.
 - ``AwaitUserMessage`` writes ``turn_committed`` for the turn that just ended,
-  waits for a queued user message and starts a turn; next ``RunModel``.
+  waits for a steered (first) or queued user message and starts a turn; next
+  ``RunModel`` (or ``CompactHistory`` first, see below).
 - ``RunModel`` makes one model call (15 min timeout, 2 min heartbeat timeout);
   next ``AwaitUserMessage`` when the turn completed, else one Step per tool
-  call plus ``ResumeTurn``, in parallel.
+  call plus ``ResumeTurn``, in parallel. A turn with a cancel request ends
+  here instead, before the model is called (``turn_cancelled``).
 - ``AwaitToolApproval`` waits for a person's answer and the deadline; next
   the call's tool Step, or it ends ``rejected`` or ``expired``.
 - ``CallTool`` runs a read or idempotent write, ``CallSingleAttemptTool`` any
@@ -51,7 +53,8 @@ Steps (the one table of them; `STEP_POLICIES` holds the same numbers):
   ``not_applied`` (it did not take effect; the model may call again), or
   ``outcome_unknown`` (the probe could not tell, or failed 3 attempts: its
   failure route is ``RecordToolOutcomeUnknown``); it ends.
-- ``ResumeTurn`` waits for the tool results; next ``RunModel``.
+- ``ResumeTurn`` waits for the tool results and takes the steered messages
+  queued by then; next ``RunModel`` (or ``CompactHistory`` first).
 - ``RecordTurnFailure`` records the error and a note of the calls that ran and
   clears the turn (or records the turn a failed ``AwaitUserMessage`` would have
   started as failed); ``RecordResumeFailure`` does the same for ``ResumeTurn``
@@ -65,6 +68,10 @@ Steps (the one table of them; `STEP_POLICIES` holds the same numbers):
   reads only the summary and the messages after it. Every message stays
   stored and readable. ``RecordCompactionFailure`` leaves the history as it
   was and lets the turn go on when its context still fits, else fails it.
+  Every way into ``RunModel`` goes through this check and names the window
+  it loads. A turn with a cancel request ends in ``CompactHistory`` (or
+  ``RecordCompactionFailure``) as in ``RunModel``, before anything is
+  compacted (a summary is a model call).
 
 A runner whose ``build_user_message`` raises, or a refused first message,
 fails that turn inside the Step; no Step is left on the engine's default of
@@ -123,7 +130,16 @@ Application loop (no ``dex_agents.testing`` needed)::
     else:
         print(result.reply, [o.status for o in result.tool_outcomes])
 
-`MessageReceipt`, `TurnResult` (``completed`` or ``failed``) and
+Steering and cancelling: ``send_user_message(..., delivery="steer")`` joins a
+running turn at its next model-call boundary (``ResumeTurn``, after every tool
+result; `AgentTurnContext.steered_messages` hands it to the next model call);
+the snapshot lists waiting messages and ``withdraw_user_message`` removes one;
+``cancel_turn`` stops the turn at its next safe boundary (approvals rejected,
+calls not started ``cancelled``, a running tool finishes, no further model
+call) and stores a note starting with `TURN_CANCELLED_NOTE_HEADER`. Approval
+deadlines are Dex Timers measured by the server.
+
+`MessageReceipt`, `TurnResult` (``completed``, ``cancelled`` or ``failed``) and
 `AgentSessionClient.wait_until_idle` are built on the committed snapshot and
 the event stream. ``turn_completed`` and ``turn_failed`` are written before
 their Step commits; ``turn_committed`` (written by the next Step, after the
@@ -164,8 +180,9 @@ from dex_agents.domain.errors import (
     StepResultTooLargeError,
     ToolExecutionError,
 )
-from dex_agents.domain.events import EVENT_PAYLOAD_KEYS, AgentEvent, AgentEventType
+from dex_agents.domain.events import EVENT_PAYLOAD_KEYS, AgentEvent, AgentEventType, SteeredLanding
 from dex_agents.domain.failure_note import (
+    CANCELLED_TOOL_RESULT,
     DEFAULT_REJECTION_TEXT,
     NOT_APPLIED_TOOL_RESULT,
     OUTCOME_UNKNOWN_TOOL_RESULT,
@@ -186,6 +203,7 @@ from dex_agents.domain.messages import (
     AgentMessage,
     AgentUserMessage,
     FrameworkMessage,
+    MessageDelivery,
     MessageRole,
     message_sequence_key,
 )
@@ -210,6 +228,7 @@ from dex_agents.domain.tools import (
     idempotency_key,
     is_approval_required,
 )
+from dex_agents.domain.turn_control import TURN_CANCELLED_NOTE_HEADER, CancelTurnRequest, TurnCancelRequest
 from dex_agents.domain.turns import AgentTurnOutcome, DeferredToolCall, ToolCallsRequested, TurnCompleted
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.infrastructure.dex.client import (
@@ -242,6 +261,7 @@ __all__ = [
     "AGENT_STATE",
     "AGENT_TOOL_CALLS",
     "AGENT_USAGE",
+    "CANCELLED_TOOL_RESULT",
     "DEFAULT_EVENT_STREAM_CAPACITY_BYTES",
     "DEFAULT_MAX_EVENT_BYTES",
     "DEFAULT_MAX_INPUT_TEXT_BYTES",
@@ -256,6 +276,7 @@ __all__ = [
     "PENDING_INTERRUPTS",
     "QUEUED_USER_MESSAGES",
     "TOOL_CALL_RESULTS",
+    "TURN_CANCELLED_NOTE_HEADER",
     "TURN_FAILURE_NOTE_FOOTER",
     "TURN_FAILURE_NOTE_HEADER",
     "AgentContainer",
@@ -281,6 +302,7 @@ __all__ = [
     "AgentUsage",
     "AgentUserMessage",
     "ApprovalStatus",
+    "CancelTurnRequest",
     "CompactionPolicy",
     "CompactionSummary",
     "ContextOverflowError",
@@ -295,6 +317,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidTransitionError",
     "ListAgentMessagesRequest",
+    "MessageDelivery",
     "MessageReceipt",
     "MessageRole",
     "ReconcileResult",
@@ -302,6 +325,7 @@ __all__ = [
     "ResolveInterruptRequest",
     "RunnerContractError",
     "SessionUnavailableError",
+    "SteeredLanding",
     "StepResultTooLargeError",
     "ToolCallCompleted",
     "ToolCallReconciler",
@@ -312,6 +336,7 @@ __all__ = [
     "ToolExecutionResult",
     "ToolOutcome",
     "ToolPolicy",
+    "TurnCancelRequest",
     "TurnCompleted",
     "TurnResult",
     "TurnStatus",

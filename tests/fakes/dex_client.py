@@ -18,6 +18,7 @@ from dex_agents.domain.events import AgentEvent
 from dex_agents.domain.interrupts import ResolveInterruptRequest
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.snapshot import ListAgentMessagesRequest, MessageIndex
+from dex_agents.domain.turn_control import CancelTurnRequest
 from dex_agents.testing import RecordingEventSink
 from dex_agents.testing.memory import InMemorySessionHost
 
@@ -62,7 +63,17 @@ class FakeSessionDexClient:
             case "send_user_message":
                 message = args[0]
                 assert isinstance(message, AgentUserMessage)
-                return await session.send_user_message(message.text, client_message_id=message.client_message_id)
+                return await session.send_user_message(
+                    message.text, client_message_id=message.client_message_id, delivery=message.delivery
+                )
+            case "withdraw_user_message":
+                message_id = args[0]
+                assert isinstance(message_id, str)
+                return await session.withdraw_user_message(message_id)
+            case "cancel_turn":
+                cancel = args[0]
+                assert isinstance(cancel, CancelTurnRequest)
+                return await session.cancel_turn(cancel.reason)
             case "resolve_interrupt":
                 request = args[0]
                 assert isinstance(request, ResolveInterruptRequest)

@@ -42,6 +42,9 @@ SPEC_EVENTS = {
     "interrupt_resolved": {"interrupt_id", "approved", "rejection_message", "approver"},
     "usage_recorded": {"recorded", "session"},
     "history_compacted": {"summary_number", "first_sequence", "through_sequence", "reason"},
+    # issue 15 (README: Deviations): steering and cancel.
+    "user_message_steered": {"client_message_id", "text", "landed"},
+    "turn_cancelled": {"reason", "finished_tool_calls"},
 }
 
 BUILT: dict[AgentEventType, AgentEventBody] = {
@@ -60,6 +63,8 @@ BUILT: dict[AgentEventType, AgentEventBody] = {
     AgentEventType.HISTORY_COMPACTED: ev.history_compacted(
         summary_number=1, first_sequence=1, through_sequence=40, reason="policy"
     ),
+    AgentEventType.USER_MESSAGE_STEERED: ev.user_message_steered("m1", "stop", ev.SteeredLanding.RUNNING_TURN),
+    AgentEventType.TURN_CANCELLED: ev.turn_cancelled("enough", finished_tool_calls=2),
 }
 
 

@@ -11,7 +11,7 @@ import textwrap
 
 from dex_agents.command import CLI_MODULES, MISSING_EXTRA
 
-EXTRA_MODULES = ("pydantic_ai", "pydantic_graph", "click", "rich")
+EXTRA_MODULES = ("pydantic_ai", "pydantic_graph", "click", "rich", "starlette", "uvicorn")
 """Top-level modules that only the ``pydantic-ai`` and ``cli`` extras install."""
 
 CORE_PACKAGES = ("dex_agents.domain", "dex_agents.application", "dex_agents.infrastructure", "dex_agents.testing")

@@ -2,6 +2,7 @@
 
 from dex_agents.application import ports as ports_module
 from dex_agents.application.ports import (
+    CancelRequestStore,
     Clock,
     DeliveryLedger,
     EventSink,
@@ -12,6 +13,7 @@ from dex_agents.application.ports import (
     ResolutionPublisher,
     RunStateStore,
     SessionStateStore,
+    SteeredMessageStore,
     ToolCallStore,
     ToolResultPublisher,
     UsageStore,
@@ -20,6 +22,7 @@ from dex_agents.application.ports import (
 from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
 from dex_agents.testing import RecordingEventSink, RecordingHeartbeat, ScriptedRunner
 from dex_agents.testing.memory import (
+    InMemoryCancelRequestStore,
     InMemoryDeliveryLedger,
     InMemoryHistorySummaryStore,
     InMemoryInterruptStore,
@@ -27,6 +30,7 @@ from dex_agents.testing.memory import (
     InMemoryResolutionPublisher,
     InMemoryRunStateStore,
     InMemorySessionStateStore,
+    InMemorySteeredMessageStore,
     InMemoryToolCallStore,
     InMemoryToolResultPublisher,
     InMemoryUsageStore,
@@ -54,8 +58,11 @@ def test_every_fake_conforms_to_its_port() -> None:
     clock: Clock = ManualClock()
     runner: AgentFrameworkRunner = ScriptedRunner()
     deliveries: DeliveryLedger = InMemoryDeliveryLedger(RecordingEventSink())
+    steered: SteeredMessageStore = InMemorySteeredMessageStore()
+    cancel_request: CancelRequestStore = InMemoryCancelRequestStore()
 
-    ports = [state, messages, run_state, tool_calls, interrupts, usage, queue, resolutions, results, summaries]
+    ports = [state, messages, run_state, tool_calls, interrupts, usage, queue, resolutions, results, steered]
+    ports += [cancel_request, summaries]
     assert all(port is not None for port in ports)
     assert all(port is not None for port in (sink, failing_sink, heartbeat, heartbeat_fn, clock, runner, deliveries))
 
@@ -76,6 +83,8 @@ def test_every_port_has_a_fake_in_the_conformance_test() -> None:
         "InterruptStore",
         "UsageStore",
         "UserMessageQueue",
+        "SteeredMessageStore",
+        "CancelRequestStore",
         "ResolutionPublisher",
         "ToolResultPublisher",
         "HistorySummaryStore",

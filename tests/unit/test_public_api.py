@@ -24,6 +24,9 @@ EXPECTED = {
     # long sessions: compaction's policy, port, summary, the provider's overflow error and the summaries' map
     "AGENT_HISTORY_SUMMARIES", "CompactionPolicy", "CompactionSummary", "ContextOverflowError", "ExcerptCompactor",
     "HistoryCompactor", "HistorySummary",
+    # steering and cancelling a running turn (issue 15)
+    "CANCELLED_TOOL_RESULT", "CancelTurnRequest", "MessageDelivery", "SteeredLanding", "TURN_CANCELLED_NOTE_HEADER",
+    "TurnCancelRequest",
 }  # fmt: skip
 
 

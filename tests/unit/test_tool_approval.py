@@ -33,6 +33,7 @@ async def waiting_for_approval(
     session = InMemorySessionHost(runner, options=AgentSessionOptions(interrupt_deadline=deadline))
     await session.start("Refund order 7")
     await session.run_model()
+    session.plan_approval(CALL)  # the first wait: anchors the deadline on the engine's clock (the host's clock)
     session.sink.clear()
     return session
 
@@ -156,17 +157,33 @@ async def test_an_expired_approval_is_recorded_expired_not_rejected_and_removes_
     assert await session.resolve_interrupt(INTERRUPT, approved=True) is False
 
 
-async def test_a_timer_that_fires_before_the_deadline_waits_again() -> None:
+async def test_a_fired_timer_is_the_deadline_whatever_the_worker_clock_says() -> None:
+    # The engine measured the Timer; a Worker whose clock runs behind must not keep the approval open.
     session = await waiting_for_approval(deadline=timedelta(seconds=90))
-    session.clock.advance(timedelta(seconds=89, milliseconds=900))
+    session.clock.advance(timedelta(seconds=10))
 
     decision = await session.await_tool_approval(CALL, resolution=None, timer_fired=True)
 
-    assert decision == WaitAgain(input=CALL)
-    assert session.tool_calls[CALL].status is ToolCallStatus.AWAITING_APPROVAL
-    assert session.interrupts.ids == (INTERRUPT,)
-    assert session.results.published == []
-    assert session.sink.events == ()
+    assert decision == End()
+    assert session.tool_calls[CALL].status is ToolCallStatus.EXPIRED
+    assert session.interrupts.ids == ()
+
+
+async def test_the_first_wait_stores_the_deadline_on_the_engine_clock_and_later_waits_time_what_is_left() -> None:
+    session = await waiting_for_approval(deadline=None)
+    session.options = AgentSessionOptions(interrupt_deadline=timedelta(seconds=90))
+    start = session.clock.now()
+    first = session.plan_approval(CALL)
+    assert first is not None
+    assert first.timer == timedelta(seconds=90)
+    assert session.tool_calls[CALL].approval_deadline == start + timedelta(seconds=90)
+
+    session.clock.advance(timedelta(seconds=30))
+    again = session.plan_approval(CALL)
+
+    assert again is not None
+    assert again.timer == timedelta(seconds=60)
+    assert session.tool_calls[CALL].approval_deadline == start + timedelta(seconds=90), "stored once"
 
 
 async def test_a_wait_that_delivered_nothing_waits_again() -> None:
@@ -291,14 +308,16 @@ async def test_resolving_an_interrupt_that_is_not_pending_returns_false() -> Non
 
 
 @pytest.mark.parametrize("past", [timedelta(seconds=90), timedelta(seconds=91)])
-async def test_resolving_an_interrupt_at_or_past_its_deadline_returns_false(past: timedelta) -> None:
+async def test_resolving_asks_no_worker_clock_only_whether_the_engine_expired_the_interrupt(past: timedelta) -> None:
     session = await waiting_for_approval(deadline=timedelta(seconds=90))
-    session.clock.advance(past)
+    session.clock.advance(past)  # a Worker clock ahead of the engine's says the deadline passed
 
-    assert await session.resolve_interrupt(INTERRUPT, approved=True) is False
+    assert await session.resolve_interrupt(INTERRUPT, approved=True) is True, "the engine's Timer has not fired"
 
-    assert session.interrupts.ids == (INTERRUPT,), "left for AwaitToolApproval to expire"
-    assert session.resolutions.published == []
+    expired = await waiting_for_approval(deadline=timedelta(seconds=90))
+    assert await expired.await_tool_approval(CALL, timer_fired=True) == End()
+    assert await expired.resolve_interrupt(INTERRUPT, approved=True) is False
+    assert expired.resolutions.published == []
 
 
 async def test_resolving_just_before_the_deadline_is_accepted() -> None:

@@ -33,9 +33,12 @@ LEGAL_TOOL_CALL_MOVES = {
     (S.RECONCILING, S.SUCCEEDED),
     (S.RECONCILING, S.NOT_APPLIED),
     (S.RECONCILING, S.OUTCOME_UNKNOWN),
+    (S.PENDING, S.CANCELLED),
+    (S.APPROVED, S.CANCELLED),
 }
 """Copied from the Step table: a call runs (pending), or waits for approval first; an unknown
-outcome of a reconcilable call is reconciled to succeeded, not applied or still unknown."""
+outcome of a reconcilable call is reconciled to succeeded, not applied or still unknown; a call
+its turn's cancel reaches before it starts is cancelled."""
 
 TOOL_CALL_PAIRS = list(itertools.product(ToolCallStatus, repeat=2))
 
@@ -56,8 +59,9 @@ def test_a_tool_call_moves_only_along_the_table(source: ToolCallStatus, target: 
             transition(record, to=target)
 
 
-def test_final_statuses_are_the_six_outcomes_and_have_no_way_out() -> None:
-    assert {S.SUCCEEDED, S.FAILED, S.REJECTED, S.EXPIRED, S.OUTCOME_UNKNOWN, S.NOT_APPLIED} == FINAL_TOOL_CALL_STATUSES
+def test_final_statuses_are_the_seven_outcomes_and_have_no_way_out() -> None:
+    final = {S.SUCCEEDED, S.FAILED, S.REJECTED, S.EXPIRED, S.OUTCOME_UNKNOWN, S.NOT_APPLIED, S.CANCELLED}
+    assert final == FINAL_TOOL_CALL_STATUSES
     assert not S.RECONCILING.is_final
     for status in ToolCallStatus:
         assert status.is_final is (status in FINAL_TOOL_CALL_STATUSES)
@@ -104,6 +108,7 @@ SESSION_ACTION_MOVES: dict[SessionAction, Callable[[AgentState], AgentState]] = 
     SessionAction.RESUME_MODEL: AgentState.resume_model,
     SessionAction.COMPLETE_TURN: AgentState.complete_turn,
     SessionAction.FAIL_TURN: lambda state: state.fail_turn("boom"),
+    SessionAction.CANCEL_TURN: AgentState.cancel_turn,
 }
 """Every session action, as a method call."""
 
@@ -113,6 +118,7 @@ ACTION_SOURCES = {
     SessionAction.RESUME_MODEL: {AgentStatus.RUNNING_TOOLS},
     SessionAction.COMPLETE_TURN: {AgentStatus.RUNNING_MODEL},
     SessionAction.FAIL_TURN: {AgentStatus.RUNNING_MODEL, AgentStatus.RUNNING_TOOLS},
+    SessionAction.CANCEL_TURN: {AgentStatus.RUNNING_MODEL, AgentStatus.RUNNING_TOOLS},
 }
 """Where each action may start, as the session docstring's table says."""
 

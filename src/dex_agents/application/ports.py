@@ -16,6 +16,7 @@ from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolutio
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted
+from dex_agents.domain.turn_control import TurnCancelRequest
 from dex_agents.domain.usage import AgentUsage
 
 
@@ -112,7 +113,7 @@ class UsageStore(Protocol):
 
 
 class UserMessageQueue(Protocol):
-    """User messages waiting for a turn (``QUEUED_USER_MESSAGES``)."""
+    """User messages waiting for a turn (``QUEUED_USER_MESSAGES``; steered ones: ``STEERED_USER_MESSAGES``)."""
 
     def publish(self, message: AgentUserMessage) -> None:
         """Stage ``message`` at the end of the queue."""
@@ -120,6 +121,38 @@ class UserMessageQueue(Protocol):
 
     def size(self) -> int:
         """Return how many messages wait."""
+        ...
+
+    def pending(self) -> tuple[AgentUserMessage, ...]:
+        """Return the waiting messages, oldest first (a host may need them loaded: RPCs that list them do)."""
+        ...
+
+    def withdraw(self, client_message_id: str) -> bool:
+        """Stage the removal of the waiting message with this client message ID; ``False`` when none waits."""
+        ...
+
+
+class SteeredMessageStore(Protocol):
+    """Steered messages the running turn took, not yet seen by a model call (``STEERED_MESSAGES``)."""
+
+    def get(self) -> tuple[AgentUserMessage, ...]:
+        """Return them, oldest first."""
+        ...
+
+    def set(self, messages: Sequence[AgentUserMessage]) -> None:
+        """Stage them (empty clears)."""
+        ...
+
+
+class CancelRequestStore(Protocol):
+    """The latest request to cancel a turn (``TURN_CANCEL_REQUEST``); it names the turn it cancels."""
+
+    def get(self) -> TurnCancelRequest | None:
+        """Return it, or ``None`` when no turn was ever cancelled."""
+        ...
+
+    def set(self, request: TurnCancelRequest) -> None:
+        """Stage it."""
         ...
 
 

@@ -35,7 +35,7 @@ import attrs
 
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.domain.history import HistorySummary
-from dex_agents.domain.messages import AgentMessage, FrameworkMessage
+from dex_agents.domain.messages import AgentMessage, AgentUserMessage, FrameworkMessage
 from dex_agents.domain.tools import AgentToolCall, ToolEffect, ToolPolicy
 from dex_agents.domain.turns import AgentTurnOutcome
 
@@ -73,6 +73,16 @@ class AgentTurnContext:
     """Backs `resolve_tool_policy`."""
     summary: HistorySummary | None = None
     """The cumulative summary of messages ``1..summary.through_sequence``, read in their place; ``None``: none."""
+    steered_messages: tuple[AgentUserMessage, ...] = ()
+    """User messages steered into this turn since its last model call, oldest first (only when resuming).
+
+    Give them to the model after the tool results of the run state (never
+    between a tool call and its result), keep them in the turn's messages (the
+    next run state, and `TurnCompleted.new_messages` in their place), and let
+    this model call see them. The session hands each to one model call that
+    returns: a call that raises (`ContextOverflowError` included) gets them
+    again on its retry.
+    """
 
     @property
     def is_resuming(self) -> bool:

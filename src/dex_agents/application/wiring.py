@@ -14,6 +14,7 @@ import attrs
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import (
+    CancelRequestStore,
     Clock,
     DeliveryLedger,
     HistorySummaryStore,
@@ -22,6 +23,7 @@ from dex_agents.application.ports import (
     ResolutionPublisher,
     RunStateStore,
     SessionStateStore,
+    SteeredMessageStore,
     ToolCallStore,
     ToolResultPublisher,
     UsageStore,
@@ -54,6 +56,12 @@ class SessionPorts:
     """``TOOL_CALL_RESULTS``."""
     summaries: HistorySummaryStore
     """``AGENT_HISTORY_SUMMARIES``."""
+    steering: UserMessageQueue
+    """``STEERED_USER_MESSAGES``: steered messages no turn has taken yet."""
+    steered: SteeredMessageStore
+    """``STEERED_MESSAGES``: steered messages the running turn took for its next model call."""
+    cancel_request: CancelRequestStore
+    """``TURN_CANCEL_REQUEST``."""
 
 
 @attrs.frozen(kw_only=True)

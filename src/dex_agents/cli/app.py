@@ -74,7 +74,7 @@ def _debug(ctx: click.Context, debug: bool) -> bool:
 
 @click.group(
     context_settings={"help_option_names": ["-h", "--help"]},
-    help="Durable AI agent sessions on Dex: a demo, a chat, a watch with approvals, and a fake Dex server.",
+    help="Durable AI agent sessions on Dex: a demo, a chat, a watch with approvals, a web console, a fake Dex server.",
 )
 @click.option("--debug", is_flag=True, default=False, help="Print the traceback of a failure.")
 @click.pass_context
@@ -242,6 +242,54 @@ def dev_server(ctx: click.Context, port: int, debug: bool) -> int:
     from dex_agents.cli.dev_server import run_dev_server
 
     return run(lambda console: run_dev_server(console, port), debug=_debug(ctx, debug))
+
+
+@cli.command()
+@click.option("--server", metavar="HOST:PORT", default=None, help="The Dex server (not with --demo).")
+@click.option("--flow", "flow_target", metavar="MODULE:FLOW_FACTORY", default=None, help="The sessions' Flow.")
+@click.option("--demo", is_flag=True, default=False, help="Fake Dex and the demo's order agent in this process.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (not loopback: --token).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8810, show_default=True, help="Port (0: any).")
+@click.option("--token", default=None, help="Token every request must carry (default: $DEX_AGENTS_CONSOLE_TOKEN).")
+@click.option("--index", "index_path", type=click.Path(dir_okay=False), default=None, help="The session index file.")
+@click.option("--worker/--no-worker", default=False, help="Also serve the Flow with a Worker here (default: no).")
+@debug_option
+@click.pass_context
+def console(
+    ctx: click.Context,
+    server: str | None,
+    flow_target: str | None,
+    demo: bool,
+    host: str,
+    port: int,
+    token: str | None,
+    index_path: str | None,
+    worker: bool,
+    debug: bool,
+) -> int:
+    """Serve the web console: every session of a Flow type, live events, approvals (needs the console extra)."""
+    try:
+        from dex_agents.console.server import run_console
+    except ModuleNotFoundError as error:
+        if (error.name or "").partition(".")[0] not in ("starlette", "uvicorn"):
+            raise
+        raise click.ClickException("the console needs the console extra: pip install 'dex-agents[console]'") from None
+    from pathlib import Path
+
+    return run(
+        lambda out: run_console(
+            out,
+            server=server,
+            flow_target=flow_target,
+            demo=demo,
+            host=host,
+            port=port,
+            token=token,
+            index_path=Path(index_path) if index_path else None,
+            serve_worker=worker,
+        ),
+        debug=_debug(ctx, debug),
+    )
 
 
 @cli.command()

@@ -5,31 +5,57 @@ from: a line is a user message (streamed back turn by turn, approvals asked
 inline) or a command: ``/snapshot``, ``/history``, ``/stop``, ``/quit`` and
 ``/help``. `run_chat` wires it to an engine, a Worker and the terminal.
 
+On a terminal the chat keeps reading while a turn runs: a line typed then
+steers the running turn (it joins at the turn's next model call, after the
+tool results) or, after ``/queue``, waits for the next turn (``/steer``
+switches back; the prompt shows the mode: ``you (steer)``). ``/withdraw``
+takes back the last message queued that way while no turn has taken it, and
+Ctrl-C (or ``/cancel``) cancels the running turn instead of leaving; Ctrl-C
+while no turn runs leaves. An approval asked meanwhile is answered by the
+next line. Lines that are not typed at a terminal (a pipe, a script) are read
+one turn at a time, as before.
+
 What ``/quit`` leaves behind depends on where the session lives (`AfterQuit`):
 on the in-process fake Dex it ends with the chat; on a server it stays, and it
 keeps running only while some Worker serves its Flow.
 """
 
+import asyncio
 import contextlib
 import secrets
+import signal
+from collections.abc import Coroutine
 from enum import StrEnum
+from typing import Any
 
 import dex
 from rich.console import Console
 from rich.text import Text
 
 from dex_agents.cli.engine import open_engine
-from dex_agents.cli.follow import Approver, SessionFollower
+from dex_agents.cli.follow import ApprovalDecision, ApprovalRequest, Approver, SessionFollower
 from dex_agents.cli.loading import load_flow
 from dex_agents.cli.render import EventRenderer
-from dex_agents.cli.terminal import LineSource, PromptApprover, TerminalLines
+from dex_agents.cli.terminal import (
+    TERMINAL_REJECTION,
+    LineSource,
+    PromptApprover,
+    TerminalLines,
+    approval_question,
+    parse_yes,
+)
 from dex_agents.cli.views import MARK, messages_table, render_snapshot
-from dex_agents.domain.messages import AgentMessage
-from dex_agents.infrastructure.dex.client import AgentSessionClient
+from dex_agents.domain.messages import AgentMessage, MessageDelivery
+from dex_agents.infrastructure.dex.client import AgentSessionClient, MessageReceipt
+
+CANCEL_REASON = "cancelled from dex-agents chat"
+"""The reason ``/cancel`` and Ctrl-C give."""
 
 HELP = (
     "Type a message to send it. Commands: /snapshot (the session's state), /history (every stored message), "
-    "/stop (stop the session and leave), /quit (leave without stopping it), /help."
+    "/stop (stop the session and leave), /quit (leave without stopping it), /help. "
+    "While a turn runs, what you type steers it (/queue: keep it for the next turn; /steer: back), "
+    "/withdraw takes back the last queued message, /cancel or Ctrl-C cancels the turn."
 )
 """What ``/help`` prints."""
 
@@ -87,7 +113,7 @@ class ChatSession:
             sessions: the session client of the agent's Flow.
             session_id: the session to start or join.
             console: where everything is drawn.
-            lines: what the person types.
+            lines: what the person types; read while a turn runs when it is a terminal (``is_terminal``).
             approver: answers approvals; by default the person is asked on ``lines``.
             after_quit: what becomes of the session on ``/quit``, for its message.
         """
@@ -96,9 +122,32 @@ class ChatSession:
         self.console = console
         self.lines = lines
         self.renderer = EventRenderer(console, echo_user_messages=False)
-        self.follower = SessionFollower(sessions, session_id, self.renderer, approver=approver or PromptApprover(lines))
+        self.typing_while_running = bool(getattr(lines, "is_terminal", False))
+        """Whether lines are read while a turn runs (a person at a terminal), else one turn at a time."""
+        if approver is None:
+            approver = self._ask if self.typing_while_running else PromptApprover(lines)
+        self.follower = SessionFollower(sessions, session_id, self.renderer, approver=approver)
         self.after_quit = after_quit
         self.stopped = False
+        self.delivery = MessageDelivery.STEER
+        """What a line typed while a turn runs does: steer it (the default) or queue for the next turn."""
+        self._turn: asyncio.Task[None] | None = None
+        self._reading: asyncio.Task[str | None] | None = None
+        self._answer: asyncio.Future[str | None] | None = None
+        self._queued: list[str] = []
+        self._cancelling = False
+        self._leaving = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def turn_running(self) -> bool:
+        """Whether the chat follows a running turn."""
+        return self._turn is not None and not self._turn.done()
+
+    @property
+    def leaving(self) -> bool:
+        """Whether Ctrl-C asked to leave the chat."""
+        return self._leaving
 
     async def start(self) -> bool:
         """Start the session, or join it if it exists; return whether it was new."""
@@ -109,17 +158,63 @@ class ChatSession:
         return True
 
     async def run(self) -> None:
-        """Read lines until ``/stop``, ``/quit`` or the end of input."""
-        while not self.stopped:
-            line = await self.lines.readline(f"you {MARK} ")
-            if line is None:
-                break
-            if not await self.handle(line):
-                break
-        self.renderer.close()
+        """Read lines until ``/stop``, ``/quit``, the end of input or Ctrl-C while no turn runs."""
+        try:
+            while not self.stopped and not self.leaving:
+                line = await self._next_line()
+                if line is None:
+                    break
+                if not await self.handle(line):
+                    break
+            if self._leaving:
+                self.console.print(Text(self.after_quit.farewell(self.session_id), style="dim"))
+            elif self._turn is not None and not self.stopped:
+                await self._turn  # the end of input: let the running turn finish on screen
+        finally:
+            for task in (self._turn, self._reading, *self._tasks):
+                if task is not None and not task.done():
+                    task.cancel()
+            self.renderer.close()
+
+    async def _next_line(self) -> str | None:
+        """The next line the person typed; ``None`` at the end of input or when Ctrl-C left."""
+        prompt = f"you ({self.delivery.value}) {MARK} " if self.turn_running else f"you {MARK} "
+        self._reading = asyncio.ensure_future(self.lines.readline(prompt))
+        try:
+            return await self._reading
+        except asyncio.CancelledError:
+            if self.leaving:
+                return None
+            raise
+        finally:
+            self._reading = None
+
+    def interrupt(self) -> None:
+        """Ctrl-C: cancel the running turn; with none running (or a second time), leave."""
+        if self.turn_running and not self._cancelling:
+            self._spawn(self.cancel_running_turn())
+            return
+        self._leaving = True
+        if self._reading is not None:
+            self._reading.cancel()
+        if self._answer is not None and not self._answer.done():
+            self._answer.set_result(None)
+
+    async def cancel_running_turn(self) -> None:
+        """Ask the session to cancel its running turn (``/cancel``, Ctrl-C)."""
+        self._cancelling = True
+        if self._answer is not None and not self._answer.done():
+            self._answer.set_result(None)  # the cancel answers the pending approval
+        self.console.print(Text("⊘ cancelling the running turn (Ctrl-C again leaves the chat)", style="yellow"))
+        if not await self.sessions.cancel_turn(self.session_id, CANCEL_REASON):
+            self._cancelling = False
+            self.console.print(Text("no turn is running", style="dim"))
 
     async def handle(self, line: str) -> bool:
         """Handle one line; return ``False`` when the chat should end."""
+        if self._answer is not None and not self._answer.done():
+            self._answer.set_result(line)
+            return True
         text = line.strip()
         if not text:
             return True
@@ -140,6 +235,17 @@ class ChatSession:
             case "/quit" | "/exit":
                 self.console.print(Text(self.after_quit.farewell(self.session_id), style="dim"))
                 return False
+            case "/steer" | "/queue":
+                self.delivery = MessageDelivery.STEER if command == "/steer" else MessageDelivery.QUEUE
+                what = "steers the running turn" if command == "/steer" else "is queued for the next turn"
+                self.console.print(Text(f"typing while a turn runs now {what}", style="dim"))
+            case "/withdraw":
+                await self.withdraw_last()
+            case "/cancel":
+                if self.turn_running:
+                    await self.cancel_running_turn()
+                else:
+                    self.console.print(Text("no turn is running", style="dim"))
             case "/help":
                 self.console.print(Text(HELP, style="dim"))
             case _:
@@ -147,14 +253,77 @@ class ChatSession:
         return True
 
     async def send(self, text: str) -> None:
-        """Send one user message and follow its turn to the end."""
+        """Send one user message: it steers or queues while a turn runs, else starts a turn that is followed."""
+        if self.turn_running:
+            await self._send_while_running(text)
+            return
         before = await self.follower.snapshot()
         turns = 0 if before.state is None else before.state.turn_count
         receipt = await self.sessions.submit_user_message(self.session_id, text)
         if not receipt.accepted:
             self.console.print(Text("the session refused a blank message", style="red"))
             return
-        await self.follower.follow_receipt(receipt, turns_before=turns)
+        self._turn = asyncio.create_task(self._follow(receipt, turns))
+        if not self.typing_while_running:
+            await self._turn
+            return
+        self.console.print(
+            Text(
+                f"typing now {'steers this turn' if self.delivery is MessageDelivery.STEER else 'queues'}"
+                " (/steer, /queue) · Ctrl-C cancels it",
+                style="dim",
+            )
+        )
+
+    async def _send_while_running(self, text: str) -> None:
+        receipt = await self.sessions.submit_user_message(self.session_id, text, delivery=self.delivery)
+        if not receipt.accepted:
+            self.console.print(Text("the session refused a blank message", style="red"))
+        elif self.delivery is MessageDelivery.STEER:
+            self.console.print(Text("↪ steering the running turn: its next model call sees it", style="cyan"))
+        else:
+            self._queued.append(receipt.client_message_id)
+            self.console.print(Text("queued for the next turn (/withdraw takes it back)", style="cyan"))
+
+    async def _follow(self, receipt: MessageReceipt, turns_before: int) -> None:
+        """Follow the receipt's turn, then any turn typed messages started meanwhile, until the session is idle."""
+        try:
+            snapshot = await self.follower.follow_receipt(receipt, turns_before=turns_before)
+            if not snapshot.is_idle and snapshot.state is not None:
+                await self.follower.follow(idle_after_turns=snapshot.state.turn_count)
+        finally:
+            self._cancelling = False
+
+    async def withdraw_last(self) -> None:
+        """Take back the last message queued while a turn ran, if no turn has taken it yet."""
+        if not self._queued:
+            self.console.print(Text("nothing queued to withdraw", style="dim"))
+            return
+        message_id = self._queued.pop()
+        if await self.sessions.withdraw_user_message(self.session_id, message_id):
+            self.console.print(Text("withdrew the last queued message", style="cyan"))
+        else:
+            self.console.print(Text("too late: a turn already took the last queued message", style="dim"))
+
+    async def _ask(self, request: ApprovalRequest) -> ApprovalDecision | None:
+        """Ask about an approval while lines are read concurrently: the next line answers it."""
+        self._answer = asyncio.get_running_loop().create_future()
+        self.console.print(Text(approval_question(request)), end="")
+        self.console.print()
+        try:
+            answer = await self._answer
+        finally:
+            self._answer = None
+        if answer is None:
+            return None  # cancelled or left: nothing to answer
+        if parse_yes(answer):
+            return ApprovalDecision(approved=True)
+        return ApprovalDecision(approved=False, rejection_message=TERMINAL_REJECTION)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def show_snapshot(self) -> None:
         """Print the session's snapshot."""
@@ -214,4 +383,11 @@ async def run_chat(
             + Text(f"· session {session} ({'new' if fresh else 'joined'}) · {engine.description}", style="dim")
         )
         console.print(Text(HELP, style="dim"))
-        await chat.run()
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGINT, chat.interrupt)  # Ctrl-C cancels a running turn
+        try:
+            await chat.run()
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(signal.SIGINT)

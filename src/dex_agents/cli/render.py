@@ -29,15 +29,18 @@ from dex_agents.domain.events import (
     InterruptRaisedPayload,
     InterruptResolvedPayload,
     ReasoningDeltaPayload,
+    SteeredLanding,
     TextDeltaPayload,
     ToolCallDeferredPayload,
     ToolCallFinishedPayload,
     ToolCallStartedPayload,
+    TurnCancelledPayload,
     TurnCommittedPayload,
     TurnCompletedPayload,
     TurnFailedPayload,
     TurnStartedPayload,
     UsageRecordedPayload,
+    UserMessageSteeredPayload,
 )
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterrupt, interrupt_id_for
 from dex_agents.domain.messages import AgentMessage, MessageRole
@@ -131,6 +134,17 @@ class EventRenderer:
                 self.line(
                     f"history compacted: messages {payload.first_sequence}-{payload.through_sequence} summarised",
                     style="dim",
+                )
+            case UserMessageSteeredPayload():
+                where = "joins the running turn" if payload.landed is SteeredLanding.RUNNING_TURN else "starts a turn"
+                self.line(f"↪ steered {where} ({event.turn_id}): {one_line(payload.text)}", style="cyan")
+            case TurnCancelledPayload():
+                self.flush()
+                self._text.end_turn(event.turn_id)
+                reason = "" if payload.reason is None else f": {one_line(payload.reason)}"
+                self.line(
+                    f"⊘ {event.turn_id} cancelled{reason} · {payload.finished_tool_calls} tool calls finished",
+                    style="bold yellow",
                 )
             case _:
                 assert_never(payload)

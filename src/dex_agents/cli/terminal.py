@@ -117,6 +117,32 @@ class TerminalLines:
             return await self._read_chunk()
 
 
+class TypedLines:
+    """Lines a person types at moments of their choosing (tests feed them with `type`); like a terminal.
+
+    `ChatSession` reads a terminal while a turn runs, so a line typed then
+    steers or queues; this source behaves the same way, for tests.
+    """
+
+    is_terminal = True
+    """Lines arrive when typed, as on a terminal."""
+
+    def __init__(self, console: Console) -> None:
+        """Create a source with nothing typed yet."""
+        self._console = console
+        self._typed: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def type(self, line: str | None) -> None:
+        """Type ``line`` (``None``: end of input)."""
+        self._typed.put_nowait(line)
+
+    async def readline(self, prompt: str) -> str | None:
+        """Print ``prompt``, wait for the next typed line, print it and return it."""
+        line = await self._typed.get()
+        self._console.print(Text(prompt) + Text(line or ""))
+        return line
+
+
 class ScriptedLines:
     """Lines given in advance (for tests and scripted runs); prompts and answers are printed."""
 

@@ -34,6 +34,7 @@ STATUS_STYLES: dict[str, tuple[str, str]] = {
     ToolCallStatus.EXPIRED.value: ("⌛", "yellow"),
     ToolCallStatus.OUTCOME_UNKNOWN.value: ("?", "magenta"),
     ToolCallStatus.NOT_APPLIED.value: ("∅", "yellow"),
+    ToolCallStatus.CANCELLED.value: ("⊘", "yellow"),
 }
 """The mark and style of each final tool call status."""
 
@@ -179,6 +180,22 @@ def stored_as_outcomes(messages: Iterable[AgentMessage]) -> list[ToolOutcome]:
     ]
 
 
+def queue_lines(snapshot: AgentSnapshot) -> list[Text]:
+    """One line per waiting message (with the ID that withdraws it) and per steered message the turn took."""
+    lines = [
+        Text(
+            f"{'steered' if m.delivery.value == 'steer' else 'queued'} ({m.client_message_id or 'no ID'}): ",
+            style="cyan",
+        )
+        + Text(one_line(m.text))
+        for m in snapshot.queued_messages
+    ]
+    lines.extend(
+        Text("steering the running turn: ", style="cyan") + Text(one_line(m.text)) for m in snapshot.steered_messages
+    )
+    return lines
+
+
 def render_snapshot(
     console: Console,
     session_id: str,
@@ -210,6 +227,8 @@ def render_snapshot(
             parts.append(Text(f"active turn: {state.active_turn_id}"))
         if state.last_turn_error:
             parts.append(Text(f"last turn failed: {one_line(state.last_turn_error)}", style="red"))
+        if state.last_turn_cancelled and state.active_turn_id is None:
+            parts.append(Text("last turn was cancelled", style="yellow"))
     if snapshot.messages:
         parts.append(messages_table(snapshot.messages))
     outcomes = list(tool_outcomes)
@@ -228,6 +247,7 @@ def render_snapshot(
         )
         for interrupt in snapshot.pending_interrupts
     )
+    parts.extend(queue_lines(snapshot))
     parts.append(Text("Usage: ", style="bold") + Text(describe_usage(snapshot.usage)))
     console.print()
     for part in parts:

@@ -2,9 +2,13 @@
 
 ``watch`` draws a session's events from a position in its event stream (the
 oldest kept by default, or a resume token it printed before) and reads
-commands meanwhile: ``approve ID``, ``reject ID "reason"``, ``snapshot``,
-``quit``. A malformed command is reported in one line; when standard input is
-not a terminal (a script) it also ends the watch with exit code 2.
+commands meanwhile: ``approve ID``, ``reject ID "reason"``, ``cancel
+["reason"]`` (cancel the running turn), ``withdraw MESSAGE_ID`` (take back a
+waiting message, by the client message ID the snapshot lists), ``snapshot``,
+``quit``. Steered messages (where each landed), the queue (at the start and in
+``snapshot``) and cancelled turns are drawn with the other events. A
+malformed command is reported in one line; when standard input is not a
+terminal (a script) it also ends the watch with exit code 2.
 ``approve`` and ``reject`` answer one approval and exit.
 """
 
@@ -24,14 +28,14 @@ from dex_agents.cli.follow import SessionFollower
 from dex_agents.cli.loading import load_flow
 from dex_agents.cli.render import EventRenderer
 from dex_agents.cli.terminal import TerminalLines
-from dex_agents.cli.views import compact_json, render_snapshot
+from dex_agents.cli.views import compact_json, queue_lines, render_snapshot
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.infrastructure.dex.client import AgentSessionClient
 
-COMMANDS_HELP = 'commands: approve ID · reject ID "reason" · snapshot · quit'
+COMMANDS_HELP = 'commands: approve ID · reject ID "reason" · cancel "reason" · withdraw MESSAGE_ID · snapshot · quit'
 """The commands ``watch`` reads."""
 
-Action = Literal["approve", "reject", "snapshot", "quit", "help"]
+Action = Literal["approve", "reject", "cancel", "withdraw", "snapshot", "quit", "help"]
 
 
 @attrs.frozen(kw_only=True)
@@ -43,7 +47,9 @@ class WatchCommand:
     interrupt_id: str | None = None
     """The approval answered (``approve`` / ``reject``)."""
     reason: str | None = None
-    """The rejection message (``reject``)."""
+    """The rejection message (``reject``) or why the turn is cancelled (``cancel``)."""
+    message_id: str | None = None
+    """The waiting message to take back (``withdraw``)."""
 
 
 def parse_watch_command(line: str) -> WatchCommand | None:
@@ -67,6 +73,10 @@ def parse_watch_command(line: str) -> WatchCommand | None:
     if verb == "reject" and rest:
         reason = " ".join(rest[1:]) or None
         return WatchCommand(action="reject", interrupt_id=rest[0], reason=reason)
+    if verb == "cancel":
+        return WatchCommand(action="cancel", reason=" ".join(rest) or None)
+    if verb == "withdraw" and len(rest) == 1:
+        return WatchCommand(action="withdraw", message_id=rest[0])
     raise UsageError(f"malformed command {line.strip()!r} ({COMMANDS_HELP})")
 
 
@@ -103,7 +113,9 @@ async def answer_interrupt(
 
 
 def print_pending(console: Console, snapshot: AgentSnapshot) -> None:
-    """Print the session's pending approvals and how to answer them."""
+    """Print the session's pending approvals and how to answer them, and its waiting messages."""
+    for line in queue_lines(snapshot):
+        console.print(line, soft_wrap=True)
     for interrupt in snapshot.pending_interrupts:
         console.print(
             Text(f"pending approval {interrupt.interrupt_id}: ", style="yellow")
@@ -190,6 +202,17 @@ class Watch:
                     self.sessions, self.session_id, command.interrupt_id, approved=approved, reason=command.reason
                 )
                 self.console.print(Text(f"sent: {command.action} {command.interrupt_id}", style="dim"))
+            case "cancel":
+                if await self.sessions.cancel_turn(self.session_id, command.reason):
+                    self.console.print(Text("sent: cancel the running turn", style="dim"))
+                else:
+                    self.console.print(Text("no turn is running", style="dim"))
+            case "withdraw":
+                assert command.message_id is not None
+                if await self.sessions.withdraw_user_message(self.session_id, command.message_id):
+                    self.console.print(Text(f"withdrew {command.message_id}", style="dim"))
+                else:
+                    self.console.print(Text(f"no waiting message {command.message_id} (a turn took it?)", style="red"))
             case "snapshot":
                 snapshot = await self.sessions.get_agent_snapshot(self.session_id)
                 render_snapshot(self.console, self.session_id, snapshot, tool_outcomes=self.renderer.tool_outcomes)

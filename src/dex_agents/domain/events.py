@@ -59,6 +59,8 @@ class AgentEventType(StrEnum):
     INTERRUPT_RESOLVED = "interrupt_resolved"
     USAGE_RECORDED = "usage_recorded"
     HISTORY_COMPACTED = "history_compacted"
+    USER_MESSAGE_STEERED = "user_message_steered"
+    TURN_CANCELLED = "turn_cancelled"
 
 
 class TurnOutcome(StrEnum):
@@ -66,6 +68,16 @@ class TurnOutcome(StrEnum):
 
     COMPLETED = "completed"
     FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class SteeredLanding(StrEnum):
+    """Where a steered user message landed."""
+
+    RUNNING_TURN = "running_turn"
+    """It joined the running turn: the turn's next model call sees it after the tool results."""
+    NEW_TURN = "new_turn"
+    """The turn it was meant for ended first (or none ran): it starts a turn of its own."""
 
 
 def _optional_datetime(value: datetime | str | None) -> datetime | None:
@@ -234,6 +246,30 @@ class HistoryCompactedPayload:
     """Why it ran: ``policy`` (over the context budget) or ``overflow`` (the provider refused the context)."""
 
 
+@attrs.frozen(kw_only=True)
+class UserMessageSteeredPayload:
+    """A steered user message was taken: by the running turn, or to start a new one."""
+
+    event_type: ClassVar[AgentEventType] = AgentEventType.USER_MESSAGE_STEERED
+    client_message_id: str | None
+    """The message's client message ID."""
+    text: str
+    """What the user wrote (cut when long)."""
+    landed: SteeredLanding = attrs.field(converter=SteeredLanding)
+    """Where it landed; the envelope's ``turn_id`` is that turn."""
+
+
+@attrs.frozen(kw_only=True)
+class TurnCancelledPayload:
+    """A turn ended because a person cancelled it (written before its state is committed)."""
+
+    event_type: ClassVar[AgentEventType] = AgentEventType.TURN_CANCELLED
+    reason: str | None
+    """Why, as the person said it."""
+    finished_tool_calls: int
+    """Tool calls of the turn that had ended (ran, rejected or cancelled) when it stopped."""
+
+
 AgentEventBody = (
     TurnStartedPayload
     | TurnCompletedPayload
@@ -248,6 +284,8 @@ AgentEventBody = (
     | InterruptResolvedPayload
     | UsageRecordedPayload
     | HistoryCompactedPayload
+    | UserMessageSteeredPayload
+    | TurnCancelledPayload
 )
 """An event's typed payload, before the writer adds the envelope; its class names its type."""
 
@@ -267,6 +305,8 @@ EVENT_PAYLOAD_TYPES: Mapping[AgentEventType, type[AgentEventBody]] = {
         InterruptResolvedPayload,
         UsageRecordedPayload,
         HistoryCompactedPayload,
+        UserMessageSteeredPayload,
+        TurnCancelledPayload,
     )
 }
 """The payload class of each event type."""
@@ -341,13 +381,24 @@ def turn_failed(error: str) -> TurnFailedPayload:
     return TurnFailedPayload(error=error)
 
 
-def turn_committed(*, failed_with: str | None, message_count: int) -> TurnCommittedPayload:
-    """A turn's final state is committed: ``completed``, or ``failed`` with ``failed_with``."""
+def turn_committed(*, failed_with: str | None, message_count: int, cancelled: bool = False) -> TurnCommittedPayload:
+    """A turn's final state is committed: ``completed``, ``cancelled``, or ``failed`` with ``failed_with``."""
+    outcome = TurnOutcome.COMPLETED if failed_with is None else TurnOutcome.FAILED
     return TurnCommittedPayload(
-        outcome=TurnOutcome.COMPLETED if failed_with is None else TurnOutcome.FAILED,
+        outcome=TurnOutcome.CANCELLED if cancelled else outcome,
         error=failed_with,
         message_count=message_count,
     )
+
+
+def user_message_steered(client_message_id: str | None, text: str, landed: SteeredLanding) -> UserMessageSteeredPayload:
+    """A steered user message landed in the running turn or started a new one."""
+    return UserMessageSteeredPayload(client_message_id=client_message_id, text=text, landed=landed)
+
+
+def turn_cancelled(reason: str | None, *, finished_tool_calls: int) -> TurnCancelledPayload:
+    """A turn ended because a person cancelled it."""
+    return TurnCancelledPayload(reason=reason, finished_tool_calls=finished_tool_calls)
 
 
 def text_delta(text: str) -> TextDeltaPayload:

@@ -30,6 +30,9 @@ NOT_APPLIED_TOOL_RESULT = (
 )
 """What the model sees for a call its reconcile probe found did not take effect."""
 
+CANCELLED_TOOL_RESULT = "The tool call did not run: the user cancelled the turn before it started."
+"""What the model sees for a call its turn's cancel reached before it started."""
+
 DEFAULT_REJECTION_TEXT = "The tool call was rejected."
 """What the model sees for a rejection that gave no reason."""
 
@@ -64,6 +67,8 @@ def describe_tool_call_outcome(record: AgentToolCall) -> str:
             return OUTCOME_UNKNOWN_TOOL_RESULT
         case ToolCallStatus.NOT_APPLIED:
             return NOT_APPLIED_TOOL_RESULT
+        case ToolCallStatus.CANCELLED:
+            return record.rejection_message or CANCELLED_TOOL_RESULT
         case (
             ToolCallStatus.PENDING
             | ToolCallStatus.AWAITING_APPROVAL

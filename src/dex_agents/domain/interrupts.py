@@ -2,8 +2,9 @@
 
 An interrupt has an optional deadline; once it passes unanswered, the call
 ends ``expired`` (not ``rejected``) and the model is told so with
-`EXPIRED_REJECTION_MESSAGE`. An answer that arrives after the deadline is
-refused. An answer may name its ``approver``; the record, its stored
+`EXPIRED_REJECTION_MESSAGE`. The deadline is measured by the engine (a Dex
+Timer, on the server's clock); an answer that arrives once the expiry is
+recorded is refused. An answer may name its ``approver``; the record, its stored
 outcome and the ``interrupt_resolved`` event keep the name. An approval is
 bound to the digest of the tool name and canonical arguments the interrupt was
 raised with (or the one the approver sends): the tool Step runs the call only
@@ -42,7 +43,8 @@ class AgentInterrupt:
     raised_at: datetime
     """When the session asked (Worker clock, UTC)."""
     deadline: datetime | None = None
-    """When an unanswered request counts as rejected, or ``None`` for never."""
+    """About when an unanswered request expires (``raised_at`` plus the deadline, Worker clock, for display),
+    or ``None`` for never. The engine's Timer decides (`AgentToolCall.approval_deadline`)."""
     call_digest: str | None = None
     """The digest of the tool name and canonical arguments (`dex_agents.domain.tools.call_digest`) an approval binds."""
 

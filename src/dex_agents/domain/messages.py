@@ -147,6 +147,19 @@ def message_sequence_key(sequence: int) -> str:
     return f"{sequence:0{MESSAGE_SEQUENCE_KEY_DIGITS}d}"
 
 
+class MessageDelivery(StrEnum):
+    """How a user message sent while a turn runs reaches the model.
+
+    ``queue`` (the default): it waits for the running turn to end and starts the
+    next one. ``steer``: it joins the running turn at its next model-call
+    boundary (after every tool result of the current model response); sent
+    while no turn runs, it starts a turn like a queued message.
+    """
+
+    QUEUE = "queue"
+    STEER = "steer"
+
+
 @attrs.frozen(kw_only=True)
 class AgentUserMessage:
     """A user message sent to a session (the ``send_user_message`` input)."""
@@ -155,7 +168,14 @@ class AgentUserMessage:
     """What the user wrote."""
     client_message_id: str | None = None
     """An ID the application chose to follow the message (`AgentSessionClient.submit_user_message`
-    sets a fresh one); stored on the turn's user message."""
+    sets a fresh one); stored on the turn's user message, and the ID `withdraw_user_message` takes."""
+    delivery: MessageDelivery = attrs.field(default=MessageDelivery.QUEUE, converter=MessageDelivery)
+    """``queue`` or ``steer`` (see `MessageDelivery`)."""
+
+    @property
+    def message_id(self) -> str | None:
+        """The ID `AgentSessionClient.withdraw_user_message` takes: the client message ID."""
+        return self.client_message_id
 
     @property
     def is_blank(self) -> bool:

@@ -10,13 +10,15 @@ model again, and so on until the turn completes or fails; then it waits again.
 | `resume_model`           | `running_tools`                    | `running_model`            |
 | `complete_turn`          | `running_model`                    | `waiting_for_user_message` |
 | `fail_turn`              | `running_model`, `running_tools`   | `waiting_for_user_message` |
+| `cancel_turn`            | `running_model`, `running_tools`   | `waiting_for_user_message` |
 
 Each action is checked against its own sources (`SESSION_ACTIONS`), so a
 turn cannot start while one runs even though `running_tools` may move to
 `running_model`; `AGENT_STATUS_TRANSITIONS` is their union of status pairs.
 
 Turn IDs are ``turn-<n>``, counted from 1. ``last_turn_error`` stays until a
-later turn completes.
+later turn completes. ``last_turn_cancelled`` says the last turn ended by
+`cancel_turn` (a person asked); a later turn's end clears it.
 """
 
 from collections.abc import Iterable, Mapping
@@ -45,6 +47,7 @@ class SessionAction(StrEnum):
     RESUME_MODEL = "resume_model"
     COMPLETE_TURN = "complete_turn"
     FAIL_TURN = "fail_turn"
+    CANCEL_TURN = "cancel_turn"
 
 
 SESSION_ACTIONS: Mapping[SessionAction, tuple[frozenset[AgentStatus], AgentStatus]] = {
@@ -53,6 +56,10 @@ SESSION_ACTIONS: Mapping[SessionAction, tuple[frozenset[AgentStatus], AgentStatu
     SessionAction.RESUME_MODEL: (frozenset({AgentStatus.RUNNING_TOOLS}), AgentStatus.RUNNING_MODEL),
     SessionAction.COMPLETE_TURN: (frozenset({AgentStatus.RUNNING_MODEL}), AgentStatus.WAITING_FOR_USER_MESSAGE),
     SessionAction.FAIL_TURN: (
+        frozenset({AgentStatus.RUNNING_MODEL, AgentStatus.RUNNING_TOOLS}),
+        AgentStatus.WAITING_FOR_USER_MESSAGE,
+    ),
+    SessionAction.CANCEL_TURN: (
         frozenset({AgentStatus.RUNNING_MODEL, AgentStatus.RUNNING_TOOLS}),
         AgentStatus.WAITING_FOR_USER_MESSAGE,
     ),
@@ -119,6 +126,9 @@ class AgentState:
     """Estimated stored bytes of the current summary."""
     retry_after_overflow: bool = False
     """The provider refused the model call's context and the history was compacted for it: one retry is left."""
+
+    last_turn_cancelled: bool = False
+    """Whether the last finished turn was cancelled (`cancel_turn`); a later turn's end clears it."""
 
     @property
     def next_sequence(self) -> int:
@@ -188,6 +198,7 @@ class AgentState:
             self._moved(SessionAction.COMPLETE_TURN),
             active_turn_id=None,
             last_turn_error=None,
+            last_turn_cancelled=False,
         )
 
     def fail_turn(self, error: str) -> "AgentState":
@@ -196,6 +207,16 @@ class AgentState:
             self._moved(SessionAction.FAIL_TURN),
             active_turn_id=None,
             last_turn_error=error,
+            last_turn_cancelled=False,
+        )
+
+    def cancel_turn(self) -> "AgentState":
+        """Return the state after the active turn was cancelled at a person's request."""
+        return attrs.evolve(
+            self._moved(SessionAction.CANCEL_TURN),
+            active_turn_id=None,
+            last_turn_error=None,
+            last_turn_cancelled=True,
         )
 
     def with_messages_stored(self, messages: Iterable[AgentMessage]) -> "AgentState":

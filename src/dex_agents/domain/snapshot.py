@@ -14,6 +14,8 @@ turn is exact: it failed when ``last_turn_error`` is set. An earlier turn
 (the session moved on) is read from its stored messages: a completed turn
 stored what its model said, a failed one only user messages (its user
 message, perhaps a turn-failure note); its error is no longer in the state.
+A cancelled turn is the last one with ``last_turn_cancelled``, an earlier one
+whose user messages include a turn-cancelled note.
 """
 
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,9 +24,10 @@ from enum import StrEnum
 import attrs
 
 from dex_agents.domain.interrupts import AgentInterrupt
-from dex_agents.domain.messages import LARGE_MESSAGE_BYTES, AgentMessage, MessageRole
+from dex_agents.domain.messages import LARGE_MESSAGE_BYTES, AgentMessage, AgentUserMessage, MessageRole
 from dex_agents.domain.session import AgentState, size_pairs, turn_number
 from dex_agents.domain.tools import AgentToolCall, ToolOutcome
+from dex_agents.domain.turn_control import TURN_CANCELLED_NOTE_HEADER
 from dex_agents.domain.usage import AgentUsage
 
 SNAPSHOT_MESSAGE_LIMIT = 200
@@ -52,7 +55,12 @@ class AgentSnapshot:
     usage: AgentUsage
     """Usage summed over the session."""
     queued_message_count: int
-    """User messages waiting for the next turn."""
+    """User messages waiting for the next turn (queued, and steered ones no turn has taken yet)."""
+    queued_messages: tuple[AgentUserMessage, ...] = ()
+    """Those messages, oldest first: queued ones, then steered ones no turn has taken yet. Each can be
+    withdrawn by its ``client_message_id`` (`AgentSessionClient.withdraw_user_message`)."""
+    steered_messages: tuple[AgentUserMessage, ...] = ()
+    """Steered messages the running turn has taken, which its next model call will see."""
 
     @property
     def is_idle(self) -> bool:
@@ -168,6 +176,8 @@ class TurnStatus(StrEnum):
 
     COMPLETED = "completed"
     FAILED = "failed"
+    CANCELLED = "cancelled"
+    """A person cancelled it (`AgentSessionClient.cancel_turn`); its note is among its messages."""
 
 
 @attrs.frozen(kw_only=True)
@@ -225,15 +235,20 @@ def turn_result(
         return None
     given = snapshot.messages if messages is None else messages
     of_turn = tuple(m for m in given if m.turn_id == turn_id)
+    cancelled = False
     if turn_number(turn_id) == state.turn_count:
         error = state.last_turn_error
         failed = error is not None
+        cancelled = state.last_turn_cancelled
     else:
         failed = bool(of_turn) and all(m.role is MessageRole.USER for m in of_turn)
+        cancelled = failed and any((m.text or "").startswith(TURN_CANCELLED_NOTE_HEADER) for m in of_turn)
+        failed = failed and not cancelled
         error = error_hint if failed else None
+    status = TurnStatus.FAILED if failed else TurnStatus.COMPLETED
     return TurnResult(
         turn_id=turn_id,
-        status=TurnStatus.FAILED if failed else TurnStatus.COMPLETED,
+        status=TurnStatus.CANCELLED if cancelled else status,
         error=error,
         messages=of_turn,
         snapshot=snapshot,

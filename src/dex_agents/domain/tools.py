@@ -19,7 +19,8 @@ probe found), ``not_applied`` (it did not take effect) or ``outcome_unknown``.
 A record moves through `TOOL_CALL_TRANSITIONS`; `transition` refuses anything
 else with `InvalidTransitionError`. A call waiting for approval ends
 ``rejected`` when a person said no and ``expired`` when its deadline passed
-unanswered; neither ran.
+unanswered; neither ran. A call its turn's cancel reached before it started
+ends ``cancelled`` (from ``pending`` or ``approved``); it did not run either.
 
 When a turn ends, its records are deleted; what each call came to stays on the
 stored messages as a `ToolOutcome` (`AgentToolCall.outcome`).
@@ -28,6 +29,7 @@ stored messages as a `ToolOutcome` (`AgentToolCall.outcome`).
 import hashlib
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from enum import StrEnum
 from typing import assert_never
 
@@ -63,6 +65,7 @@ class ToolCallStatus(StrEnum):
     OUTCOME_UNKNOWN = "outcome_unknown"
     RECONCILING = "reconciling"
     NOT_APPLIED = "not_applied"
+    CANCELLED = "cancelled"
 
     @property
     def is_final(self) -> bool:
@@ -78,6 +81,7 @@ FINAL_TOOL_CALL_STATUSES: frozenset[ToolCallStatus] = frozenset(
         ToolCallStatus.EXPIRED,
         ToolCallStatus.OUTCOME_UNKNOWN,
         ToolCallStatus.NOT_APPLIED,
+        ToolCallStatus.CANCELLED,
     }
 )
 """Statuses after which nothing more happens to a call."""
@@ -85,13 +89,14 @@ FINAL_TOOL_CALL_STATUSES: frozenset[ToolCallStatus] = frozenset(
 _RAN = frozenset(
     {ToolCallStatus.SUCCEEDED, ToolCallStatus.FAILED, ToolCallStatus.OUTCOME_UNKNOWN, ToolCallStatus.RECONCILING}
 )
+_STARTABLE = _RAN | {ToolCallStatus.CANCELLED}
 
 TOOL_CALL_TRANSITIONS: Mapping[ToolCallStatus, frozenset[ToolCallStatus]] = {
-    ToolCallStatus.PENDING: _RAN,
+    ToolCallStatus.PENDING: _STARTABLE,
     ToolCallStatus.AWAITING_APPROVAL: frozenset(
         {ToolCallStatus.APPROVED, ToolCallStatus.REJECTED, ToolCallStatus.EXPIRED}
     ),
-    ToolCallStatus.APPROVED: _RAN,
+    ToolCallStatus.APPROVED: _STARTABLE,
     ToolCallStatus.SUCCEEDED: frozenset(),
     ToolCallStatus.FAILED: frozenset(),
     ToolCallStatus.REJECTED: frozenset(),
@@ -101,6 +106,7 @@ TOOL_CALL_TRANSITIONS: Mapping[ToolCallStatus, frozenset[ToolCallStatus]] = {
         {ToolCallStatus.SUCCEEDED, ToolCallStatus.NOT_APPLIED, ToolCallStatus.OUTCOME_UNKNOWN}
     ),
     ToolCallStatus.NOT_APPLIED: frozenset(),
+    ToolCallStatus.CANCELLED: frozenset(),
 }
 """Legal status changes of a tool-call record."""
 
@@ -230,7 +236,7 @@ class ToolOutcome:
     error: str | None = None
     """What went wrong, when ``failed`` or ``outcome_unknown``."""
     rejection_message: str | None = None
-    """Why it did not run, when ``rejected`` or ``expired``."""
+    """Why it did not run, when ``rejected``, ``expired`` or ``cancelled``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -256,7 +262,7 @@ class AgentToolCall:
     error: str | None = None
     """What went wrong, when ``failed`` or ``outcome_unknown``."""
     rejection_message: str | None = None
-    """The person's reason, when ``rejected``."""
+    """The person's reason, when ``rejected``; why it did not run when ``expired`` or ``cancelled``."""
     interrupt_id: str | None = None
     """The approval interrupt, when the call needs approval."""
     attempts: int = 0
@@ -267,6 +273,9 @@ class AgentToolCall:
     """Who answered the approval, when the answer named someone."""
     approved_digest: str | None = None
     """The `call_digest` the approval was given for; the tool Step runs the call only when it is this call's."""
+    approval_deadline: datetime | None = None
+    """When the approval expires, on the engine's clock: set by ``AwaitToolApproval`` when it first waits
+    (the engine's time then plus ``interrupt_deadline``); ``None`` without a deadline or before that wait."""
 
     @property
     def digest(self) -> str:
@@ -295,6 +304,8 @@ class AgentToolCall:
                 return ApprovalStatus.EXPIRED
             case ToolCallStatus.AWAITING_APPROVAL | ToolCallStatus.PENDING:
                 return None
+            case ToolCallStatus.CANCELLED:
+                return None if self.approver is None and self.approved_digest is None else ApprovalStatus.APPROVED
             case (
                 ToolCallStatus.APPROVED
                 | ToolCallStatus.SUCCEEDED
@@ -329,6 +340,10 @@ class AgentToolCall:
     def expire(self, message: str) -> "AgentToolCall":
         """Return the record expired: its approval deadline passed unanswered; ``message`` is what the model sees."""
         return transition(self, to=ToolCallStatus.EXPIRED, rejection_message=message)
+
+    def cancel(self, message: str) -> "AgentToolCall":
+        """Return the record ``cancelled`` before it started: its turn was cancelled; ``message`` is the reason."""
+        return transition(self, to=ToolCallStatus.CANCELLED, rejection_message=message)
 
     def succeed(self, output: str, *, attempt: int = 1) -> "AgentToolCall":
         """Return the record succeeded with ``output`` on ``attempt``."""

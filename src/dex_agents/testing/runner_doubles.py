@@ -444,6 +444,9 @@ class ScriptedRunner:
 
     Every call is recorded: `model_turns`, `tool_executions` and
     `user_message_texts`. Recording is safe when tool calls run concurrently.
+    Steered messages a model call got are in its recorded context
+    (``model_turns[i].steered_messages``); a scripted `TurnCompleted` stores
+    only the messages it lists.
 
     Example:
         ```python

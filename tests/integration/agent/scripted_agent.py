@@ -18,7 +18,8 @@ tool's effect, its `InvocationLog` line; ``after_tool``: once it returned).
 ``emit`` makes the model answer with that many assistant messages of
 ``emit_size`` characters each (a long history without many turns);
 ``overflow`` makes the model raise `ContextOverflowError` while its window has
-no summary. ``compact`` (the runner's `HistoryCompactor`) records each call and,
+no summary (``"resuming"``: only a call after tool results), after parking at
+the `FileGate` ``overflow_gate`` when set. ``compact`` (the runner's `HistoryCompactor`) records each call and,
 with ``$AGENT_TEST_COMPACT_GATE`` set, parks its first call at that gate.
 ``$AGENT_TEST_CONTEXT_BUDGET`` and ``$AGENT_TEST_KEEP_RECENT`` set the compaction
 policy. Every model call records its window: message count, bytes and summary.
@@ -30,7 +31,8 @@ With ``$AGENT_TEST_KILL_POINT`` set, the Flow is a `KillPointFlow`. ``stream``
 streams that many characters of text and answers with them; ``contract`` asks
 for tools in a way the runner contract forbids. A message holding `BREAK_BUILD`
 makes ``build_user_message`` raise; one holding `WRONG_ROLE` makes it return an
-assistant message. Every real model and tool
+assistant message. Steered messages a model call gets are counted on its
+``model`` line (``steered``) and stored after the tool results. Every real model and tool
 call is counted in the `InvocationLog` under ``$AGENT_TEST_STATE``.
 """
 
@@ -40,7 +42,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +81,7 @@ KILL_POINT_ENV = "AGENT_TEST_KILL_POINT"
 COMPACT_GATE_ENV = "AGENT_TEST_COMPACT_GATE"
 CONTEXT_BUDGET_ENV = "AGENT_TEST_CONTEXT_BUDGET"
 KEEP_RECENT_ENV = "AGENT_TEST_KEEP_RECENT"
+CLOCK_SKEW_ENV = "AGENT_TEST_WORKER_CLOCK_SKEW_SECONDS"
 FLOW_TYPE = "ScriptedAgent"
 BREAK_BUILD = "[break build_user_message]"
 WRONG_ROLE = "[build with the assistant role]"
@@ -158,7 +161,8 @@ class ScriptedAgentRunner:
         prompt = next(m.text for m in turn.messages if m.turn_id == turn.turn_id and m.role is MessageRole.USER)
         assert prompt is not None
         steps = script(prompt)
-        invocations().record("model", turn.turn_id, attempt=turn.attempt, resuming=turn.is_resuming)
+        steered = [message.text for message in turn.steered_messages]
+        invocations().record("model", turn.turn_id, attempt=turn.attempt, resuming=turn.is_resuming, steered=steered)
         invocations().record(
             "window",
             turn.turn_id,
@@ -167,7 +171,11 @@ class ScriptedAgentRunner:
             first=turn.messages[0].sequence if turn.messages else None,
             summary=None if turn.summary is None else turn.summary.number,
         )
-        if steps.get("overflow") and turn.summary is None:
+        overflow = steps.get("overflow")
+        if overflow and turn.summary is None and (overflow != "resuming" or turn.is_resuming):
+            overflow_gate = steps.get("overflow_gate")
+            if overflow_gate:
+                await gate(overflow_gate).wait_for_release()
             raise ContextOverflowError("prompt is too long: the provider refused the context")
         if steps.get("emit"):
             size = int(steps.get("emit_size", 100))
@@ -213,7 +221,11 @@ class ScriptedAgentRunner:
         answer = FrameworkMessage(
             role=MessageRole.ASSISTANT, framework_item=json.dumps(outcomes), text=json.dumps(outcomes, sort_keys=True)
         )
-        return TurnCompleted(new_messages=[*tool_results(turn, steps.get("tool_results")), answer], usage=usage)
+        # Steered messages join after the tool results, where the model saw them.
+        joined = [self.build_user_message(text) for text in steered]
+        return TurnCompleted(
+            new_messages=[*tool_results(turn, steps.get("tool_results")), *joined, answer], usage=usage
+        )
 
     async def compact(self, messages: Sequence[AgentMessage], previous_summary: str | None) -> CompactionSummary:
         invocations().record("compact", "history", first=messages[0].sequence, through=messages[-1].sequence)
@@ -348,7 +360,28 @@ class KillPointFlow(AgentSessionFlow):
         super().bind_client(reader)
 
 
+class SkewedClock:
+    """A Worker clock off by ``$AGENT_TEST_WORKER_CLOCK_SKEW_SECONDS`` (what a badly synced host has)."""
+
+    def __init__(self, skew: timedelta) -> None:
+        self.skew = skew
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.skew
+
+
 def build_flow() -> AgentSessionFlow:
+    skew = os.environ.get(CLOCK_SKEW_ENV)
+    if skew is not None:
+        return AgentSessionFlow(
+            ScriptedAgentRunner(),
+            flow_type=FLOW_TYPE,
+            options=AgentSessionOptions(
+                tool_policies=TOOL_POLICIES,
+                interrupt_deadline=timedelta(seconds=float(os.environ.get(DEADLINE_ENV, "60"))),
+            ),
+            clock=SkewedClock(timedelta(seconds=float(skew))),
+        )
     deadline = os.environ.get(DEADLINE_ENV)
     capacity = os.environ.get(EVENT_CAPACITY_ENV)
     budget = os.environ.get(CONTEXT_BUDGET_ENV)

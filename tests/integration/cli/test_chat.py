@@ -4,6 +4,7 @@ import io
 import os
 import pty
 import select
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -161,3 +162,35 @@ def test_quit_from_chat_on_in_process_fake_dex_says_the_session_ends_with_it(tmp
     shown = " ".join(strip_ansi("".join(screen)).split())
     assert "left session pty-quit; it ends with this chat (its fake Dex runs in this process" in shown
     assert "keeps running" not in shown
+
+
+def test_ctrl_c_in_a_terminal_chat_cancels_the_running_turn_instead_of_leaving(tmp_path: Path) -> None:
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        command("chat", ORDER_FLOW, "--session", "pty-cancel"),
+        env=cli_env(TERM="xterm", COLUMNS="200", LINES="40", **{STATE_ENV: str(tmp_path)}),
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+        start_new_session=True,
+    )
+    os.close(terminal)
+    screen: list[str] = []
+    try:
+        read_until(controller, YOU, screen)
+        os.write(controller, f"{PROMPT}\n".encode())
+        read_until(controller, 'Approve refund_order {"order_id": "7"}? [y/N]', screen)
+        os.kill(process.pid, signal.SIGINT)  # Ctrl-C
+        read_until(controller, "turn-1 cancelled", screen)
+        assert process.poll() is None, "the chat is still there"
+        os.write(controller, b"/quit\n")
+        read_until(controller, "left session pty-cancel;", screen)
+        assert process.wait(timeout=20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(controller)
+    shown = strip_ansi("".join(screen))
+    assert "⊘ cancelling the running turn (Ctrl-C again leaves the chat)" in shown
+    assert read_refunds(tmp_path) == []

@@ -58,6 +58,8 @@ async def test_dex_agents_conformance_finds_every_checked_assumption_holding_on_
     for words in ("over 100 KiB", "rejects a write past its capacity", "RpcLockConflictError", "FlowClosingError"):
         assert any(words in line for line in holding), words
     assert any("history has" in line for line in holding)
+    for words in ("at_most(n)", "deletes one", "first_attempt_at"):  # what steering, withdraw and deadlines rely on
+        assert any(words in line for line in holding), words
     assert any("readable through a Client while that Step still runs" in line for line in holding)
 
 

@@ -137,7 +137,48 @@ async def test_a_malformed_command_from_a_script_ends_the_watch_with_exit_2(stac
     assert code == 2
     assert err.strip() == (
         f"error: malformed command 'aprove {REFUND_APPROVAL}' "
-        '(commands: approve ID · reject ID "reason" · snapshot · quit)'
+        '(commands: approve ID · reject ID "reason" · cancel "reason" · withdraw MESSAGE_ID · snapshot · quit)'
     )
     snapshot = await stack.sessions.get_agent_snapshot("typo")
     assert [i.interrupt_id for i in snapshot.pending_interrupts] == [REFUND_APPROVAL]
+
+
+async def test_watch_shows_the_queue_steering_and_a_cancel_it_sends(stack: OrderStack) -> None:
+    await waiting_for_approval(stack, "steered")
+    process = await asyncio.create_subprocess_exec(
+        *command("watch", "steered", "--server", stack.address, "--flow", ORDER_FLOW, "--until-idle"),
+        env=cli_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    assert process.stdin is not None
+    seen: list[str] = []
+
+    async def until(text: str) -> None:
+        async with asyncio.timeout(30):
+            while text not in "".join(seen):
+                seen.append((await process.stdout.readline()).decode())  # type: ignore[union-attr]
+
+    await until("waits for approval")
+    steer = await stack.sessions.submit_user_message("steered", "Please sign as Ada.", delivery="steer")
+    queued = await stack.sessions.submit_user_message("steered", "Thanks!")
+    process.stdin.write(b"snapshot\n")
+    await process.stdin.drain()
+    await until(f"queued ({queued.client_message_id}): Thanks!")
+    process.stdin.write(b'cancel "wrong order"\n')
+    await process.stdin.drain()
+    rest, err = await asyncio.wait_for(process.communicate(), timeout=30)
+    out = "".join(seen) + rest.decode()
+
+    assert process.returncode == 0, err
+    for line in (
+        f"steered ({steer.client_message_id}): Please sign as Ada.",
+        "sent: cancel the running turn",
+        f"✗ rejected ({REFUND_APPROVAL}): The tool call did not run: the user cancelled the turn. Reason: wrong order",
+        "⊘ turn-1 cancelled: wrong order · 2 tool calls finished",
+        "↪ steered starts a turn (turn-2): Please sign as Ada.",
+    ):
+        assert line in out, out
+    assert read_refunds(stack.shop) == []

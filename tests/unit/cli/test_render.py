@@ -15,6 +15,8 @@ from dex_agents import (
     AgentSnapshot,
     AgentState,
     AgentUsage,
+    AgentUserMessage,
+    MessageDelivery,
     MessageRole,
     ToolCallStatus,
     ToolEffect,
@@ -311,3 +313,50 @@ def test_a_snapshot_shows_the_outcomes_stored_on_past_turns_messages() -> None:
     assert (
         "⌛ refund_order · turn-1 · idempotent_write · approval expired → expired: The tool call did not run" in printed
     )
+
+
+def test_a_steered_message_shows_where_it_landed_and_a_cancelled_turn_says_so() -> None:
+    view, out = renderer()
+    view.handle(
+        event(AgentEventType.USER_MESSAGE_STEERED, client_message_id="m1", text="only this week", landed="running_turn")
+    )
+    view.handle(
+        event(
+            AgentEventType.USER_MESSAGE_STEERED,
+            turn_id="turn-2",
+            client_message_id="m2",
+            text="and close them",
+            landed="new_turn",
+        )
+    )
+    view.handle(text("Looking"))
+    view.handle(event(AgentEventType.TURN_CANCELLED, reason="wrong customer", finished_tool_calls=1))
+    assert out.getvalue().splitlines() == [
+        "  ↪ steered joins the running turn (turn-1): only this week",
+        "  ↪ steered starts a turn (turn-2): and close them",
+        ASSISTANT + "Looking",
+        "  ⊘ turn-1 cancelled: wrong customer · 1 tool calls finished",
+    ]
+
+
+def test_the_snapshot_lists_waiting_and_steered_messages_and_a_cancelled_last_turn() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=200, color_system=None, highlight=False)
+    snapshot = AgentSnapshot(
+        state=AgentState(turn_count=1, message_count=2, last_turn_cancelled=True),
+        messages=(),
+        pending_interrupts=(),
+        tool_calls=(),
+        usage=AgentUsage(),
+        queued_message_count=2,
+        queued_messages=(
+            AgentUserMessage(text="next", client_message_id="q1"),
+            AgentUserMessage(text="steer", client_message_id="s1", delivery=MessageDelivery.STEER),
+        ),
+    )
+    render_snapshot(console, "s", snapshot)
+    printed = out.getvalue()
+    assert "· 2 queued" in printed
+    assert "last turn was cancelled" in printed
+    assert "queued (q1): next" in printed
+    assert "steered (s1): steer" in printed

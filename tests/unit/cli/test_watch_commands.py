@@ -21,6 +21,9 @@ from dex_agents.cli.watch import WatchCommand, parse_watch_command
         ("reject turn-1.call-2", WatchCommand(action="reject", interrupt_id="turn-1.call-2")),
         ("  SNAPSHOT ", WatchCommand(action="snapshot")),
         ("quit", WatchCommand(action="quit")),
+        ('cancel "wrong customer"', WatchCommand(action="cancel", reason="wrong customer")),
+        ("cancel", WatchCommand(action="cancel")),
+        ("withdraw 3f9a", WatchCommand(action="withdraw", message_id="3f9a")),
     ],
 )
 def test_commands_parse_into_their_action_and_arguments(line: str, command: WatchCommand) -> None:
@@ -40,6 +43,8 @@ def test_a_blank_line_is_no_command() -> None:
         ("reject", "malformed command 'reject'"),
         ('reject x "unclosed', "No closing quotation"),
         ("quit now", "malformed command 'quit now'"),
+        ("withdraw", "malformed command 'withdraw'"),
+        ("withdraw a b", "malformed command 'withdraw a b'"),
     ],
 )
 def test_malformed_commands_are_a_usage_error_that_names_the_commands(line: str, why: str) -> None:

@@ -249,3 +249,19 @@ async def test_an_rpc_to_a_missing_session_raises_session_unavailable_which_is_s
     assert isinstance(raised.value, dex.FlowNotActiveOrNotFoundError)
     assert isinstance(raised.value, DexAgentsError)
     assert (raised.value.flow_id, raised.value.code) == ("gone", grpc.StatusCode.NOT_FOUND)
+
+
+async def test_steering_withdraw_and_cancel_refuse_bad_input_before_sending_anything() -> None:
+    fake = FakeDexClient({})
+    sessions = sessions_with(fake)
+    with pytest.raises(ValueError, match="'sideways' is not a valid MessageDelivery"):
+        await sessions.send_user_message("s", "hi", delivery="sideways")
+    with pytest.raises(ValueError, match="'sideways' is not a valid MessageDelivery"):
+        await sessions.submit_user_message("s", "hi", delivery="sideways")
+    with pytest.raises(InvalidInputError) as refused:
+        await sessions.withdraw_user_message("s", "")
+    assert (refused.value.problem, refused.value.field) == (InputProblem.INVALID_ID, "message_id")
+    with pytest.raises(InvalidInputError) as refused:
+        await sessions.cancel_turn("s", "r" * 300_000)
+    assert (refused.value.problem, refused.value.field) == (InputProblem.TOO_LARGE, "reason")
+    assert fake.calls == []

@@ -7,14 +7,15 @@ from typing import cast
 import dex
 import pytest
 
-from dex_agents import AgentSessionClient, AgentSessionFlow, TurnCompleted, TurnStatus
+from dex_agents import AgentSessionClient, AgentSessionFlow, ToolEffect, ToolPolicy, TurnCompleted, TurnStatus
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.infrastructure.dex import client as client_module
-from dex_agents.testing import ScriptedRunner, assistant_message
+from dex_agents.testing import ScriptedRunner, assistant_message, deferred_tool_call, tool_calls_requested
 from dex_agents.testing.memory import InMemorySessionHost
 from tests.fakes.dex_client import FakeSessionDexClient
 
 SESSION = "session-1"
+NEEDS_APPROVAL = ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=True)
 
 
 def hello(text: str = "hello") -> TurnCompleted:
@@ -125,3 +126,40 @@ async def test_the_latest_resume_token_skips_every_event_written_before() -> Non
     token = await sessions.latest_resume_token(SESSION)
     with pytest.raises(dex.LongPollTimeoutError):
         await sessions.read_agent_event(SESSION, token, long_poll=timedelta(milliseconds=10))
+
+
+async def test_a_cancelled_turn_is_reported_cancelled_and_a_withdrawn_message_starts_no_turn() -> None:
+    session = InMemorySessionHost(
+        ScriptedRunner([tool_calls_requested(deferred_tool_call("c1", "refund", policy=NEEDS_APPROVAL)), hello()])
+    )
+    sessions, _ = client_for(session)
+    waiting = await session.drive(await session.start("refund it"))
+    queued = await sessions.submit_user_message(SESSION, "and then this")
+    assert [m.client_message_id for m in (await sessions.get_agent_snapshot(SESSION)).queued_messages] == [
+        queued.client_message_id
+    ]
+
+    assert await sessions.withdraw_user_message(SESSION, queued.client_message_id) is True
+    assert await sessions.cancel_turn(SESSION, "not now") is True
+    await session.drive(*waiting)
+    session.announce_finished_turn()
+    result = await sessions.wait_for_turn(SESSION, "turn-1", timeout=5)
+
+    assert result.status is TurnStatus.CANCELLED
+    assert await sessions.cancel_turn(SESSION) is False, "no turn runs"
+    snapshot = await sessions.get_agent_snapshot(SESSION)
+    assert snapshot.state is not None
+    assert (snapshot.state.turn_count, snapshot.queued_message_count) == (1, 0)
+
+
+async def test_a_message_sent_with_send_user_message_can_be_withdrawn_by_the_id_the_snapshot_lists() -> None:
+    session = InMemorySessionHost(ScriptedRunner([hello()]))
+    sessions, _ = client_for(session)
+    await session.start("opening")  # the turn runs: what is sent now waits
+
+    assert await sessions.send_user_message(SESSION, "later") is True
+    (waiting,) = (await sessions.get_agent_snapshot(SESSION)).queued_messages
+    assert waiting.message_id is not None
+
+    assert await sessions.withdraw_user_message(SESSION, waiting.message_id) is True
+    assert (await sessions.get_agent_snapshot(SESSION)).queued_messages == ()

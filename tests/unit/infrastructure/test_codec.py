@@ -31,7 +31,9 @@ from dex_agents import (
 )
 from dex_agents.domain import events as ev
 from dex_agents.domain.history import HistorySummary
+from dex_agents.domain.messages import MessageDelivery
 from dex_agents.domain.snapshot import MessageIndex
+from dex_agents.domain.turn_control import CancelTurnRequest, TurnCancelRequest
 from dex_agents.infrastructure.dex.codec import WIRE_TYPES
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -75,6 +77,9 @@ SAMPLES: list[tuple[object, object]] = [
     (list[AgentInterrupt], [INTERRUPT]),
     (AgentUsage, USAGE),
     (AgentUserMessage, AgentUserMessage(text="hi")),
+    (list[AgentUserMessage], [AgentUserMessage(text="steer", client_message_id="m1", delivery=MessageDelivery.STEER)]),
+    (TurnCancelRequest, TurnCancelRequest(turn_id="turn-2", reason="stop")),
+    (CancelTurnRequest, CancelTurnRequest(reason=None)),
     (AgentInterruptResolution, AgentInterruptResolution(interrupt_id="i", approved=False, rejection_message="no")),
     (ToolCallCompleted, ToolCallCompleted(tool_call_id="c1", turn_id="turn-1", status=ToolCallStatus.SUCCEEDED)),
     (

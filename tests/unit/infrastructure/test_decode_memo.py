@@ -1,6 +1,7 @@
 """The types every Step reads decode each distinct JSON text once, and still decode exactly as before."""
 
 import threading
+from datetime import datetime
 from enum import Enum
 from types import NoneType, UnionType
 from typing import Any, Union, get_args, get_origin
@@ -55,7 +56,7 @@ def _frozen(cls: type, field: str) -> bool:
 
 
 def _immutable(type_hint: Any, seen: set[object]) -> bool:
-    if type_hint in seen or type_hint in (str, int, bool, float, NoneType):
+    if type_hint in seen or type_hint in (str, int, bool, float, NoneType, datetime):
         return True
     origin = get_origin(type_hint)
     if origin in (Union, UnionType):

@@ -69,7 +69,8 @@ def test_a_window_movement_loads_exactly_the_window_and_repeats_every_option(
         ("AGENT_MESSAGES", "000000000043"),
         ("AGENT_HISTORY_SUMMARIES", "000000000002"),
     ]
-    assert options.execute_load_attribute_maps == ((AGENT_TOOL_CALLS,) if name is StepName.RUN_MODEL else ())
+    # Both end a cancelled turn (which clears the turn's records); RunModel also hands them to the runner.
+    assert options.execute_load_attribute_maps == (AGENT_TOOL_CALLS,)
     assert (options.execute_retry, options.execute_method_timeout, options.heartbeat_timeout) == (
         static.execute_retry,
         static.execute_method_timeout,
@@ -86,6 +87,7 @@ def test_compact_history_has_the_model_policy_and_its_own_failure_route(flow: Ag
     assert options.execute_retry == dex.RetryPolicy(maximum_attempts=3, total_duration=timedelta(minutes=30))
     assert options._execute_failure_target is not None
     assert options._execute_failure_target.__name__ == "RecordCompactionFailureStep"
+    assert options.execute_load_attribute_maps == (AGENT_MESSAGES, AGENT_HISTORY_SUMMARIES, AGENT_TOOL_CALLS)
 
 
 @pytest.mark.parametrize(

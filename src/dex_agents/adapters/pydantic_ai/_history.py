@@ -211,9 +211,14 @@ def framework_message(message: ModelMessage) -> FrameworkMessage:
     if not returns:
         return FrameworkMessage(role=MessageRole.USER, framework_item=item)
     answer = returns[0] if len(returns) == 1 else None
+    # A user message steered into the turn travels in the request that carries the tool results.
+    steered = [
+        part.content for part in message.parts if isinstance(part, UserPromptPart) and isinstance(part.content, str)
+    ]
     return FrameworkMessage(
         role=MessageRole.TOOL,
         framework_item=item,
+        text="\n\n".join(steered) or None,
         tool_call_id=None if answer is None else answer.tool_call_id,
         tool_name=None if answer is None else answer.tool_name,
         tool_call_ids=tuple(part.tool_call_id for part in returns),

@@ -92,7 +92,7 @@ def deferred_tool_results(
             case ToolCallStatus.SUCCEEDED:
                 value = _returned_value(record.output or "", typed=tool_call_id in typed)
                 calls[tool_call_id] = ToolReturn(value)
-            case ToolCallStatus.REJECTED | ToolCallStatus.EXPIRED:
+            case ToolCallStatus.REJECTED | ToolCallStatus.EXPIRED | ToolCallStatus.CANCELLED:
                 approvals[tool_call_id] = ToolDenied(describe_tool_call_outcome(record))
             case ToolCallStatus.FAILED | ToolCallStatus.OUTCOME_UNKNOWN | ToolCallStatus.NOT_APPLIED:
                 calls[tool_call_id] = ToolFailed(describe_tool_call_outcome(record))

@@ -14,7 +14,9 @@ its arguments, so any call may run again after a crash.
   (unless the agent has its own). The turn's first model call runs
   ``user_prompt=<turn text>`` over the replayed earlier turns; a later one
   resumes the run state with `DeferredToolResults` built from the final
-  records. A run that ends with `DeferredToolRequests`
+  records, plus the user messages steered into the turn since then as the
+  ``user_prompt`` (joined by blank lines), which Pydantic AI sends after the
+  tool results in the same request. A run that ends with `DeferredToolRequests`
   returns `ToolCallsRequested` (one call per requested call, in the order of
   the model response) with the run state; any other end returns
   `TurnCompleted` with the turn's messages. A run in which Pydantic AI
@@ -267,7 +269,10 @@ class PydanticAIRunner(Generic[DepsT]):
             results = deferred_tool_results(
                 state.tool_call_ids, turn.tool_calls, typed=typed_call_ids(earlier_turn_messages)
             )
-            user_prompt = None
+            # Steered messages go after the tool results, in the same request (Pydantic AI's
+            # CallToolsNode appends a user prompt given with deferred results after the returns).
+            steered = [message.text for message in turn.steered_messages]
+            user_prompt = "\n\n".join(steered) if steered else None
         try:
             result = await self._agent.run(
                 user_prompt,

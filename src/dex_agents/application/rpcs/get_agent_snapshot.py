@@ -2,7 +2,9 @@
 
 State (``None`` before the start Step commits), the latest 200 messages, the
 pending interrupts, the active turn's tool-call records, usage and the number
-of queued user messages. Reads only the messages it returns: the latest 200
+of queued user messages, the waiting messages themselves (queued, then
+steered ones no turn took; listed only where the host loaded them) and the
+steered messages the running turn took for its next model call. Reads only the messages it returns: the latest 200
 that fit in 2 MiB (`snapshot_sequences`). Works for a
 stopped session, because it writes nothing.
 """
@@ -13,6 +15,7 @@ from dex_agents.application.ports import (
     InterruptStore,
     MessageLog,
     SessionStateStore,
+    SteeredMessageStore,
     ToolCallStore,
     UsageStore,
     UserMessageQueue,
@@ -31,6 +34,8 @@ class GetAgentSnapshot(Wired):
     tool_calls: ToolCallStore
     usage: UsageStore
     queue: UserMessageQueue
+    steering: UserMessageQueue
+    steered: SteeredMessageStore
 
     async def execute(self) -> AgentSnapshot:
         """Return the snapshot."""
@@ -44,5 +49,7 @@ class GetAgentSnapshot(Wired):
             pending_interrupts=self.interrupts.get(),
             tool_calls=tuple(record for record in self.tool_calls.all() if record.turn_id == active_turn),
             usage=self.usage.get(),
-            queued_message_count=self.queue.size(),
+            queued_message_count=self.queue.size() + self.steering.size(),
+            queued_messages=(*self.queue.pending(), *self.steering.pending()),
+            steered_messages=self.steered.get(),
         )

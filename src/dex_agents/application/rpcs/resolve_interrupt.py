@@ -1,8 +1,9 @@
 """``resolve_interrupt``: answer an approval (locks ``PENDING_INTERRUPTS``).
 
-Answers ``False`` when the interrupt is not pending or its deadline has
-passed, and when the request fails the client's checks (`id_refusal`,
-`text_refusal` of the rejection message).
+Answers ``False`` when the interrupt is not pending (answered, cancelled, or
+expired: ``AwaitToolApproval`` removes it when the engine's deadline Timer
+fires; no Worker clock is asked here), and when the request fails the
+client's checks (`id_refusal`, `text_refusal` of the rejection message).
 Otherwise removes it from the pending interrupts and publishes the answer
 (without a rejection message when approved; an approval bound to the
 request's ``call_digest``, else the interrupt's), both in the RPC's one commit, and
@@ -14,7 +15,7 @@ import attrs
 
 from dex_agents.application.inputs import id_refusal, text_refusal
 from dex_agents.application.options import AgentSessionOptions
-from dex_agents.application.ports import Clock, InterruptStore, ResolutionPublisher
+from dex_agents.application.ports import InterruptStore, ResolutionPublisher
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.errors import InvalidInputError
 from dex_agents.domain.interrupts import AgentInterruptResolution, ResolveInterruptRequest
@@ -26,7 +27,6 @@ class ResolveInterrupt(Wired):
 
     interrupts: InterruptStore
     resolutions: ResolutionPublisher
-    clock: Clock
     options: AgentSessionOptions
 
     async def execute(self, request: ResolveInterruptRequest) -> bool:
@@ -35,7 +35,7 @@ class ResolveInterrupt(Wired):
             return False
         pending = self.interrupts.get()
         interrupt = next((i for i in pending if i.interrupt_id == request.interrupt_id), None)
-        if interrupt is None or interrupt.is_expired(self.clock.now()):
+        if interrupt is None:
             return False
         self.interrupts.set([i for i in pending if i.interrupt_id != request.interrupt_id])
         self.resolutions.publish(AgentInterruptResolution.from_request(request, interrupt))

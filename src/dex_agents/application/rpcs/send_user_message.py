@@ -3,7 +3,10 @@
 Answers ``False`` and queues nothing for blank text, for any text
 `text_refusal` refuses (too large, a lone surrogate, NUL) and for a
 malformed ``client_message_id``; else queues the
-message for the next turn and answers ``True``. `AgentSessionClient` applies
+message and answers ``True``: a ``steer`` message sent while a turn runs goes
+to ``STEERED_USER_MESSAGES``, which the running turn takes at its next
+model-call boundary (``ResumeTurn``); any other message, and a steered one
+while no turn runs, goes to ``QUEUED_USER_MESSAGES`` for the next turn. `AgentSessionClient` applies
 the same checks before it sends, and raises `InvalidInputError` with the
 reason; this check is for callers that invoke the RPC directly.
 """
@@ -12,9 +15,9 @@ import attrs
 
 from dex_agents.application.inputs import id_refusal, text_refusal
 from dex_agents.application.options import AgentSessionOptions
-from dex_agents.application.ports import UserMessageQueue
+from dex_agents.application.ports import SessionStateStore, UserMessageQueue
 from dex_agents.application.wiring import Wired
-from dex_agents.domain.messages import AgentUserMessage
+from dex_agents.domain.messages import AgentUserMessage, MessageDelivery
 
 
 @attrs.frozen(kw_only=True)
@@ -22,6 +25,8 @@ class SendUserMessage(Wired):
     """Queues a user message for the session's next turn."""
 
     queue: UserMessageQueue
+    steering: UserMessageQueue
+    state: SessionStateStore
     options: AgentSessionOptions
 
     async def execute(self, message: AgentUserMessage) -> bool:
@@ -32,5 +37,9 @@ class SendUserMessage(Wired):
             message.client_message_id, field="client_message_id", what="the client message ID"
         ):
             return False
-        self.queue.publish(message)
+        state = self.state.get()
+        if message.delivery is MessageDelivery.STEER and state is not None and state.active_turn_id is not None:
+            self.steering.publish(message)
+        else:
+            self.queue.publish(message)
         return True

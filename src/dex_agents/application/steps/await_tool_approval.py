@@ -2,7 +2,13 @@
 
 Input: the tool-call ID. While the call's interrupt is pending, waits for its
 answer on ``INTERRUPT_RESOLUTIONS`` together with a Timer at the deadline,
-rounded up to whole seconds (`plan_wait`). Then:
+rounded up to whole seconds (`plan_wait`). The deadline is on the engine's
+clock, never the Worker's: the first wait stores it on the record
+(``approval_deadline``: the engine's time as that wait started, plus
+``interrupt_deadline``), every wait's Timer is the stored deadline minus the
+engine's time as that wait started (Dex: ``first_attempt_at``, which the
+server sets), and Dex measures the Timer itself. A Timer that fired is the
+deadline: no Worker clock is asked. Then:
 
 - approved: marks the record ``approved`` (with the answer's approver and the
   digest the approval is bound to); next the call's tool Step;
@@ -11,9 +17,12 @@ rounded up to whole seconds (`plan_wait`). Then:
   `EXPIRED_REJECTION_MESSAGE` (what the model sees), publishes its result and
   ends; its ``interrupt_resolved`` event says ``approved: false`` with that
   message;
-- the Timer fired before the deadline (clocks differ), or the answer was
-  accepted just as the Timer fired: waits again, and the answer is applied
-  when it arrives;
+- the turn was cancelled (`TurnCancelRequest`) and the interrupt is still
+  pending (raised after the cancel was accepted): removes it and records
+  ``rejected`` with `cancel_rejection_message`, without waiting; an interrupt
+  the ``cancel_turn`` RPC already answered gets that answer as above;
+- the answer was accepted just as the Timer fired: waits again, and the
+  answer is applied when it arrives;
 - the deadline passed on a retried attempt: waits again, because a retry
   reads the first attempt's (possibly stale) pending interrupts and must not
   write them back; the new execution expires the interrupt.
@@ -22,19 +31,21 @@ A record that is already final ends without publishing anything.
 """
 
 import math
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import attrs
 
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.next import End, GoTo, Next, WaitAgain
+from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.policies import tool_step_name
-from dex_agents.application.ports import Clock, InterruptStore, ToolCallStore, ToolResultPublisher
+from dex_agents.application.ports import CancelRequestStore, InterruptStore, ToolCallStore, ToolResultPublisher
 from dex_agents.application.steps._shared import finish_tool_call, tool_call_record
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterrupt, AgentInterruptResolution
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
+from dex_agents.domain.turn_control import cancel_rejection_message
 
 
 @attrs.frozen(kw_only=True)
@@ -55,18 +66,30 @@ class AwaitToolApproval(Wired):
     interrupts: InterruptStore
     results: ToolResultPublisher
     events: AgentEventWriter
-    clock: Clock
+    options: AgentSessionOptions
+    cancel_request: CancelRequestStore
 
-    def plan_wait(self, tool_call_id: str) -> ApprovalWait | None:
-        """Return what to wait for, or ``None`` when the call needs no waiting."""
+    def plan_wait(self, tool_call_id: str, *, engine_now: datetime) -> ApprovalWait | None:
+        """Return what to wait for, or ``None`` when the call needs no waiting.
+
+        ``engine_now`` is the engine's time as this wait starts (Dex: the
+        server-set ``first_attempt_at`` of ``wait_for``). The first wait of a
+        call with a deadline stores ``approval_deadline`` on its record.
+        """
         record = self._record(tool_call_id)
         if record.status is not ToolCallStatus.AWAITING_APPROVAL:
             return None
         assert record.interrupt_id is not None
         interrupt = self._pending(record.interrupt_id)
+        if interrupt is not None and self._cancelled(record):
+            return None  # execute rejects it at once
         timer = None
-        if interrupt is not None and interrupt.deadline is not None:
-            seconds = math.ceil((interrupt.deadline - self.clock.now()).total_seconds())
+        if interrupt is not None and self.options.interrupt_deadline is not None:
+            deadline = record.approval_deadline
+            if deadline is None:
+                deadline = engine_now + self.options.interrupt_deadline
+                self.tool_calls.put(attrs.evolve(record, approval_deadline=deadline))
+            seconds = math.ceil((deadline - engine_now).total_seconds())
             timer = timedelta(seconds=max(0, seconds))
         return ApprovalWait(interrupt_id=record.interrupt_id, timer=timer)
 
@@ -88,7 +111,8 @@ class AwaitToolApproval(Wired):
         if resolution is not None:
             return self._apply(record, resolution)
         interrupt = self._pending(record.interrupt_id)
-        if interrupt is None or not timer_fired or not interrupt.is_expired(self.clock.now()):
+        cancelled = interrupt is not None and self._cancelled(record)
+        if interrupt is None or not (timer_fired or cancelled):
             return WaitAgain(input=tool_call_id)
         if attempt > 1:
             # A retry reads the first attempt's snapshot, but the lock on the pending
@@ -97,6 +121,14 @@ class AwaitToolApproval(Wired):
             # interrupt. A new execution reads the list afresh and expires this one.
             return WaitAgain(input=tool_call_id)
         self.interrupts.set([i for i in self.interrupts.get() if i.interrupt_id != interrupt.interrupt_id])
+        cancel = self.cancel_request.get()
+        if cancelled and cancel is not None:
+            rejection = AgentInterruptResolution(
+                interrupt_id=interrupt.interrupt_id,
+                approved=False,
+                rejection_message=cancel_rejection_message(cancel.reason),
+            )
+            return self._apply(record, rejection)
         expired = AgentInterruptResolution(
             interrupt_id=interrupt.interrupt_id, approved=False, rejection_message=EXPIRED_REJECTION_MESSAGE
         )
@@ -121,6 +153,10 @@ class AwaitToolApproval(Wired):
         )
         finish_tool_call(finished, tool_calls=self.tool_calls, results=self.results, events=self.events)
         return End()
+
+    def _cancelled(self, record: AgentToolCall) -> bool:
+        cancel = self.cancel_request.get()
+        return cancel is not None and cancel.applies_to(record.turn_id)
 
     def _record(self, tool_call_id: str) -> AgentToolCall:
         return tool_call_record(self.tool_calls, tool_call_id)

@@ -1,8 +1,11 @@
 """``AwaitUserMessage``: waits for the next user message.
 
-Input: none. Waits for one message of ``QUEUED_USER_MESSAGES``, stores it as
+Input: none. Waits for one message of ``STEERED_USER_MESSAGES`` (a steered
+message whose turn ended before taking it, or one handed back by a cancelled
+or failed turn; these come first) or else ``QUEUED_USER_MESSAGES``, stores it as
 the new turn's user message (with its ``client_message_id``) and starts the
-turn. Next: ``RunModel``. A message that cannot start a turn (refused text,
+turn. Next: ``RunModel`` (or ``CompactHistory`` first when the context is
+over budget, `model_movement`). A message that cannot start a turn (refused text,
 a runner failing to build it) fails that turn at once (`begin_turn`); next:
 ``AwaitUserMessage``. 3 attempts; failure route ``RecordTurnFailure``, which
 records the turn the message would have started as failed.
@@ -44,12 +47,20 @@ class AwaitUserMessage(Wired):
         if state is None or state.turn_count == 0 or state.active_turn_id is not None:
             return
         self.events.write(
-            ev.turn_committed(failed_with=state.last_turn_error, message_count=state.message_count),
+            ev.turn_committed(
+                failed_with=state.last_turn_error,
+                message_count=state.message_count,
+                cancelled=state.last_turn_cancelled,
+            ),
             turn_id=turn_id_for(state.turn_count),
         )
 
-    async def execute(self, delivered: Sequence[AgentUserMessage]) -> Next:
-        """Start a turn with the first delivered message (the wait delivers exactly one)."""
+    async def execute(self, delivered: Sequence[AgentUserMessage], *, steered: bool = False) -> Next:
+        """Start a turn with the first delivered message (the wait delivers exactly one).
+
+        ``steered``: it came from the steering queue; ``user_message_steered``
+        (``new_turn``) says it starts this turn.
+        """
         state = self.state.get()
         assert state is not None, "the session has not started"
         messages = [message for message in delivered if not message.is_blank]
@@ -57,6 +68,11 @@ class AwaitUserMessage(Wired):
             # ``send_user_message`` refuses blank text, so only a message queued by
             # other means gets here; it starts no turn.
             return WaitAgain()
+        if steered:
+            self.events.write(
+                ev.user_message_steered(messages[0].client_message_id, messages[0].text, ev.SteeredLanding.NEW_TURN),
+                turn_id=turn_id_for(state.turn_count + 1),
+            )
         return begin_turn(
             messages[0].text,
             state=state,

@@ -31,6 +31,10 @@ published with it. Any other exception fails the attempt. A record that is
 already final ends without running or publishing. Next: ends (or
 ``ReconcileToolCall`` as above).
 
+A call whose turn was cancelled (`TurnCancelRequest`) before its first
+attempt started is recorded ``cancelled`` without running; a call already
+running when the cancel arrives finishes, and its result is kept.
+
 An approved call runs only when its approval is bound to this call (the
 digest of its tool name and canonical arguments, `AgentToolCall.approval_mismatch`);
 otherwise it is recorded ``failed`` with an error saying so, never run. The
@@ -49,13 +53,14 @@ from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import End, Next
 from dex_agents.application.options import AgentSessionOptions
-from dex_agents.application.ports import DeliveryLedger, ToolCallStore, ToolResultPublisher
+from dex_agents.application.ports import CancelRequestStore, DeliveryLedger, ToolCallStore, ToolResultPublisher
 from dex_agents.application.runner import AgentFrameworkRunner, DeferredToolExecution, HeartbeatFn
 from dex_agents.application.steps._shared import finish_tool_call, settle_unknown_outcome, tool_call_record
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.limits import cap_text, sanitize_output_text
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus, idempotency_key
+from dex_agents.domain.turn_control import cancel_rejection_message
 
 
 @attrs.frozen(kw_only=True)
@@ -66,11 +71,18 @@ class _ToolCallStep(Wired):
     results: ToolResultPublisher
     events: AgentEventWriter
     heartbeat: HeartbeatFn
+    cancel_request: CancelRequestStore
 
     async def execute(self, call: StepCall, tool_call_id: str) -> Next:
         """Run the call once and record its result."""
         record = tool_call_record(self.tool_calls, tool_call_id)
         if record.is_final:
+            return End()
+        cancel = self.cancel_request.get()
+        if call.attempt == 1 and cancel is not None and cancel.applies_to(record.turn_id):
+            # Only a first attempt: a later one may follow an attempt that started the tool.
+            cancelled = record.cancel(cancel_rejection_message(cancel.reason))
+            finish_tool_call(cancelled, tool_calls=self.tool_calls, results=self.results, events=self.events)
             return End()
         assert record.status in (ToolCallStatus.PENDING, ToolCallStatus.APPROVED), (
             f"tool call {tool_call_id!r} may not run in status {record.status.value!r}"

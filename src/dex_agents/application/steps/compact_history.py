@@ -18,6 +18,13 @@ Next: ``CompactHistory`` again while the context is still over budget and the
 last one covered something (a long window compacts in bounded chunks), else
 ``RunModel``. After an ``overflow`` the state says the model call has had its
 one retry.
+
+A turn with a `TurnCancelRequest` ends here first, as ``RunModel`` would end
+it (`end_cancelled_turn`; next ``AwaitUserMessage``): a cancelled turn runs no
+further model call, and a summary is one. Nothing is compacted; the next
+turn compacts before its first model call if the context is still over
+budget. (Compaction runs only at a model-call boundary, where every record
+of the turn is final, as `end_cancelled_turn` needs.)
 """
 
 import attrs
@@ -34,8 +41,19 @@ from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import GoTo, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
-from dex_agents.application.ports import HistorySummaryStore, MessageLog, SessionStateStore, UsageStore
+from dex_agents.application.ports import (
+    CancelRequestStore,
+    HistorySummaryStore,
+    MessageLog,
+    RunStateStore,
+    SessionStateStore,
+    SteeredMessageStore,
+    ToolCallStore,
+    UsageStore,
+    UserMessageQueue,
+)
 from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
+from dex_agents.application.steps._turn_control import end_cancelled_turn
 from dex_agents.application.steps.record_turn_failure import RecordTurnFailure
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
@@ -62,6 +80,11 @@ class CompactHistory(Wired):
     usage: UsageStore
     events: AgentEventWriter
     heartbeat: HeartbeatFn
+    cancel_request: CancelRequestStore
+    run_state: RunStateStore
+    tool_calls: ToolCallStore
+    steered: SteeredMessageStore
+    steering: UserMessageQueue
 
     async def execute(self, call: StepCall, reason: str) -> Next:
         """Store one summary and move the window, then go on to the model (or compact the next chunk)."""
@@ -70,6 +93,20 @@ class CompactHistory(Wired):
         policy = self.options.compaction
         state = self.state.get()
         assert state is not None, "the session has not started"
+        cancel = self.cancel_request.get()
+        if state.active_turn_id is not None and cancel is not None and cancel.applies_to(state.active_turn_id):
+            return end_cancelled_turn(
+                state,
+                cancel,
+                runner=self.runner,
+                state_store=self.state,
+                messages=self.messages,
+                run_state=self.run_state,
+                tool_calls=self.tool_calls,
+                steered=self.steered,
+                steering=self.steering,
+                events=self.events,
+            )
         loads = compaction_window(state)
         loaded = self.messages.read(loads.sequences)
         protected = next((m.sequence for m in loaded if m.turn_id == state.active_turn_id), None)
@@ -118,19 +155,37 @@ class CompactHistory(Wired):
         return GoTo(step=StepName.RUN_MODEL, window=state.model_window())
 
 
+@attrs.frozen(kw_only=True)
 class RecordCompactionFailure(RecordTurnFailure):
     """The failure route of ``CompactHistory``: history unchanged; the turn goes on if its context still fits.
 
     Input: the compaction's reason. When the context fits in `MAX_CONTEXT_BYTES`
     (so the model Step can load it) the turn goes on to ``RunModel`` (after an
     ``overflow``, as its one retry); otherwise the turn fails as
-    `RecordTurnFailure` records it.
+    `RecordTurnFailure` records it. A turn cancelled meanwhile ends cancelled
+    here (`end_cancelled_turn`), whatever its context.
     """
 
+    cancel_request: CancelRequestStore
+
     async def after_compaction(self, reason: str, *, recovery_error: str) -> Next:
-        """Go on to the model, or fail the turn."""
+        """Go on to the model, end a cancelled turn, or fail the turn."""
         state = self.state.get()
         assert state is not None, "the session has not started"
+        cancel = self.cancel_request.get()
+        if state.active_turn_id is not None and cancel is not None and cancel.applies_to(state.active_turn_id):
+            return end_cancelled_turn(
+                state,
+                cancel,
+                runner=self.runner,
+                state_store=self.state,
+                messages=self.messages,
+                run_state=self.run_state,
+                tool_calls=self.tool_calls,
+                steered=self.steered,
+                steering=self.steering,
+                events=self.events,
+            )
         if state.active_turn_id is not None and state.context_bytes <= MAX_CONTEXT_BYTES:
             if CompactionReason(reason) is CompactionReason.OVERFLOW:
                 state = attrs.evolve(state, retry_after_overflow=True)

@@ -9,7 +9,8 @@ Reached with the failed Step's input: nothing from ``RunModel`` and
 - a running turn: when it has final tool-call records, stores one
   turn-failure note (a user message built by the runner) so the next turn's
   model does not repeat a write, then clears the turn's records, run state
-  and pending interrupts;
+  and pending interrupts, and hands back steered messages no model call saw
+  (they start the next turn);
 - no running turn (``AwaitUserMessage`` failed for good: its message was
   taken and could not be stored): records the turn it would have started as
   failed;
@@ -35,11 +36,14 @@ from dex_agents.application.ports import (
     MessageLog,
     RunStateStore,
     SessionStateStore,
+    SteeredMessageStore,
     ToolCallStore,
     UsageStore,
+    UserMessageQueue,
 )
 from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.application.steps._shared import describe_exception, fail_new_turn
+from dex_agents.application.steps._turn_control import hand_back_steered
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.failure_note import build_turn_failure_note
@@ -63,6 +67,8 @@ class RecordTurnFailure(Wired):
     interrupts: InterruptStore
     usage: UsageStore
     events: AgentEventWriter
+    steered: SteeredMessageStore
+    steering: UserMessageQueue
 
     async def execute(self, *, recovery_error: str, start: AgentSessionStartInput | None = None) -> Next:
         """Record the failure and wait for the next user message; ``start`` when the start Step failed."""
@@ -105,6 +111,7 @@ class RecordTurnFailure(Wired):
         for record in records:
             self.tool_calls.delete(record.tool_call_id)
         self.run_state.set(None)
+        hand_back_steered(self.steered, self.steering)
         self.interrupts.set([i for i in self.interrupts.get() if i.turn_id != turn_id])
         self.events.write(ev.turn_failed(error))
         return GoTo(step=StepName.AWAIT_USER_MESSAGE)

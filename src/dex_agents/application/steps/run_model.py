@@ -4,11 +4,18 @@ Input: none. 15 min method timeout, 2 min heartbeat timeout, 3 attempts
 within 30 min; failure route ``RecordTurnFailure``. Calls the runner's
 `run_model_step` with the model's window (the current summary and the
 messages after its range; the host loads only those), the turn's run state
-and records.
+and records, and the steered messages the turn took since its last model
+call (which it clears once the call returns: the run state or the stored
+messages hold them from then on).
+
+A turn with a `TurnCancelRequest` ends here, before the model is called
+(`end_cancelled_turn`): this is the boundary every cancel reaches
+(``CompactHistory``, which may come first, checks the same request).
 
 - `ContextOverflowError` (the provider refused the context): goes to
   ``CompactHistory`` (input ``overflow``), which compacts and comes back here
-  once; an overflow on that retry fails the attempt.
+  once; an overflow on that retry fails the attempt. The steered messages
+  stay for the retry.
 
 - `TurnCompleted`: appends the turn's new messages in one commit, clears the
   turn's run state and records, and goes to ``AwaitUserMessage``. Each stored
@@ -33,16 +40,20 @@ from dex_agents.application.next import GoTo, GoToMany, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.policies import policy_resolver, tool_step_name
 from dex_agents.application.ports import (
+    CancelRequestStore,
     Clock,
     HistorySummaryStore,
     InterruptStore,
     MessageLog,
     RunStateStore,
     SessionStateStore,
+    SteeredMessageStore,
     ToolCallStore,
     UsageStore,
+    UserMessageQueue,
 )
 from dex_agents.application.runner import AgentFrameworkRunner, AgentTurnContext, ContextOverflowError, HeartbeatFn
+from dex_agents.application.steps._turn_control import end_cancelled_turn
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.interrupts import AgentInterrupt, interrupt_id_for
@@ -76,6 +87,9 @@ class RunModel(Wired):
     events: AgentEventWriter
     heartbeat: HeartbeatFn
     clock: Clock
+    cancel_request: CancelRequestStore
+    steered: SteeredMessageStore
+    steering: UserMessageQueue
 
     async def execute(self, call: StepCall) -> Next:
         """Run the model once and store what it decided."""
@@ -83,9 +97,24 @@ class RunModel(Wired):
         assert state is not None, "the session has not started"
         assert state.active_turn_id is not None, "RunModel needs an active turn"
         turn_id = state.active_turn_id
+        cancel = self.cancel_request.get()
+        if cancel is not None and cancel.applies_to(turn_id):
+            return end_cancelled_turn(
+                state,
+                cancel,
+                runner=self.runner,
+                state_store=self.state,
+                messages=self.messages,
+                run_state=self.run_state,
+                tool_calls=self.tool_calls,
+                steered=self.steered,
+                steering=self.steering,
+                events=self.events,
+            )
         records = self.tool_calls.all()
         window = state.model_window()
         summary = None if window.summary_number is None else self.summaries.get(window.summary_number)
+        steered = self.steered.get()
         context = AgentTurnContext(
             flow_id=call.flow_id,
             turn_id=turn_id,
@@ -98,17 +127,21 @@ class RunModel(Wired):
             events=self.events,
             heartbeat=self.heartbeat,
             policy_resolver=policy_resolver(self.options),
+            steered_messages=steered,
         )
         try:
             outcome = await self.runner.run_model_step(context)
         except ContextOverflowError:
             if state.retry_after_overflow:
                 raise  # the history was already compacted for this call
+            # The steered messages stay stored: the retry after the compaction gives them to the model.
             return GoTo(
                 step=StepName.COMPACT_HISTORY,
                 input=CompactionReason.OVERFLOW.value,
                 window=compaction_window(state),
             )
+        if steered:
+            self.steered.set(())
         if state.retry_after_overflow:
             state = attrs.evolve(state, retry_after_overflow=False)
         validate_turn_outcome(outcome, earlier_tool_call_ids=[record.tool_call_id for record in records])

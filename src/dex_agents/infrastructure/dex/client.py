@@ -7,7 +7,12 @@ which is also the SDK's `dex.FlowNotActiveOrNotFoundError`. Every input is check
 (`dex_agents.application.inputs`): a text over the Flow's
 ``max_input_text_bytes``, with a lone surrogate or NUL, or a malformed ID
 raises `InvalidInputError` with the reason, and nothing reaches the session.
-``resolve_interrupt`` retries a lock conflict (a Step holding
+Steering and cancelling a running turn: `AgentSessionClient.send_user_message`
+and ``submit_user_message`` take ``delivery="queue" | "steer"``;
+`AgentSessionClient.withdraw_user_message` removes a message no turn has
+taken (by its client message ID); `AgentSessionClient.cancel_turn` asks the
+running turn to stop at its next safe boundary.
+``resolve_interrupt`` and ``cancel_turn`` retry a lock conflict (a Step holding
 ``PENDING_INTERRUPTS``) for up to 30 seconds: Dex holds a Step's lock through
 its retry back-off, and ``AwaitToolApproval``'s five attempts back off
 1 + 2 + 4 + 8 s. The query methods
@@ -19,8 +24,8 @@ Following what was sent, without sleeps or a test helper:
   ``client_message_id`` and returns a `MessageReceipt`: the ID, the event
   stream position and the message count before the message was queued.
 - `AgentSessionClient.wait_for_turn` takes a receipt (or a turn ID) and
-  returns the `TurnResult` once the turn's end is committed: ``completed``, or
-  ``failed`` with its error. It finds the receipt's turn by the ID on the
+  returns the `TurnResult` once the turn's end is committed: ``completed``,
+  ``cancelled``, or ``failed`` with its error. It finds the receipt's turn by the ID on the
   turn's stored user message, which needs no counting of queued messages.
 - `AgentSessionClient.wait_until_idle` returns the snapshot once no turn runs
   and no message is queued.
@@ -37,7 +42,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
 import attrs
@@ -49,7 +54,13 @@ from dex_agents.domain.errors import DexAgentsError, InvalidInputError
 from dex_agents.domain.events import AgentEvent, AgentEventType, TurnFailedPayload
 from dex_agents.domain.interrupts import ResolveInterruptRequest
 from dex_agents.domain.limits import InputProblem
-from dex_agents.domain.messages import AgentMessage, AgentUserMessage, MessageRole, message_sequence_key
+from dex_agents.domain.messages import (
+    AgentMessage,
+    AgentUserMessage,
+    MessageDelivery,
+    MessageRole,
+    message_sequence_key,
+)
 from dex_agents.domain.session import turn_number
 from dex_agents.domain.snapshot import (
     MAX_PAGE_LIMIT,
@@ -63,8 +74,10 @@ from dex_agents.domain.snapshot import (
     turn_result,
 )
 from dex_agents.domain.start import AgentSessionStartInput
+from dex_agents.domain.turn_control import CancelTurnRequest
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 from dex_agents.infrastructure.dex.persistence import AGENT_MESSAGES
+from dex_agents.infrastructure.dex.session_index import SessionIndex
 
 InputT = TypeVar("InputT")
 OutputT = TypeVar("OutputT")
@@ -115,9 +128,13 @@ class AgentEventMessage:
 class AgentSessionClient:
     """Drives the sessions of one `AgentSessionFlow` through a Dex `AsyncClient`."""
 
-    def __init__(self, client: dex.AsyncClient, flow: AgentSessionFlow) -> None:
+    def __init__(
+        self, client: dex.AsyncClient, flow: AgentSessionFlow, *, session_index: SessionIndex | None = None
+    ) -> None:
+        """Create a client; with ``session_index``, `start_session` records each session there (for the console)."""
         self._client = client
         self._flow = flow
+        self._session_index = session_index
 
     @property
     def flow(self) -> AgentSessionFlow:
@@ -152,33 +169,133 @@ class AgentSessionClient:
                 )
             )
         start = AgentSessionStartInput(initial_message=initial_message)
+        if self._session_index is not None:
+            # Before the start: a crash in between leaves a row without a session, never a session without a row.
+            self._session_index.record(self._flow.get_flow_type(), session_id)
         return await self._client.start_flow(self._flow, session_id, start, options or dex.StartFlowOptions())
 
-    async def send_user_message(self, session_id: str, text: str) -> bool:
-        """Queue a user message for the session's next turn; ``False`` for blank text, as the spec says.
+    async def send_user_message(
+        self, session_id: str, text: str, *, delivery: MessageDelivery | str = MessageDelivery.QUEUE
+    ) -> bool:
+        """Send a user message; ``False`` for blank text, as the spec says.
+
+        ``delivery="queue"`` (the default, the spec's behaviour): the message
+        waits for the running turn to end and starts the next turn.
+        ``delivery="steer"``: sent while a turn runs, it joins that turn at its
+        next model-call boundary, after every tool result of the model's
+        current response (never between a tool call and its result); it is
+        kept in order and the turn's next model call sees it, and the event
+        ``user_message_steered`` says where it landed. If that turn ends before
+        such a boundary (its model answered without tools, it failed or was
+        cancelled), the message starts the next turn, before queued ones.
+        Sent while no turn runs, it starts a turn as a queued message does.
+        The message gets a fresh client message ID (`AgentUserMessage.message_id`
+        in the snapshot's ``queued_messages``), which `withdraw_user_message` takes.
 
         Raises:
             InvalidInputError: the text is refused (too large, a lone surrogate, NUL) or the session ID is
                 malformed; nothing was sent.
+            ValueError: ``delivery`` is neither ``"queue"`` nor ``"steer"``.
             SessionUnavailableError: no session has this ID, or it has ended.
         """
+        how = MessageDelivery(delivery)
         if not self._check_user_message(session_id, text):
             return False
-        result = await self._call(self._flow.send_user_message, session_id, AgentUserMessage(text=text))
+        # A fresh client message ID, so the message can be found in the snapshot's queue and withdrawn.
+        message = AgentUserMessage(text=text, client_message_id=uuid.uuid4().hex, delivery=how)
+        result = await self._call(self._flow.send_user_message, session_id, message)
         return bool(result)
 
+    async def withdraw_user_message(self, session_id: str, message_id: str) -> bool:
+        """Remove a message that waits for a turn; ``True`` when it was removed.
+
+        ``message_id`` is the message's client message ID: the
+        ``client_message_id`` of the `MessageReceipt` `submit_user_message`
+        returned (or the one passed to it). The snapshot lists waiting
+        messages (`AgentSnapshot.queued_messages`) with theirs. ``False`` when
+        no waiting message has it: a turn took it already (a queued message
+        that started a turn, a steered one the running turn took), it was
+        withdrawn, or it was never sent. `send_user_message` gives each message
+        a fresh ID too (read it from the snapshot's ``queued_messages``).
+
+        Raises:
+            InvalidInputError: the session ID or the message ID is malformed; nothing was sent.
+            SessionUnavailableError: no session has this ID, or it has ended.
+        """
+        self._check_session_id(session_id)
+        _raise_if(id_refusal(message_id, field="message_id", what="the message ID"))
+        result = await self._call(self._flow.withdraw_user_message, session_id, message_id)
+        return bool(result)
+
+    async def cancel_turn(self, session_id: str, reason: str | None = None) -> bool:
+        """Ask the running turn to stop at its next safe boundary; ``False`` when no turn runs.
+
+        The request is durable (it survives a Worker crash, and takes effect
+        once). Pending approvals of the turn are answered ``rejected`` with the
+        reason at once; a tool call that has not started ends ``cancelled``
+        without running; a tool already running finishes and its result is
+        kept (a write is never abandoned half-way without a record); no further
+        model call runs. The turn then ends with ``turn_cancelled`` and a note
+        in its history listing the tool calls that finished, so the next
+        turn's model knows what happened and what ran; steered messages the
+        turn had not shown the model start the next turn.
+
+        A cancel that arrives while a model call (``RunModel``) runs takes
+        effect when that call returns: the call is not interrupted. If its
+        answer is final, the turn completes with it (nothing was left to
+        stop); if it asked for tools, they are cancelled before they run.
+        A lock conflict with a running Step is retried for 30 seconds, like
+        `resolve_interrupt`.
+
+        Raises:
+            InvalidInputError: the reason is refused (too large, a lone surrogate, NUL) or the session ID is
+                malformed; nothing was sent.
+            SessionUnavailableError: no session has this ID, or it has ended.
+            dex.RpcLockConflictError: the conflict outlasted the retries.
+        """
+        self._check_session_id(session_id)
+        if reason is not None:
+            _raise_if(
+                text_refusal(
+                    reason, options=self._flow.options, field="reason", what="the cancel reason", allow_blank=True
+                )
+            )
+        request = CancelTurnRequest(reason=reason)
+        give_up = time.monotonic() + LOCK_CONFLICT_RETRY.total_seconds()
+        pause = _LOCK_CONFLICT_PAUSE
+        while True:
+            try:
+                result = await self._call(self._flow.cancel_turn, session_id, request)
+            except dex.RpcLockConflictError:
+                if time.monotonic() >= give_up:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, _LOCK_CONFLICT_MAX_PAUSE)
+                continue
+            return bool(result)
+
     async def submit_user_message(
-        self, session_id: str, text: str, *, client_message_id: str | None = None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        client_message_id: str | None = None,
+        delivery: MessageDelivery | str = MessageDelivery.QUEUE,
     ) -> MessageReceipt:
-        """Queue a user message like `send_user_message`, and return a receipt to follow it.
+        """Send a user message like `send_user_message`, and return a receipt to follow it.
 
         ``client_message_id`` defaults to a fresh UUID; it ends up on the stored
-        user message of the turn the message starts. A blank text gets a
-        receipt that is not ``accepted``, and nothing is sent.
+        user message of the turn the message starts, and it is the ID
+        `withdraw_user_message` takes. ``delivery`` is as for
+        `send_user_message` (a steered message that joins a running turn
+        starts no turn of its own: `wait_for_turn` with its receipt does not
+        find one). A blank text gets a receipt that is not ``accepted``, and
+        nothing is sent.
 
         Raises:
             InvalidInputError: as `send_user_message`; nothing was sent.
         """
+        how = MessageDelivery(delivery)
         message_id = client_message_id or uuid.uuid4().hex
         if client_message_id is not None:
             _raise_if(id_refusal(client_message_id, field="client_message_id", what="the client message ID"))
@@ -191,7 +308,7 @@ class AgentSessionClient:
         result = await self._call(
             self._flow.send_user_message,
             session_id,
-            AgentUserMessage(text=text, client_message_id=message_id),
+            AgentUserMessage(text=text, client_message_id=message_id, delivery=how),
         )
         return MessageReceipt(
             session_id=session_id,
@@ -317,6 +434,45 @@ class AgentSessionClient:
         page = await self._client.list_stream_messages(session_id, self._flow.events_stream, 1)
         return page.messages[0].resume_token if page.messages else ""
 
+    async def resume_token_before_turn(self, session_id: str, turn_id: str, *, max_events: int = 5000) -> str:
+        """Return the position just before the turn's ``turn_started`` event, to read the whole turn from.
+
+        Pages back from the newest retained event (newest first, 100 at a time),
+        so a UI that opens a running turn reads that turn's events, not the whole
+        session's. ``""`` (the oldest retained event) when the turn's start is no
+        longer retained; the oldest position looked at when it is not within
+        ``max_events`` events.
+        """
+        before = ""
+        oldest = ""
+        seen = 0
+        while seen < max_events:
+            page = await self._client.list_stream_messages(session_id, self._flow.events_stream, 100, before)
+            messages = list(page.messages)
+            for index, message in enumerate(messages):
+                event: AgentEvent = message.value
+                if event.type is AgentEventType.TURN_STARTED and event.turn_id == turn_id:
+                    if index + 1 < len(messages):
+                        return messages[index + 1].resume_token
+                    if not page.next_page_token:
+                        return ""
+                    older = await self._client.list_stream_messages(
+                        session_id, self._flow.events_stream, 1, page.next_page_token
+                    )
+                    return older.messages[0].resume_token if older.messages else ""
+            seen += len(messages)
+            if messages:
+                oldest = messages[-1].resume_token
+            if not page.next_page_token or not messages:
+                return ""
+            before = page.next_page_token
+        return oldest
+
+    async def latest_event_time(self, session_id: str) -> datetime | None:
+        """Return when the newest retained event was written (``None`` when there is none): the last activity."""
+        page = await self._client.list_stream_messages(session_id, self._flow.events_stream, 1)
+        return page.messages[0].created_time if page.messages else None
+
     async def resolve_interrupt(
         self,
         session_id: str,
@@ -327,7 +483,10 @@ class AgentSessionClient:
         approver: str | None = None,
         call_digest: str | None = None,
     ) -> bool:
-        """Answer a pending approval; ``False`` when it is not pending or its deadline passed.
+        """Answer a pending approval; ``False`` when it is not pending (answered, cancelled, or expired).
+
+        An approval expires on the engine's clock: its deadline is a Dex Timer
+        measured by the server, and no Worker clock is asked.
 
         ``approver`` names who answered; the call's record, its stored
         `ToolOutcome` and the ``interrupt_resolved`` event keep it.

@@ -47,6 +47,7 @@ from dex_agents.domain.session import AgentState
 from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest, MessageIndex
 from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted
+from dex_agents.domain.turn_control import CancelTurnRequest, TurnCancelRequest
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.infrastructure.dex.frames import count_write
 
@@ -59,6 +60,9 @@ WIRE_TYPES: tuple[object, ...] = (
     list[AgentInterrupt],
     AgentUsage,
     AgentUserMessage,
+    list[AgentUserMessage],
+    TurnCancelRequest,
+    CancelTurnRequest,
     AgentInterruptResolution,
     ToolCallCompleted,
     AgentEvent,

@@ -1,8 +1,8 @@
 """`AgentSessionFlow`: one Dex Flow type per agent; one Flow execution per session.
 
 The Steps live in `dex_agents.infrastructure.dex.steps`. The RPCs are here:
-``send_user_message`` (transactional), ``resolve_interrupt`` (locks
-``PENDING_INTERRUPTS``), and the query-only ``get_agent_snapshot``,
+``send_user_message`` and ``withdraw_user_message`` (transactional),
+``resolve_interrupt`` and ``cancel_turn`` (lock ``PENDING_INTERRUPTS``), and the query-only ``get_agent_snapshot``,
 ``list_agent_messages``, ``get_agent_message_index`` and
 ``get_agent_message_count``. The query RPCs read only the ``AGENT_MESSAGES``
 instances the caller loads, so `AgentSessionClient` loads exactly the messages
@@ -19,10 +19,12 @@ import dex
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.policies import HEARTBEAT_INTERVAL
 from dex_agents.application.ports import Clock
+from dex_agents.application.rpcs.cancel_turn import CancelTurn
 from dex_agents.application.rpcs.get_agent_snapshot import GetAgentSnapshot
 from dex_agents.application.rpcs.list_agent_messages import ListAgentMessages
 from dex_agents.application.rpcs.resolve_interrupt import ResolveInterrupt
 from dex_agents.application.rpcs.send_user_message import SendUserMessage
+from dex_agents.application.rpcs.withdraw_user_message import WithdrawUserMessage
 from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.application.wiring import AgentSetup
 from dex_agents.domain.events import AgentEvent
@@ -30,6 +32,7 @@ from dex_agents.domain.interrupts import ResolveInterruptRequest
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest, MessageIndex
 from dex_agents.domain.start import AgentSessionStartInput
+from dex_agents.domain.turn_control import CancelTurnRequest
 from dex_agents.infrastructure.dex.deliveries import DexDeliveryLedger, UncheckedDeliveries
 from dex_agents.infrastructure.dex.persistence import (
     AGENT_HISTORY_SUMMARIES,
@@ -41,7 +44,10 @@ from dex_agents.infrastructure.dex.persistence import (
     INTERRUPT_RESOLUTIONS,
     PENDING_INTERRUPTS,
     QUEUED_USER_MESSAGES,
+    STEERED_MESSAGES,
+    STEERED_USER_MESSAGES,
     TOOL_CALL_RESULTS,
+    TURN_CANCEL_REQUEST,
     agent_events_stream,
 )
 from dex_agents.infrastructure.dex.steps import STEP_CLASSES, SessionStep, StepDependencies
@@ -119,6 +125,9 @@ class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
             QUEUED_USER_MESSAGES,
             INTERRUPT_RESOLUTIONS,
             TOOL_CALL_RESULTS,
+            STEERED_USER_MESSAGES,
+            STEERED_MESSAGES,
+            TURN_CANCEL_REQUEST,
             self.events_stream,
         )
 
@@ -128,13 +137,25 @@ class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
         accepted = await SendUserMessage.wired(dex_session_ports(context), self._agent).execute(message)
         return dex.RPCResult(accepted)
 
+    @dex.rpc(is_transactional=True, load_channels=(QUEUED_USER_MESSAGES, STEERED_USER_MESSAGES))
+    async def withdraw_user_message(self, context: dex.Context, client_message_id: str) -> dex.RPCResult[bool]:
+        """Remove the waiting message with this client message ID; ``False`` when no turn-free message has it."""
+        withdrawn = await WithdrawUserMessage.wired(dex_session_ports(context), self._agent).execute(client_message_id)
+        return dex.RPCResult(withdrawn)
+
+    @dex.rpc(lock_attributes=(PENDING_INTERRUPTS.lock(), TURN_CANCEL_REQUEST.lock()))
+    async def cancel_turn(self, context: dex.Context, request: CancelTurnRequest) -> dex.RPCResult[bool]:
+        """Request the active turn's cancel and reject its pending approvals; ``False`` when no turn runs."""
+        accepted = await CancelTurn.wired(dex_session_ports(context), self._agent).execute(request)
+        return dex.RPCResult(accepted)
+
     @dex.rpc(lock_attributes=(PENDING_INTERRUPTS.lock(),))
     async def resolve_interrupt(self, context: dex.Context, request: ResolveInterruptRequest) -> dex.RPCResult[bool]:
-        """Answer a pending interrupt; ``False`` when not pending or past its deadline."""
+        """Answer a pending interrupt; ``False`` when not pending (answered, cancelled, or expired)."""
         accepted = await ResolveInterrupt.wired(dex_session_ports(context), self._agent).execute(request)
         return dex.RPCResult(accepted)
 
-    @dex.rpc(load_attribute_maps=(AGENT_TOOL_CALLS,))
+    @dex.rpc(load_attribute_maps=(AGENT_TOOL_CALLS,), load_channels=(QUEUED_USER_MESSAGES, STEERED_USER_MESSAGES))
     async def get_agent_snapshot(self, context: dex.Context) -> dex.RPCResult[AgentSnapshot]:
         """Return the snapshot, with the loaded messages among the latest 200."""
         ports = dex_session_ports(context, loaded_messages_only=True)

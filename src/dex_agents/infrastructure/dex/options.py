@@ -82,7 +82,9 @@ def _base(step: StepName) -> dex.StepOptions:
             everything = (AGENT_MESSAGES, AGENT_HISTORY_SUMMARIES, AGENT_TOOL_CALLS)
             return replace(options, execute_load_attribute_maps=everything)
         case StepName.COMPACT_HISTORY:
-            return replace(options, execute_load_attribute_maps=(AGENT_MESSAGES, AGENT_HISTORY_SUMMARIES))
+            # The turn's tool-call records too: a cancelled turn ends there (`end_cancelled_turn` clears them).
+            everything = (AGENT_MESSAGES, AGENT_HISTORY_SUMMARIES, AGENT_TOOL_CALLS)
+            return replace(options, execute_load_attribute_maps=everything)
         case (
             StepName.RESUME_TURN
             | StepName.RECORD_TURN_FAILURE
@@ -123,14 +125,15 @@ class StepOptionsTable:
     def for_window(self, step: StepName, window: ModelWindow) -> dex.StepOptions:
         """Return the options of a movement to a window Step: exactly the window's messages and summary loaded.
 
-        The rest repeats the Step's own options (Dex replaces them); ``RunModel``
-        also loads every tool-call record of the turn.
+        The rest repeats the Step's own options (Dex replaces them); both also
+        load every tool-call record of the turn (``RunModel`` gives them to the
+        runner; either may end a cancelled turn, which clears them).
         """
         assert step in WINDOW_STEPS, f"{step} reads no window"
         loads = [AGENT_MESSAGES.load(message_sequence_key(sequence)) for sequence in window.sequences]
         if window.summary_number is not None:
             loads.append(AGENT_HISTORY_SUMMARIES.load(summary_key(window.summary_number)))
-        maps = (AGENT_TOOL_CALLS,) if step is StepName.RUN_MODEL else ()
+        maps = (AGENT_TOOL_CALLS,)
         options = replace(
             _base(step), execute_load_attribute_maps=maps, execute_load_attribute_map_instances=tuple(loads)
         )

@@ -10,6 +10,9 @@
 | `PENDING_INTERRUPTS`    | Attribute                          | `list[AgentInterrupt]`       |
 | `AGENT_USAGE`           | Attribute                          | `AgentUsage`                 |
 | `QUEUED_USER_MESSAGES`  | Channel                            | `AgentUserMessage`           |
+| `STEERED_USER_MESSAGES` | Channel                            | `AgentUserMessage`, steered  |
+| `STEERED_MESSAGES`      | Attribute                          | `list[AgentUserMessage]`, taken by the turn |
+| `TURN_CANCEL_REQUEST`   | Attribute                          | `TurnCancelRequest`          |
 | `INTERRUPT_RESOLUTIONS` | ChannelMap, key interrupt ID       | `AgentInterruptResolution`   |
 | `TOOL_CALL_RESULTS`     | Channel (internal)                 | `ToolCallCompleted`          |
 | ``flow.agent_events``   | Stream, one per Flow type          | `AgentEvent`                 |
@@ -26,6 +29,7 @@ from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolutio
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted
+from dex_agents.domain.turn_control import TurnCancelRequest
 from dex_agents.domain.usage import AgentUsage
 
 AGENT_STATE: dex.Attribute[AgentState] = dex.Attribute("AGENT_STATE", AgentState)
@@ -40,6 +44,9 @@ INTERRUPT_RESOLUTIONS: dex.ChannelMap[AgentInterruptResolution] = dex.ChannelMap
     "INTERRUPT_RESOLUTIONS", AgentInterruptResolution
 )
 TOOL_CALL_RESULTS: dex.Channel[ToolCallCompleted] = dex.Channel("TOOL_CALL_RESULTS", ToolCallCompleted)
+STEERED_USER_MESSAGES: dex.Channel[AgentUserMessage] = dex.Channel("STEERED_USER_MESSAGES", AgentUserMessage)
+STEERED_MESSAGES: dex.Attribute[list[AgentUserMessage]] = dex.Attribute("STEERED_MESSAGES", list[AgentUserMessage])
+TURN_CANCEL_REQUEST: dex.Attribute[TurnCancelRequest] = dex.Attribute("TURN_CANCEL_REQUEST", TurnCancelRequest)
 
 AGENT_EVENTS_STREAM_NAME = "flow.agent_events"
 """The live event Stream's name (one Stream per Flow type)."""

@@ -54,6 +54,7 @@ from dex_agents.infrastructure.dex.persistence import (
     AGENT_STATE,
     INTERRUPT_RESOLUTIONS,
     QUEUED_USER_MESSAGES,
+    STEERED_USER_MESSAGES,
     TOOL_CALL_RESULTS,
 )
 from dex_agents.infrastructure.dex.stores import StreamEventSink, dex_session_ports
@@ -62,6 +63,9 @@ InputT = TypeVar("InputT")
 UseCaseT = TypeVar("UseCaseT", bound=Wired)
 
 _UNKNOWN_FAILURE = "the Step failed without a recovery detail"
+
+STEERED_MESSAGES_PER_BOUNDARY = 100
+"""Steered messages one model-call boundary takes at most (``at_most``); the rest join the next one."""
 _log = logging.getLogger(__name__)
 
 
@@ -250,18 +254,21 @@ class AwaitUserMessageStep(SessionStep[None]):
         return self.build(AwaitUserMessage, context, events)
 
     async def wait_for(self, context: dex.AsyncContext, input: None) -> dex.Wait:
-        """Announce the committed end of the last turn, then wait for one queued user message."""
+        """Announce the committed end of the last turn, then wait for one steered or else queued user message."""
         try:
             with self.deps.attempt(context, None) as events:
                 self._use_case(context, events).announce_finished_turn()
         except Exception:  # noqa: BLE001 - a live event is best effort; a failed wait_for would fail the Flow
             _log.warning("could not announce the committed turn", exc_info=True)
-        return dex.Wait.until(QUEUED_USER_MESSAGES.for_one())
+        # any_of takes the first ready condition in argument order: steered messages first.
+        return dex.Wait.any_of(STEERED_USER_MESSAGES.for_one(), QUEUED_USER_MESSAGES.for_one())
 
     async def execute(self, context: dex.AsyncContext, input: None) -> dex.StepDecision:
         """Start a turn with the message."""
         with self.deps.attempt(context, None) as events:
-            next_ = await self._use_case(context, events).execute(tuple(QUEUED_USER_MESSAGES.results(context)))
+            steered = tuple(STEERED_USER_MESSAGES.results(context))
+            delivered = steered or tuple(QUEUED_USER_MESSAGES.results(context))
+            next_ = await self._use_case(context, events).execute(delivered, steered=bool(steered))
         return self.deps.decide(self.name, next_)
 
 
@@ -291,7 +298,8 @@ class AwaitToolApprovalStep(SessionStep[str]):
     async def wait_for(self, context: dex.AsyncContext, input: str) -> dex.Wait:
         """Wait for the answer, and for the deadline while the interrupt is pending."""
         with self.deps.attempt(context, _active_turn(context)) as events:
-            plan = self._use_case(context, events).plan_wait(input)
+            # first_attempt_at is set by the server (its clock), never by this Worker.
+            plan = self._use_case(context, events).plan_wait(input, engine_now=context.first_attempt_at)
         if plan is None:
             return dex.Wait.skip_immediately()
         answer = INTERRUPT_RESOLUTIONS.for_one(plan.interrupt_id)
@@ -383,14 +391,18 @@ class ResumeTurnStep(SessionStep[int]):
     name = StepName.RESUME_TURN
 
     async def wait_for(self, context: dex.AsyncContext, input: int) -> dex.Wait:
-        """Wait for ``input`` tool results."""
-        return dex.Wait.until(TOOL_CALL_RESULTS.for_n(input))
+        """Wait for ``input`` tool results, and take whatever steered messages are queued by then."""
+        return dex.Wait.all_of(
+            TOOL_CALL_RESULTS.for_n(input), STEERED_USER_MESSAGES.at_most(STEERED_MESSAGES_PER_BOUNDARY)
+        )
 
     async def execute(self, context: dex.AsyncContext, input: int) -> dex.StepDecision:
         """Resume the turn, or wait for what is missing."""
         with self.deps.attempt(context, _active_turn(context)) as events:
             use_case = self.build(ResumeTurn, context, events)
-            next_ = await use_case.execute(tuple(TOOL_CALL_RESULTS.results(context)))
+            next_ = await use_case.execute(
+                tuple(TOOL_CALL_RESULTS.results(context)), tuple(STEERED_USER_MESSAGES.results(context))
+            )
         return self.deps.decide(self.name, next_)
 
 

@@ -21,6 +21,7 @@ from dex_agents.domain.limits import utf8_size
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage, message_sequence_key
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted
+from dex_agents.domain.turn_control import TurnCancelRequest
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.infrastructure.dex.frames import count_write
 from dex_agents.infrastructure.dex.persistence import (
@@ -33,7 +34,10 @@ from dex_agents.infrastructure.dex.persistence import (
     INTERRUPT_RESOLUTIONS,
     PENDING_INTERRUPTS,
     QUEUED_USER_MESSAGES,
+    STEERED_MESSAGES,
+    STEERED_USER_MESSAGES,
     TOOL_CALL_RESULTS,
+    TURN_CANCEL_REQUEST,
 )
 
 
@@ -175,18 +179,74 @@ class DexUsageStore:
 
 
 class DexUserMessageQueue:
-    """``QUEUED_USER_MESSAGES``."""
+    """``QUEUED_USER_MESSAGES`` (or, given that Channel, ``STEERED_USER_MESSAGES``).
+
+    `pending` and `withdraw` need the Channel's messages loaded (``load_channels``),
+    which only the RPCs that list or withdraw messages declare; Dex lets only an
+    RPC delete a Channel message.
+    """
+
+    def __init__(self, context: dex.Context, channel: "dex.Channel[AgentUserMessage]" = QUEUED_USER_MESSAGES) -> None:
+        self._context = context
+        self._channel = channel
+
+    def publish(self, message: AgentUserMessage) -> None:
+        """Stage ``message``."""
+        self._channel.publish(self._context, message)
+
+    def size(self) -> int:
+        """Return how many messages wait (Dex sends sizes to every handler)."""
+        return self._channel.size(self._context)
+
+    def pending(self) -> tuple[AgentUserMessage, ...]:
+        """Return the waiting messages, oldest first; empty when this call did not load them."""
+        try:
+            return tuple(message.value for message in self._channel.pending_messages(self._context))
+        except dex.ChannelMessagesNotLoadedError:
+            return ()
+
+    def withdraw(self, client_message_id: str) -> bool:
+        """Stage the deletion of the waiting message with this client message ID; ``False`` when none waits."""
+        for message in self._channel.pending_messages(self._context):
+            if message.value.client_message_id == client_message_id:
+                self._channel.delete(self._context, message.message_id)
+                return True
+        return False
+
+
+class DexSteeredMessageStore:
+    """``STEERED_MESSAGES``."""
 
     def __init__(self, context: dex.Context) -> None:
         self._context = context
 
-    def publish(self, message: AgentUserMessage) -> None:
-        """Stage ``message``."""
-        QUEUED_USER_MESSAGES.publish(self._context, message)
+    def get(self) -> tuple[AgentUserMessage, ...]:
+        """Return the steered messages the running turn took, oldest first."""
+        messages: list[AgentUserMessage] | None = STEERED_MESSAGES.get(self._context)
+        return tuple(messages or ())
 
-    def size(self) -> int:
-        """Return how many messages wait (Dex sends sizes to every handler)."""
-        return QUEUED_USER_MESSAGES.size(self._context)
+    def set(self, messages: Sequence[AgentUserMessage]) -> None:
+        """Stage them; empty deletes the Attribute."""
+        if messages:
+            STEERED_MESSAGES.set(self._context, list(messages))
+        else:
+            STEERED_MESSAGES.delete(self._context)
+
+
+class DexCancelRequestStore:
+    """``TURN_CANCEL_REQUEST``."""
+
+    def __init__(self, context: dex.Context) -> None:
+        self._context = context
+
+    def get(self) -> TurnCancelRequest | None:
+        """Return the latest cancel request, or ``None``."""
+        request: TurnCancelRequest | None = TURN_CANCEL_REQUEST.get(self._context)
+        return request
+
+    def set(self, request: TurnCancelRequest) -> None:
+        """Stage ``request``."""
+        TURN_CANCEL_REQUEST.set(self._context, request)
 
 
 class DexResolutionPublisher:
@@ -271,4 +331,7 @@ def dex_session_ports(context: dex.Context, *, loaded_messages_only: bool = Fals
         resolutions=DexResolutionPublisher(context),
         results=DexToolResultPublisher(context),
         summaries=DexHistorySummaryStore(context),
+        steering=DexUserMessageQueue(context, STEERED_USER_MESSAGES),
+        steered=DexSteeredMessageStore(context),
+        cancel_request=DexCancelRequestStore(context),
     )

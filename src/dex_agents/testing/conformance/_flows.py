@@ -33,6 +33,7 @@ LOCKED = dex.Attribute("PROBE_LOCKED", str)
 BIG = dex.Attribute("PROBE_BIG", str)
 ITEMS = dex.AttributeMap("PROBE_ITEMS", str)
 INBOX = dex.Channel("PROBE_INBOX", str)
+EXTRA = dex.Channel("PROBE_EXTRA", str)
 EVENTS = dex.Stream("conformance.events", str, 1024 * 1024)
 SMALL = dex.Stream("conformance.small", str, 4000)
 
@@ -98,6 +99,10 @@ class Probe(Step[str]):
             return dex.go_to(Parked, "")
         if kind == "timer":
             return dex.go_to(Timed, "")
+        if kind == "gather":
+            return dex.go_to(Gathered, "")
+        if kind == "stamp":
+            return dex.go_to(Stamped, "")
         return dex.graceful_complete(f"attempt={context.attempt}")
 
 
@@ -132,6 +137,27 @@ class Timed(Step[str]):
         return dex.graceful_complete("timer")
 
 
+class Gathered(Step[str]):
+    """Waits for one INBOX message and takes whatever EXTRA holds by then (``at_most``), as ``ResumeTurn`` does."""
+
+    async def wait_for(self, context: AsyncContext, input: str) -> Wait:  # type: ignore[override]
+        return Wait.all_of(INBOX.for_one(), EXTRA.at_most(10))
+
+    async def execute(self, context: AsyncContext, input: str) -> StepDecision:  # type: ignore[override]
+        return dex.graceful_complete(f"{INBOX.results(context)[0]}|{','.join(EXTRA.results(context))}")
+
+
+class Stamped(Step[str]):
+    """Completes with the ``first_attempt_at`` its wait_for saw (as ``AwaitToolApproval`` reads the engine's time)."""
+
+    async def wait_for(self, context: AsyncContext, input: str) -> Wait:  # type: ignore[override]
+        context.set_step_execution_local("first_attempt_at", str(context.first_attempt_at.timestamp()))
+        return Wait.skip_immediately()
+
+    async def execute(self, context: AsyncContext, input: str) -> StepDecision:  # type: ignore[override]
+        return dex.graceful_complete(context.get_step_execution_local("first_attempt_at", str) or "")
+
+
 class ProbeFlow(dex.Flow[str]):
     """The conformance probe's Flow type (``DexAgentsConformanceProbe``)."""
 
@@ -139,16 +165,33 @@ class ProbeFlow(dex.Flow[str]):
         return "DexAgentsConformanceProbe"
 
     def get_steps(self) -> dex.StepList[str]:
-        return dex.StepList.start_step(Probe()).other_steps(Check(), Parked(), Timed())
+        return dex.StepList.start_step(Probe()).other_steps(Check(), Parked(), Timed(), Gathered(), Stamped())
 
     def get_persistence_schema(self) -> PersistenceSchema:
-        return PersistenceSchema.of(LOCKED, BIG, ITEMS, INBOX, EVENTS, SMALL)
+        return PersistenceSchema.of(LOCKED, BIG, ITEMS, INBOX, EXTRA, EVENTS, SMALL)
 
     @dex.rpc(lock_attributes=(LOCKED.lock(),), is_transactional=True)
     def locked_write(self, context: Context, value: str) -> RPCResult[str]:
         LOCKED.set(context, value)
         INBOX.publish(context, value)
         return RPCResult(value)
+
+    @dex.rpc(is_transactional=True)
+    def publish_extra(self, context: Context, value: str) -> RPCResult[str]:
+        EXTRA.publish(context, value)
+        return RPCResult(value)
+
+    @dex.rpc(is_transactional=True, load_channels=(EXTRA,))
+    def withdraw_extra(self, context: Context, value: str) -> RPCResult[bool]:
+        for message in EXTRA.pending_messages(context):
+            if message.value == value:
+                EXTRA.delete(context, message.message_id)
+                return RPCResult(True)
+        return RPCResult(False)
+
+    @dex.rpc(load_channels=(EXTRA,))
+    def pending_extra(self, context: Context) -> RPCResult[list[str]]:
+        return RPCResult([message.value for message in EXTRA.pending_messages(context)])
 
     @dex.rpc(load_attribute_maps=(ITEMS,))
     def item_keys(self, context: Context) -> RPCResult[list[str]]:

@@ -138,16 +138,21 @@ async def probe_lock_during_back_off(env: _Env) -> Finding:
 
 async def _settle_parked(env: _Env, flow_id: str) -> None:
     """Feed the Parked Step until the Flow completes (retrying lock conflicts)."""
+    await _locked_write(env, flow_id, "done")
+    await _output(env, flow_id)
+
+
+async def _locked_write(env: _Env, flow_id: str, value: str) -> None:
+    """Publish ``value`` to the inbox through the locking RPC, retrying while the probe Step holds the lock."""
     deadline = time.monotonic() + 60
     while True:
         try:
-            await env.client.invoke_rpc(env.flow.locked_write, flow_id, "done")
-            break
+            await env.client.invoke_rpc(env.flow.locked_write, flow_id, value)
+            return
         except dex.RpcLockConflictError:
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.2)
-    await _output(env, flow_id)
 
 
 LOCK_CONFLICT = "an RPC needing a lock a Step holds fails at once with RpcLockConflictError"
@@ -325,6 +330,53 @@ async def probe_timer(env: _Env) -> Finding:
     return _differs(TIMER_FIRES, f"a {TIMER.total_seconds():g} s Timer fired after {took:.1f} s")
 
 
+GATHER = "a wait all_of(for_one, at_most(n)) takes the messages queued by then without waiting for more"
+
+
+async def probe_gather(env: _Env) -> Finding:
+    flow_id = env.flow_id("gather")
+    await env.client.start_flow(env.flow, flow_id, "gather")
+    for value in ("a", "b"):
+        await env.client.invoke_rpc(env.flow.publish_extra, flow_id, value)
+    await _locked_write(env, flow_id, "x")
+    output = await _output(env, flow_id)
+    if output == "x|a,b":
+        return _holds(GATHER)
+    return _differs(GATHER, f"the Step got {output!r}, expected 'x|a,b'")
+
+
+WITHDRAW = "an RPC lists a Channel's pending messages (load_channels) and deletes one"
+
+
+async def probe_withdraw(env: _Env) -> Finding:
+    flow_id = env.flow_id("withdraw")
+    await env.client.start_flow(env.flow, flow_id, "park")
+    for value in ("a", "b"):
+        await env.client.invoke_rpc(env.flow.publish_extra, flow_id, value)
+    removed = await env.client.invoke_rpc(env.flow.withdraw_extra, flow_id, "a")
+    again = await env.client.invoke_rpc(env.flow.withdraw_extra, flow_id, "a")
+    pending = await env.client.invoke_rpc(env.flow.pending_extra, flow_id)
+    left = list(pending)
+    await _settle_parked(env, flow_id)
+    if (removed, again, left) == (True, False, ["b"]):
+        return _holds(WITHDRAW)
+    return _differs(WITHDRAW, f"withdraw answered {removed!r} then {again!r}; pending {left!r}, expected ['b']")
+
+
+FIRST_ATTEMPT_AT = "the server sets a method's first_attempt_at (its clock; within 5 min of this machine's)"
+
+
+async def probe_first_attempt_at(env: _Env) -> Finding:
+    flow_id = env.flow_id("stamp")
+    before = time.time()
+    await env.client.start_flow(env.flow, flow_id, "stamp")
+    stamped = float(await _output(env, flow_id) or 0)
+    after = time.time()
+    if before - 300 <= stamped <= after + 300:
+        return _holds(FIRST_ATTEMPT_AT)
+    return _differs(FIRST_ATTEMPT_AT, f"first_attempt_at was {stamped:.0f}, this machine said {before:.0f}")
+
+
 # --------------------------------------------------------------------------- redelivery (child Worker)
 
 REDELIVER_BEFORE = "an attempt whose Worker died before its first output is dispatched again (same attempt)"
@@ -409,6 +461,9 @@ PROBES: tuple[tuple[str, Probe], ...] = (
     (CLOSING, probe_flow_closing),
     (TIMER_FIRES, probe_timer),
     (EARLY_SKIP, probe_early_skip),
+    (GATHER, probe_gather),
+    (WITHDRAW, probe_withdraw),
+    (FIRST_ATTEMPT_AT, probe_first_attempt_at),
 )
 
 NOT_PROBED: tuple[str, ...] = ()

@@ -154,6 +154,8 @@ class MethodAttempts:
                 request = self._method_request(run, execution, method)
             context = request.context
             context.attempt = attempt
+            # The server's clock, as superdurable/dex sets it (server/service/common/retry/
+            # step_activity_attempt.go: scheduledTime.Unix() of the first attempt, kept on retries).
             context.first_attempt_timestamp = int(first_attempt)
             context.ClearField("last_heartbeat_value")
             if execution.last_heartbeat is not None:

@@ -430,6 +430,8 @@ class Engine:
         execution.waiting = waiting
         execution.phase = Phase.WAITING
         execution.wait_sequence = next(run.wait_sequence)
+        # As superdurable/dex's FixTimerConditionFromActivityOutput (server/service/interpreter/timers/utils.go):
+        # firing time = the server's now + duration_seconds, fixed when the wait is accepted; no Worker clock.
         execution.timer_deadlines = [now + t.duration_seconds for t in waiting.timer_conditions]
         for skip in [s for s in run.pending_skips if s[0] == execution.id]:
             run.pending_skips.remove(skip)

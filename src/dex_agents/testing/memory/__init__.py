@@ -31,16 +31,19 @@ from dex_agents.testing.memory._clock import ManualClock
 from dex_agents.testing.memory._deliveries import InMemoryDeliveryLedger
 from dex_agents.testing.memory._host import InMemorySessionHost
 from dex_agents.testing.memory._stores import (
+    InMemoryCancelRequestStore,
     InMemoryHistorySummaryStore,
     InMemoryInterruptStore,
     InMemoryMessageLog,
     InMemoryRunStateStore,
     InMemorySessionStateStore,
+    InMemorySteeredMessageStore,
     InMemoryToolCallStore,
     InMemoryUsageStore,
 )
 
 __all__ = [
+    "InMemoryCancelRequestStore",
     "InMemoryDeliveryLedger",
     "InMemoryHistorySummaryStore",
     "InMemoryInterruptStore",
@@ -49,6 +52,7 @@ __all__ = [
     "InMemoryRunStateStore",
     "InMemorySessionHost",
     "InMemorySessionStateStore",
+    "InMemorySteeredMessageStore",
     "InMemoryToolCallStore",
     "InMemoryToolResultPublisher",
     "InMemoryUsageStore",

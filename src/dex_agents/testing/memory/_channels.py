@@ -8,7 +8,7 @@ from dex_agents.domain.tools import ToolCallCompleted
 
 
 class InMemoryUserMessageQueue:
-    """``QUEUED_USER_MESSAGES``: a first-in, first-out queue."""
+    """``QUEUED_USER_MESSAGES`` (or ``STEERED_USER_MESSAGES``): a first-in, first-out queue."""
 
     def __init__(self) -> None:
         self._queue: deque[AgentUserMessage] = deque()
@@ -18,6 +18,22 @@ class InMemoryUserMessageQueue:
 
     def size(self) -> int:
         return len(self._queue)
+
+    def pending(self) -> tuple[AgentUserMessage, ...]:
+        return tuple(self._queue)
+
+    def withdraw(self, client_message_id: str) -> bool:
+        for message in self._queue:
+            if message.client_message_id == client_message_id:
+                self._queue.remove(message)
+                return True
+        return False
+
+    def take_all(self) -> tuple[AgentUserMessage, ...]:
+        """Consume every waiting message, as ``at_most(n)`` would."""
+        taken = tuple(self._queue)
+        self._queue.clear()
+        return taken
 
     def take_one(self) -> AgentUserMessage | None:
         """Consume the oldest message, as ``for_one()`` would."""

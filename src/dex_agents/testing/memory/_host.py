@@ -6,7 +6,9 @@ the call returns), and keeps every port public so tests assert end state.
 `InMemorySessionHost.drive` follows the "what next" values like a very small
 engine: it retries failing Steps as `STEP_POLICIES` says and takes their
 failure routes, delivers waits from the in-memory channels, fires an approval
-Timer once the clock has reached it, and returns the Steps left waiting.
+Timer once the clock has reached it (the host's clock stands in for the
+engine's), takes steered messages before queued ones and at every
+``ResumeTurn``, and returns the Steps left waiting.
 """
 
 from collections import deque
@@ -19,10 +21,12 @@ from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import End, GoTo, GoToMany, Next, StepName, WaitAgain
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.policies import STEP_POLICIES
+from dex_agents.application.rpcs.cancel_turn import CancelTurn
 from dex_agents.application.rpcs.get_agent_snapshot import GetAgentSnapshot
 from dex_agents.application.rpcs.list_agent_messages import ListAgentMessages
 from dex_agents.application.rpcs.resolve_interrupt import ResolveInterrupt
 from dex_agents.application.rpcs.send_user_message import SendUserMessage
+from dex_agents.application.rpcs.withdraw_user_message import WithdrawUserMessage
 from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.application.steps.await_tool_approval import ApprovalWait, AwaitToolApproval
 from dex_agents.application.steps.await_user_message import AwaitUserMessage
@@ -36,10 +40,11 @@ from dex_agents.application.steps.run_model import RunModel
 from dex_agents.application.steps.start_agent_session import StartAgentSession
 from dex_agents.application.wiring import AgentSetup, SessionPorts, Wired
 from dex_agents.domain.interrupts import AgentInterruptResolution, ResolveInterruptRequest
-from dex_agents.domain.messages import AgentUserMessage
+from dex_agents.domain.messages import AgentUserMessage, MessageDelivery
 from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest
 from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.tools import ToolCallCompleted
+from dex_agents.domain.turn_control import CancelTurnRequest
 from dex_agents.testing.memory._channels import (
     InMemoryResolutionPublisher,
     InMemoryToolResultPublisher,
@@ -48,11 +53,13 @@ from dex_agents.testing.memory._channels import (
 from dex_agents.testing.memory._clock import ManualClock
 from dex_agents.testing.memory._deliveries import InMemoryDeliveryLedger
 from dex_agents.testing.memory._stores import (
+    InMemoryCancelRequestStore,
     InMemoryHistorySummaryStore,
     InMemoryInterruptStore,
     InMemoryMessageLog,
     InMemoryRunStateStore,
     InMemorySessionStateStore,
+    InMemorySteeredMessageStore,
     InMemoryToolCallStore,
     InMemoryUsageStore,
 )
@@ -89,6 +96,9 @@ class InMemorySessionHost:
         self.resolutions = InMemoryResolutionPublisher()
         self.results = InMemoryToolResultPublisher()
         self.summaries = InMemoryHistorySummaryStore()
+        self.steering = InMemoryUserMessageQueue()
+        self.steered = InMemorySteeredMessageStore()
+        self.cancel_request = InMemoryCancelRequestStore()
         self.sink = RecordingEventSink()
         self.deliveries = InMemoryDeliveryLedger(self.sink)
         self.heartbeat = RecordingHeartbeat()
@@ -117,6 +127,9 @@ class InMemorySessionHost:
             resolutions=self.resolutions,
             results=self.results,
             summaries=self.summaries,
+            steering=self.steering,
+            steered=self.steered,
+            cancel_request=self.cancel_request,
         )
 
     @property
@@ -166,14 +179,14 @@ class InMemorySessionHost:
         finally:
             events.close()
 
-    async def await_user_message(self, delivered: Sequence[AgentUserMessage]) -> Next:
+    async def await_user_message(self, delivered: Sequence[AgentUserMessage], *, steered: bool = False) -> Next:
         call = self.step_call(StepName.AWAIT_USER_MESSAGE)
         events = self.writer(call)
         self._ran(StepName.AWAIT_USER_MESSAGE, None)
         try:
             return await AwaitUserMessage.wired(
                 self.ports, self.agent, events=events, heartbeat=self.heartbeat
-            ).execute(delivered)
+            ).execute(delivered, steered=steered)
         finally:
             events.close()
 
@@ -209,7 +222,7 @@ class InMemorySessionHost:
     def plan_approval(self, tool_call_id: str) -> ApprovalWait | None:
         use_case, events = self.approval()
         events.close()
-        return use_case.plan_wait(tool_call_id)
+        return use_case.plan_wait(tool_call_id, engine_now=self.clock.now())
 
     async def await_tool_approval(
         self,
@@ -278,11 +291,13 @@ class InMemorySessionHost:
         finally:
             events.close()
 
-    async def resume_turn(self, delivered: Sequence[ToolCallCompleted]) -> Next:
+    async def resume_turn(
+        self, delivered: Sequence[ToolCallCompleted], steered: Sequence[AgentUserMessage] = ()
+    ) -> Next:
         self._ran(StepName.RESUME_TURN, len(delivered))
         return await ResumeTurn.wired(
             self.ports, self.agent, events=self.writer(self.step_call(StepName.RESUME_TURN)), heartbeat=self.heartbeat
-        ).execute(delivered)
+        ).execute(delivered, steered)
 
     async def record_turn_failure(
         self,
@@ -331,10 +346,18 @@ class InMemorySessionHost:
 
     # -- RPCs -----------------------------------------------------------------
 
-    async def send_user_message(self, text: str, *, client_message_id: str | None = None) -> bool:
+    async def send_user_message(
+        self, text: str, *, client_message_id: str | None = None, delivery: MessageDelivery = MessageDelivery.QUEUE
+    ) -> bool:
         return await SendUserMessage.wired(self.ports, self.agent).execute(
-            AgentUserMessage(text=text, client_message_id=client_message_id)
+            AgentUserMessage(text=text, client_message_id=client_message_id, delivery=delivery)
         )
+
+    async def withdraw_user_message(self, client_message_id: str) -> bool:
+        return await WithdrawUserMessage.wired(self.ports, self.agent).execute(client_message_id)
+
+    async def cancel_turn(self, reason: str | None = None) -> bool:
+        return await CancelTurn.wired(self.ports, self.agent).execute(CancelTurnRequest(reason=reason))
 
     async def resolve_interrupt(
         self,
@@ -391,10 +414,13 @@ class InMemorySessionHost:
         """Run ``move`` if what it waits for is there; ``None`` when it must keep waiting."""
         match move.step:
             case StepName.AWAIT_USER_MESSAGE:
-                message = self.queue.take_one()
+                steered = self.steering.take_one()
+                message = steered or self.queue.take_one()
                 if message is None:
                     return None
-                return await self._with_retries(move, lambda _attempt, _execution: self.await_user_message([message]))
+                return await self._with_retries(
+                    move, lambda _attempt, _execution: self.await_user_message([message], steered=steered is not None)
+                )
             case StepName.AWAIT_TOOL_APPROVAL:
                 assert isinstance(move.input, str)
                 wait = self.plan_approval(move.input)
@@ -410,7 +436,10 @@ class InMemorySessionHost:
                 if self.results.available < move.input:
                     return None
                 delivered = self.results.take(move.input)
-                return await self._with_retries(move, lambda _attempt, _execution: self.resume_turn(delivered))
+                steered_in = self.steering.take_all()
+                return await self._with_retries(
+                    move, lambda _attempt, _execution: self.resume_turn(delivered, steered_in)
+                )
             case StepName.RUN_MODEL:
                 with self.messages.loading(move.window):
                     return await self._with_retries(

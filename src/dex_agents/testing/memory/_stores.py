@@ -9,9 +9,10 @@ from collections.abc import Iterator, Sequence
 
 from dex_agents.domain.history import HistorySummary, ModelWindow
 from dex_agents.domain.interrupts import AgentInterrupt
-from dex_agents.domain.messages import AgentMessage
+from dex_agents.domain.messages import AgentMessage, AgentUserMessage
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.tools import AgentToolCall
+from dex_agents.domain.turn_control import TurnCancelRequest
 from dex_agents.domain.usage import AgentUsage
 
 
@@ -154,3 +155,29 @@ class InMemoryHistorySummaryStore:
 
     def put(self, summary: HistorySummary) -> None:
         self.by_number[summary.number] = summary
+
+
+class InMemorySteeredMessageStore:
+    """``STEERED_MESSAGES``."""
+
+    def __init__(self) -> None:
+        self.value: tuple[AgentUserMessage, ...] = ()
+
+    def get(self) -> tuple[AgentUserMessage, ...]:
+        return self.value
+
+    def set(self, messages: Sequence[AgentUserMessage]) -> None:
+        self.value = tuple(messages)
+
+
+class InMemoryCancelRequestStore:
+    """``TURN_CANCEL_REQUEST``."""
+
+    def __init__(self) -> None:
+        self.value: TurnCancelRequest | None = None
+
+    def get(self) -> TurnCancelRequest | None:
+        return self.value
+
+    def set(self, request: TurnCancelRequest) -> None:
+        self.value = request

@@ -1,0 +1,521 @@
+"""Escaping and the console's HTML: every value is escaped unless it is `Markup` built here.
+
+Pages are plain server-rendered HTML. `render` formats a template whose
+arguments are escaped (`html.escape`, quotes included) unless they are
+`Markup`; templates are literals in this module, so text from a session
+(messages, tool arguments and outputs, errors, reasons) can only ever reach
+the page escaped. The page script (`CONSOLE_JS`) inserts live text with
+``textContent`` only, and the Content-Security-Policy
+(`dex_agents.console.security`) allows no inline script, as a second line.
+"""
+
+import html
+import json
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from urllib.parse import quote, urlencode
+
+import attrs
+
+from dex_agents.domain.interrupts import AgentInterrupt
+from dex_agents.domain.messages import AgentMessage
+from dex_agents.domain.snapshot import AgentSnapshot
+from dex_agents.domain.tools import AgentToolCall, ToolOutcome
+from dex_agents.domain.usage import AgentUsage
+
+
+class Markup(str):
+    """Text that is already HTML (built by this module); `render` inserts it as is."""
+
+    __slots__ = ()
+
+
+def esc(value: object) -> Markup:
+    """Return ``value`` as HTML: `Markup` as is, anything else as escaped text."""
+    if isinstance(value, Markup):
+        return value
+    return Markup(html.escape("" if value is None else str(value), quote=True))
+
+
+def render(template: str, **values: object) -> Markup:
+    """Format ``template`` (a literal of this module) with its values escaped."""
+    return Markup(template.format(**{name: esc(value) for name, value in values.items()}))
+
+
+def join(parts: Iterable[Markup]) -> Markup:
+    """Concatenate HTML fragments."""
+    return Markup("".join(parts))
+
+
+def when(moment: datetime | None) -> str:
+    """A timestamp for people (UTC, seconds)."""
+    if moment is None:
+        return "-"
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+CSS = """
+body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d1f23;background:#f6f7f9}
+header{background:#1f2937;color:#fff;padding:.6rem 1.2rem;display:flex;gap:1.4rem;align-items:center}
+header a{color:#fff;text-decoration:none;font-weight:600}header .flow{opacity:.75;margin-left:auto}
+main{padding:1rem 1.2rem;max-width:1100px}
+table{border-collapse:collapse;width:100%;background:#fff}td,th{border:1px solid #e2e5ea;padding:.35rem .5rem;
+text-align:left;vertical-align:top}th{background:#eef0f3}
+section{background:#fff;border:1px solid #e2e5ea;border-radius:6px;padding:.7rem 1rem;margin:.8rem 0}
+h1{font-size:1.3rem;margin:.2rem 0 .6rem}h2{font-size:1.05rem;margin:.1rem 0 .5rem}
+.msg{border-left:3px solid #cbd5e1;padding:.2rem .6rem;margin:.4rem 0;white-space:pre-wrap}
+.msg.user{border-color:#2563eb}.msg.assistant{border-color:#16a34a}.msg.tool{border-color:#a855f7}
+.role{font-size:.8rem;color:#6b7280}.muted{color:#6b7280}.error{color:#b91c1c}.notice{background:#fef9c3;
+padding:.4rem .7rem;border-radius:4px}
+#live .text{white-space:pre-wrap;border-left:3px solid #16a34a;padding:.2rem .6rem;margin:.3rem 0}
+#live .reasoning{color:#6b7280;font-style:italic}#live .note{font-size:.85rem;color:#4b5563}
+#live .tool{font-family:ui-monospace,monospace;font-size:.85rem}
+.approval{border:1px solid #f59e0b;background:#fffbeb;border-radius:6px;padding:.5rem .8rem;margin:.5rem 0}
+pre{white-space:pre-wrap;margin:.2rem 0;font-size:.85rem}
+form.inline{display:inline}textarea{width:100%;min-height:3.2rem}input[name=reason]{width:22rem}
+button{padding:.3rem .8rem;cursor:pointer}.status{font-weight:600}
+"""
+
+
+def page(title: str, body: Markup, *, flow_type: str, notice: str | None = None) -> Markup:
+    """Return a whole page."""
+    shown = render('<p class="notice" id="notice">{notice}</p>', notice=notice) if notice else Markup("")
+    return render(
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        '<meta name=viewport content="width=device-width, initial-scale=1">'
+        "<title>{title} · dex-agents console</title><style>{css}</style>"
+        '<script src="/static/console.js" defer></script></head><body>'
+        '<header><a href="/">Sessions</a><a href="/approvals">Approvals</a>'
+        '<span class="flow">Flow type {flow_type}</span></header>'
+        "<main>{notice}{body}</main></body></html>",
+        title=title,
+        css=Markup(CSS),
+        flow_type=flow_type,
+        notice=shown,
+        body=body,
+    )
+
+
+def csrf_field(csrf: str) -> Markup:
+    """The hidden CSRF field every form carries."""
+    return render('<input type="hidden" name="csrf" value="{csrf}">', csrf=csrf)
+
+
+@attrs.frozen(kw_only=True)
+class SessionRow:
+    """One line of the sessions page."""
+
+    session_id: str
+    status: str
+    turn_count: int | None
+    pending_approvals: int | None
+    last_activity: datetime | None
+    error: str | None = None
+
+
+def sessions_table(rows: Sequence[SessionRow]) -> Markup:
+    """The sessions table (also fetched by the page script every 5 seconds)."""
+    lines = join(
+        render(
+            '<tr data-session="{sid}"><td><a href="/sessions/{qsid}">{sid}</a></td><td class="status">{status}</td>'
+            "<td>{turns}</td><td>{approvals}</td><td>{activity}</td><td class=error>{error}</td></tr>",
+            sid=row.session_id,
+            qsid=quote(row.session_id, safe=""),
+            status=row.status,
+            turns="-" if row.turn_count is None else row.turn_count,
+            approvals="-" if row.pending_approvals is None else row.pending_approvals,
+            activity=when(row.last_activity),
+            error=row.error or "",
+        )
+        for row in rows
+    )
+    return (
+        render(
+            '<table id="sessions"><thead><tr><th>Session</th><th>Status</th><th>Turns</th>'
+            "<th>Pending approvals</th><th>Last activity</th><th></th></tr></thead><tbody>{lines}</tbody></table>",
+            lines=lines,
+        )
+        if rows
+        else Markup('<p class="muted" id="sessions">No sessions yet.</p>')
+    )
+
+
+def sessions_page(
+    rows: Sequence[SessionRow], *, csrf: str, flow_type: str, suggested_message: str, notice: str | None
+) -> Markup:
+    """The sessions of the Flow type, and the forms to start or open one; the page script keeps the table current."""
+    body = render(
+        '<h1>Sessions</h1><div id="session-list" data-poll="/?fragment=1" data-poll-ms="5000">{table}</div>'
+        '<section><h2>Start a session</h2><form method="post" action="/sessions" id="start">{csrf}'
+        '<p><label>Session ID <input name="session_id" placeholder="(a new ID)"></label></p>'
+        '<p><textarea name="message" placeholder="First message (optional)">{message}</textarea></p>'
+        '<button type="submit">Start</button></form></section>'
+        '<section><h2>Open a session by ID</h2><form method="post" action="/sessions/open" id="open">{csrf}'
+        '<input name="session_id" required> <button type="submit">Open</button>'
+        '<span class="muted"> adds a session started elsewhere to this list</span></form></section>',
+        table=sessions_table(rows),
+        csrf=csrf_field(csrf),
+        message=suggested_message,
+    )
+    return page("Sessions", body, flow_type=flow_type, notice=notice)
+
+
+def approval_form(session_id: str, interrupt: AgentInterrupt, *, csrf: str, return_to: str) -> Markup:
+    """One pending approval with its Approve and Reject (with reason) buttons."""
+    return render(
+        '<div class="approval" data-interrupt="{iid}"><div><b>{tool}</b> in <a href="/sessions/{qsid}">{sid}</a> '
+        '<span class="muted">({turn}, call {call}, asked {raised}{deadline})</span></div>'
+        "<pre>{args}</pre>"
+        # Two forms: Enter in the reason field submits the rejection, never the approval.
+        '<form method="post" action="/sessions/{qsid}/approvals" class="inline approve">{fields}'
+        '<button name="decision" value="approve" type="submit">Approve</button></form> '
+        '<form method="post" action="/sessions/{qsid}/approvals" class="inline reject">{fields}'
+        '<input name="reason" placeholder="Reason (sent to the model)"> '
+        '<button name="decision" value="reject" type="submit">Reject</button></form></div>',
+        iid=interrupt.interrupt_id,
+        tool=interrupt.tool_name,
+        sid=session_id,
+        qsid=quote(session_id, safe=""),
+        turn=interrupt.turn_id,
+        call=interrupt.tool_call_id,
+        raised=when(interrupt.raised_at),
+        deadline=f", expires {when(interrupt.deadline)}" if interrupt.deadline else "",
+        args=_pretty_json(interrupt.arguments),
+        fields=render(
+            '{csrf}<input type="hidden" name="interrupt_id" value="{iid}">'
+            '<input type="hidden" name="call_digest" value="{digest}">'
+            '<input type="hidden" name="return_to" value="{return_to}">',
+            csrf=csrf_field(csrf),
+            iid=interrupt.interrupt_id,
+            digest=interrupt.call_digest or "",
+            return_to=return_to,
+        ),
+    )
+
+
+def approval_list(pending: Sequence[tuple[str, AgentInterrupt]], *, csrf: str) -> Markup:
+    """The approval forms of the Approvals page (also fetched by its script every 3 seconds)."""
+    forms = join(approval_form(sid, interrupt, csrf=csrf, return_to="/approvals") for sid, interrupt in pending)
+    return forms or Markup('<p class="muted">Nothing waits for approval.</p>')
+
+
+def approvals_page(
+    pending: Sequence[tuple[str, AgentInterrupt]], *, csrf: str, flow_type: str, notice: str | None
+) -> Markup:
+    """Every pending approval of every listed session; the page script keeps the list current."""
+    body = render(
+        '<h1>Approvals</h1><div id="approvals" data-poll="/approvals?fragment=1" data-poll-ms="3000">{forms}</div>'
+        '<p class="muted">This list updates by itself every few seconds.</p>',
+        forms=approval_list(pending, csrf=csrf),
+    )
+    return page("Approvals", body, flow_type=flow_type, notice=notice)
+
+
+def usage_text(usage: AgentUsage) -> str:
+    """The session's usage in one line."""
+    return (
+        f"{usage.model_calls} model calls, {usage.input_tokens} input tokens, {usage.output_tokens} output tokens"
+        + (f", {usage.cached_input_tokens} cached" if usage.cached_input_tokens else "")
+        + (f", {usage.reasoning_tokens} reasoning" if usage.reasoning_tokens else "")
+    )
+
+
+def _status(snapshot: AgentSnapshot) -> str:
+    state = snapshot.state
+    if state is None:
+        return "starting"
+    return state.status.value.replace("_", " ")
+
+
+def tool_call_rows(calls: Sequence[AgentToolCall]) -> Markup:
+    """The active turn's tool calls: effect, status, attempts, output or error."""
+    if not calls:
+        return Markup("")
+    rows = join(
+        render(
+            '<tr data-call="{call}"><td>{tool}</td><td>{effect}</td><td class="status">{status}</td><td>{attempts}</td>'
+            "<td><pre>{result}</pre></td></tr>",
+            call=call.tool_call_id,
+            tool=call.tool_name,
+            effect=call.policy.effect.value,
+            status=call.status.value,
+            attempts=call.attempts,
+            result=call.output or call.error or call.rejection_message or "",
+        )
+        for call in calls
+    )
+    return render(
+        '<h2>Tool calls of the running turn</h2><table id="tool-calls"><thead><tr><th>Tool</th><th>Effect</th>'
+        "<th>Status</th><th>Attempts</th><th>Output</th></tr></thead><tbody>{rows}</tbody></table>",
+        rows=rows,
+    )
+
+
+def panel(session_id: str, snapshot: AgentSnapshot, *, csrf: str) -> Markup:
+    """The session's state: status, turns, usage, pending approvals, the running turn's tool calls."""
+    state = snapshot.state
+    approvals = join(
+        approval_form(session_id, interrupt, csrf=csrf, return_to=f"/sessions/{session_id}")
+        for interrupt in snapshot.pending_interrupts
+    )
+    return render(
+        '<p>Status <span class="status" id="status">{status}</span> · turns <span id="turns">{turns}</span>'
+        " · queued messages {queued}{error}</p>"
+        '<p class="muted">Usage: <span id="usage">{usage}</span></p>'
+        '<div id="pending">{approvals}</div>{tools}',
+        status=_status(snapshot),
+        turns=0 if state is None else state.turn_count,
+        queued=snapshot.queued_message_count,
+        error=render(' · <span class="error">last turn failed: {e}</span>', e=state.last_turn_error)
+        if state is not None and state.last_turn_error
+        else Markup(""),
+        usage=usage_text(snapshot.usage),
+        approvals=approvals,
+        tools=tool_call_rows(snapshot.tool_calls),
+    )
+
+
+def _outcome(outcome: ToolOutcome) -> Markup:
+    extra = [f"{outcome.attempts} attempt{'s' if outcome.attempts != 1 else ''}"]
+    if outcome.approval is not None:
+        extra.append(f"approval {outcome.approval.value}" + (f" by {outcome.approver}" if outcome.approver else ""))
+    if outcome.rejection_message:
+        extra.append(f"reason: {outcome.rejection_message}")
+    if outcome.error:
+        extra.append(f"error: {outcome.error}")
+    return render(
+        '<li class="outcome" data-call="{call}">{tool} · {effect} · <b>{status}</b> · {extra}</li>',
+        call=outcome.tool_call_id,
+        tool=outcome.tool_name,
+        effect=outcome.effect.value,
+        status=outcome.status.value,
+        extra="; ".join(extra),
+    )
+
+
+def transcript(
+    session_id: str, messages: Sequence[AgentMessage], *, after: int, next_after: int | None, page_size: int
+) -> Markup:
+    """One page of stored messages, with links to the pages before and after it."""
+    items = join(
+        render(
+            '<div class="msg {role}" data-sequence="{seq}"><div class="role">#{seq} {turn} · {role}{tool}</div>'
+            "{text}{outcomes}</div>",
+            role=message.role.value,
+            seq=message.sequence,
+            turn=message.turn_id,
+            tool=f" · {message.tool_name}" if message.tool_name else "",
+            text=message.text or "",
+            outcomes=render("<ul>{items}</ul>", items=join(_outcome(o) for o in message.tool_outcomes))
+            if message.tool_outcomes
+            else Markup(""),
+        )
+        for message in messages
+    )
+    links: list[Markup] = []
+    qsid = quote(session_id, safe="")
+    if after > 0:
+        earlier = max(0, after - page_size)
+        links.append(render('<a href="/sessions/{qsid}?after={a}">earlier</a>', qsid=qsid, a=earlier))
+    if next_after is not None:
+        links.append(render('<a href="/sessions/{qsid}?after={a}">later</a>', qsid=qsid, a=next_after))
+    nav = render('<p class="muted">{links}</p>', links=Markup(" · ".join(links))) if links else Markup("")
+    return join([nav, items or Markup('<p class="muted">No messages yet.</p>'), nav])
+
+
+def session_actions(session_id: str, *, csrf: str) -> Markup:
+    """What a person can do to the session: send a message (steer and cancel join here once the API has them)."""
+    return render(
+        '<form method="post" action="/sessions/{qsid}/messages" id="send">{csrf}'
+        '<textarea name="text" placeholder="Message to the session"></textarea>'
+        '<p><button type="submit">Send</button></p></form>',
+        sid=session_id,
+        qsid=quote(session_id, safe=""),
+        csrf=csrf_field(csrf),
+    )
+
+
+@attrs.frozen(kw_only=True)
+class LiveStart:
+    """Where a session page's live stream starts."""
+
+    resume_token: str
+    """The event stream position to read after."""
+    shown_turns: int
+    """The turns the page shows committed: their events are not drawn again."""
+
+
+def session_page(
+    session_id: str,
+    snapshot: AgentSnapshot,
+    *,
+    messages: Markup,
+    latest: bool,
+    live: LiveStart,
+    csrf: str,
+    flow_type: str,
+    notice: str | None,
+) -> Markup:
+    """One session: its state, its transcript page, the live events, and the message box."""
+    events_url = f"/sessions/{quote(session_id, safe='')}/events?" + urlencode(
+        {"from": live.resume_token, "shown_turns": live.shown_turns}
+    )
+    body = render(
+        "<h1>Session {sid}</h1>"
+        '<section id="panel">{panel}</section>'
+        '<section><h2>Transcript</h2><div id="transcript" data-latest="{latest}">{messages}</div></section>'
+        '<section id="live" data-events="{events}" data-fragments="/sessions/{qsid}/fragments">'
+        '<h2>Live <span class="muted" id="live-state">connecting</span></h2><div class="events"></div></section>'
+        "<section><h2>Send a message</h2>{actions}</section>",
+        sid=session_id,
+        qsid=quote(session_id, safe=""),
+        panel=panel(session_id, snapshot, csrf=csrf),
+        latest="1" if latest else "0",
+        messages=messages,
+        events=events_url,
+        actions=session_actions(session_id, csrf=csrf),
+    )
+    return page(f"Session {session_id}", body, flow_type=flow_type, notice=notice)
+
+
+def error_page(title: str, message: str, *, flow_type: str) -> Markup:
+    """A page saying what went wrong."""
+    return page(title, render('<h1>{t}</h1><p class="error">{m}</p>', t=title, m=message), flow_type=flow_type)
+
+
+def _pretty_json(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text
+
+
+CONSOLE_JS = r"""
+"use strict";
+(function () {
+  // The Sessions and Approvals pages fetch their list again every few seconds, unless someone is typing in it.
+  for (const list of document.querySelectorAll("[data-poll]")) {
+    setInterval(async function () {
+      if (list.contains(document.activeElement)) { return; }
+      try {
+        const response = await fetch(list.dataset.poll, {credentials: "same-origin", cache: "no-store"});
+        if (response.ok) { list.innerHTML = (await response.json()).html; }  // server-rendered, escaped
+      } catch (error) { /* try again at the next tick */ }
+    }, Number(list.dataset.pollMs) || 5000);
+  }
+})();
+
+(function () {
+  const live = document.getElementById("live");
+  if (!live) { return; }
+  const events = live.querySelector(".events");
+  const state = document.getElementById("live-state");
+  const blocks = new Map();  // block key -> {attempt, el}
+  const tools = new Map();   // call id -> el
+  const seen = new Set();    // event ids already applied (a resumed stream never repeats one, but be sure)
+  let refreshing = null;
+
+  function add(cls, turn) {
+    const el = document.createElement("div");
+    el.className = cls;
+    el.dataset.turn = turn || "";
+    events.appendChild(el);
+    return el;
+  }
+
+  function refresh() {
+    if (refreshing) { return; }
+    refreshing = setTimeout(async function () {
+      refreshing = null;
+      try {
+        const response = await fetch(live.dataset.fragments, {credentials: "same-origin", cache: "no-store"});
+        if (!response.ok) { return; }
+        const parts = await response.json();
+        const panel = document.getElementById("panel");
+        if (panel.contains(document.activeElement)) { setTimeout(refresh, 1000); return; }  // someone is typing
+        panel.innerHTML = parts.panel;  // server-rendered, escaped
+        const transcript = document.getElementById("transcript");
+        if (transcript.dataset.latest === "1") { transcript.innerHTML = parts.transcript; }
+      } catch (error) { /* the next event refreshes again */ }
+    }, 150);
+  }
+
+  function forget(turn) {
+    for (const el of Array.from(events.children)) {
+      if (el.dataset.turn === turn) { el.remove(); }
+    }
+    for (const [key, block] of Array.from(blocks.entries())) {
+      if (block.el.dataset.turn === turn) { blocks.delete(key); }
+    }
+    for (const [call, el] of Array.from(tools.entries())) {
+      if (el.dataset.turn === turn) { tools.delete(call); }
+    }
+  }
+
+  function apply(update) {
+    switch (update.kind) {
+      case "text": {
+        let block = blocks.get(update.block);
+        if (!block) {
+          block = {attempt: update.attempt, el: add("text " + update.text_kind, update.turn)};
+          blocks.set(update.block, block);
+        }
+        if (update.attempt < block.attempt) { return; }  // a superseded attempt
+        if (update.attempt > block.attempt) { block.attempt = update.attempt; block.el.textContent = ""; }
+        block.el.dataset.attempt = String(update.attempt);
+        block.el.textContent += update.text;
+        break;
+      }
+      case "tool": {
+        let el = tools.get(update.call);
+        if (!el) { el = add("tool", update.turn); tools.set(update.call, el); }
+        if (update.effect) { el.dataset.effect = update.effect; }
+        el.dataset.status = update.status;
+        el.dataset.tool = update.tool;
+        el.textContent = "tool " + update.tool + " (" + update.call + ")" +
+          (el.dataset.effect ? " · " + el.dataset.effect : "") + " · " + update.status +
+          (update.status === "running" ? " · attempt " + update.attempt : "");
+        break;
+      }
+      case "usage": {
+        const usage = document.getElementById("usage");
+        if (usage) { usage.textContent = update.text; }
+        break;
+      }
+      case "committed": {
+        forget(update.turn);
+        add("note", "").textContent = update.text;
+        break;
+      }
+      default: {
+        const el = add("note" + (update.error ? " error" : ""), update.turn);
+        el.textContent = update.text;
+      }
+    }
+    if (update.refresh) { refresh(); }
+  }
+
+  const source = new EventSource(live.dataset.events);
+  source.addEventListener("open", function () { state.textContent = "live"; });
+  source.addEventListener("error", function () {
+    if (source.readyState !== EventSource.CLOSED) { state.textContent = "reconnecting"; }
+  });
+  source.addEventListener("problem", function (message) {
+    // Dex refused to read the stream (for example the session has ended): stop asking.
+    source.close();
+    state.textContent = "stopped: " + JSON.parse(message.data).error;
+  });
+  const log = [];  // what was applied, for people debugging the page (and for the tests)
+  let duplicates = 0;
+  source.addEventListener("agent", function (message) {
+    if (seen.has(message.lastEventId)) { duplicates += 1; return; }
+    seen.add(message.lastEventId);
+    const update = JSON.parse(message.data);
+    log.push({kind: update.kind, type: update.type, attempt: update.attempt, tool: update.tool || null,
+              status: update.status || null});
+    apply(update);
+  });
+  window.dexConsole = {source: source, log: log, duplicates: function () { return duplicates; }};
+})();
+"""
+"""The page script: the live stream (`dex_agents.console.live` says what each update means)."""

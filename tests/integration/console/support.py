@@ -1,0 +1,186 @@
+"""A console on fake Dex with an in-process Worker, and a headless Chromium to look at it.
+
+`console_stack` starts fake Dex, a Worker serving the Flow, and the console
+on a free loopback port (`serve_console`), all in the test's event loop.
+`chromium` launches Debian's Chromium (``/usr/bin/chromium``, which ``make``
+installs when it is missing) through Playwright; Playwright never downloads
+a browser of its own here.
+"""
+
+import asyncio
+import contextlib
+import io
+import os
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import attrs
+from playwright.async_api import BrowserContext, Page, async_playwright
+from rich.console import Console
+
+from dex_agents.cli.engine import open_engine
+from dex_agents.console.app import ConsoleBackend, build_console_app
+from dex_agents.console.security import ConsoleSecurity
+from dex_agents.console.server import serve_console
+from dex_agents.infrastructure.dex.client import AgentSessionClient
+from dex_agents.infrastructure.dex.flow import AgentSessionFlow
+from dex_agents.infrastructure.dex.session_index import SessionIndex
+
+CHROMIUM = os.environ.get("DEX_AGENTS_CHROMIUM", "/usr/bin/chromium")
+"""The browser the tests drive (Debian's ``chromium`` package)."""
+
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+"""Flags that make Chromium quiet and self-contained in a container (root, no GPU, no network of its own)."""
+
+ARTIFACTS = Path(os.environ.get("DEX_AGENTS_TEST_ARTIFACTS", "tmp/console-screenshots"))
+"""Where the tests' screenshots go (relative to the project root)."""
+
+
+@attrs.frozen(kw_only=True)
+class ConsoleStack:
+    """A running console and what it talks to."""
+
+    url: str
+    """The console's base URL."""
+    sessions: AgentSessionClient
+    """The session client the console uses."""
+    index: SessionIndex
+    """The console's session index."""
+
+
+@contextlib.asynccontextmanager
+async def console_stack(
+    flow: AgentSessionFlow,
+    tmp_path: Path,
+    *,
+    security: ConsoleSecurity | None = None,
+    suggested_message: str = "",
+) -> AsyncIterator[ConsoleStack]:
+    """Run fake Dex, a Worker for ``flow`` and the console on 127.0.0.1 while the block runs."""
+    quiet = Console(file=io.StringIO())
+    index = SessionIndex(tmp_path / "sessions.sqlite")
+    try:
+        async with open_engine(None, [flow], quiet) as engine, engine.worker():
+            sessions = AgentSessionClient(engine.client, flow, session_index=index)
+            backend = ConsoleBackend(sessions=sessions, index=index, suggested_message=suggested_message)
+            app = build_console_app(backend, security or ConsoleSecurity.for_bind("127.0.0.1"))
+            async with serve_console(app, "127.0.0.1", 0) as url:
+                yield ConsoleStack(url=url, sessions=sessions, index=index)
+    finally:
+        index.close()
+
+
+@contextlib.asynccontextmanager
+async def chromium(tmp_path: Path) -> AsyncIterator[BrowserContext]:
+    """Launch headless Chromium with a fresh profile (its own ``--user-data-dir``)."""
+    if not Path(CHROMIUM).exists() and shutil.which("chromium") is None:
+        raise RuntimeError(f"no Chromium at {CHROMIUM}: `make check` installs Debian's chromium package")
+    profile = tmp_path / "chromium-profile"
+    async with async_playwright() as playwright:
+        context = await playwright.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
+        )
+        try:
+            yield context
+        finally:
+            await context.close()
+
+
+async def screenshot(page: Page, name: str) -> Path:
+    """Save a full-page screenshot under `ARTIFACTS` and return its path."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    await page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+@attrs.frozen(kw_only=True)
+class RawResponse:
+    """What `raw_request` read."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+def _split_url(url: str) -> tuple[str, int]:
+    host, _, port = url.removeprefix("http://").rpartition(":")
+    return host, int(port)
+
+
+async def raw_request(
+    url: str, method: str, path: str, *, headers: dict[str, str] | None = None, body: bytes = b""
+) -> RawResponse:
+    """One HTTP/1.1 request on its own connection, without cookies or any browser rule (an attacker's view)."""
+    host, port = _split_url(url)
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        fields = {"Host": f"{host}:{port}", "Connection": "close", "Content-Length": str(len(body)), **(headers or {})}
+        lines = [f"{method} {path} HTTP/1.1", *(f"{name}: {value}" for name, value in fields.items())]
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+        await writer.drain()
+        data = await asyncio.wait_for(reader.read(), 30)
+    finally:
+        writer.close()
+    head, _, rest = data.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    parsed = {name.lower(): value.strip() for name, _, value in (h.partition(":") for h in header_lines)}
+    return RawResponse(status=int(status_line.split()[1]), headers=parsed, body=rest)
+
+
+@attrs.frozen(kw_only=True)
+class SseEvent:
+    """One Server-Sent Event."""
+
+    id: str | None
+    event: str | None
+    data: str
+
+
+async def read_sse(
+    url: str, path: str, *, count: int, headers: dict[str, str] | None = None, stop: str | None = None
+) -> list[SseEvent]:
+    """Read ``count`` ``agent`` events (or up to one whose data contains ``stop``) from an event stream."""
+    host, port = _split_url(url)
+    reader, writer = await asyncio.open_connection(host, port)
+    events: list[SseEvent] = []
+    try:
+        lines = [f"GET {path} HTTP/1.1", f"Host: {host}:{port}", "Accept: text/event-stream"]
+        lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+        await writer.drain()
+        await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+        fields: dict[str, str] = {}
+        while len(events) < count:
+            raw = await asyncio.wait_for(reader.readline(), 30)
+            line = raw.decode().rstrip("\r\n")
+            if _is_chunk_size(line):
+                continue
+            if line == "":
+                if fields.get("event") == "agent":
+                    event = SseEvent(id=fields.get("id"), event="agent", data=fields.get("data", ""))
+                    events.append(event)
+                    if stop is not None and stop in event.data:
+                        break
+                fields = {}
+                continue
+            name, _, value = line.partition(":")
+            if name:
+                fields[name] = value.removeprefix(" ")
+    finally:
+        writer.close()
+    return events
+
+
+def _is_chunk_size(line: str) -> bool:
+    """A line of the chunked transfer encoding (hex size), not of the event stream."""
+    return bool(line) and ":" not in line and all(ch in "0123456789abcdefABCDEF" for ch in line)

@@ -1,0 +1,212 @@
+"""The console's parts without a server: live updates, escaping, access rules, the session index."""
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from starlette.types import Message, Receive, Scope, Send
+
+from dex_agents.console import html as views
+from dex_agents.console.app import decode_event_id, encode_event_id
+from dex_agents.console.live import live_update, skip_event
+from dex_agents.console.security import (
+    TOKEN_ENV,
+    ConsoleConfigError,
+    ConsoleSecurity,
+    SecurityMiddleware,
+    is_loopback,
+)
+from dex_agents.domain.events import AgentEvent, text_delta, tool_call_finished, turn_committed
+from dex_agents.domain.messages import AgentMessage, MessageRole
+from dex_agents.domain.tools import ToolCallStatus
+from dex_agents.infrastructure.dex.session_index import SessionIndex
+
+
+def _event(body: object, *, turn: str | None = "turn-2", step: str = "RunModel-4", attempt: int = 1) -> AgentEvent:
+    return AgentEvent.enveloped(body, turn_id=turn, step_execution_id=step, attempt=attempt)  # type: ignore[arg-type]
+
+
+def test_text_of_one_step_execution_shares_a_block_whatever_the_attempt_and_names_its_attempt() -> None:
+    first = live_update(_event(text_delta("Hel"), attempt=1))
+    retry = live_update(_event(text_delta("Hello"), attempt=2))
+    other_step = live_update(_event(text_delta("x"), step="RunModel-5"))
+    assert first["block"] == retry["block"] == "turn-2|RunModel-4|text"
+    assert (first["attempt"], retry["attempt"]) == (1, 2)
+    assert other_step["block"] != first["block"]
+
+
+def test_a_finished_tool_call_and_a_committed_turn_ask_the_page_to_refresh() -> None:
+    finished = live_update(_event(tool_call_finished("call-1", "refund_order", ToolCallStatus.SUCCEEDED)))
+    assert finished == {
+        "type": "tool_call_finished",
+        "turn": "turn-2",
+        "step": "RunModel-4",
+        "attempt": 1,
+        "refresh": True,
+        "kind": "tool",
+        "call": "call-1",
+        "tool": "refund_order",
+        "status": "succeeded",
+    }
+    committed = live_update(_event(turn_committed(failed_with=None, message_count=5)))
+    assert committed["kind"] == "committed"
+    assert committed["refresh"] is True
+
+
+def test_events_of_turns_the_page_shows_committed_are_skipped() -> None:
+    assert skip_event(_event(text_delta("a"), turn="turn-2"), shown_turns=2)
+    assert not skip_event(_event(text_delta("a"), turn="turn-3"), shown_turns=2)
+    assert not skip_event(_event(text_delta("a"), turn=None), shown_turns=2)
+
+
+def test_every_value_is_escaped_unless_it_is_markup_built_by_the_console() -> None:
+    hostile = '<script>alert("x")</script>\'&'
+    assert views.esc(hostile) == "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&#x27;&amp;"
+    assert views.render("<p>{v}</p>", v=hostile) == f"<p>{views.esc(hostile)}</p>"
+    assert views.render("<p>{v}</p>", v=views.Markup("<b>ok</b>")) == "<p><b>ok</b></p>"
+
+
+def test_a_transcript_shows_message_text_escaped() -> None:
+    message = AgentMessage(
+        sequence=1, turn_id="turn-1", role=MessageRole.USER, framework_item="{}", text="<img src=x onerror=alert(1)>"
+    )
+    shown = views.transcript("s-1", [message], after=0, next_after=None, page_size=50)
+    assert "<img" not in shown
+    assert "&lt;img src=x onerror=alert(1)&gt;" in shown
+
+
+def test_event_ids_round_trip_any_resume_token() -> None:
+    for token in ("", "abc", "line\nbreak\r\x00", "ünï/+="):
+        encoded = encode_event_id(token)
+        assert "\n" not in encoded
+        assert decode_event_id(encoded) == token
+    assert decode_event_id("%%%not base64") == ""
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.3.4.5", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("192.168.1.20", False),
+        ("example.org", False),
+    ],
+)
+def test_loopback_hosts_are_recognised(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+def test_a_bind_that_is_not_loopback_needs_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    assert ConsoleSecurity.for_bind("127.0.0.1").token is None
+    with pytest.raises(ConsoleConfigError, match="needs a token"):
+        ConsoleSecurity.for_bind("0.0.0.0")
+    with pytest.raises(ConsoleConfigError, match="blank"):
+        ConsoleSecurity.for_bind("0.0.0.0", token="  ")
+    assert ConsoleSecurity.for_bind("0.0.0.0", token="t").token == "t"
+    monkeypatch.setenv(TOKEN_ENV, "from-env")
+    assert ConsoleSecurity.for_bind("0.0.0.0").token == "from-env"
+
+
+async def _call(security: ConsoleSecurity, method: str, path: str, query: str = "", **headers: str) -> list[Message]:
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        await asyncio.sleep(0)
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope: Scope = {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "query_string": query.encode(),
+        "scheme": "http",
+        "headers": [
+            (k.replace("_", "-").encode(), v.encode()) for k, v in {"host": "127.0.0.1:8810", **headers}.items()
+        ],
+    }
+    await SecurityMiddleware(app, security)(scope, receive, send)
+    return sent
+
+
+async def test_with_a_token_every_request_must_carry_it() -> None:
+    security = ConsoleSecurity.for_bind("0.0.0.0", token="s3cret")
+    assert (await _call(security, "GET", "/"))[0]["status"] == 401
+    assert (await _call(security, "GET", "/", "token=wrong"))[0]["status"] == 401
+    assert (await _call(security, "GET", "/", authorization="Bearer s3cret"))[0]["status"] == 200
+    assert (await _call(security, "GET", "/", cookie="dex_console_token=s3cret"))[0]["status"] == 401  # not the digest
+    opened = (await _call(security, "GET", "/sessions/a", "token=s3cret&after=3"))[0]
+    assert opened["status"] == 303
+    headers = dict(opened["headers"])
+    assert headers[b"location"] == b"/sessions/a?after=3"
+    cookie = headers[b"set-cookie"].decode()
+    assert "s3cret" not in cookie
+    assert "HttpOnly" in cookie
+    assert "SameSite=Strict" in cookie
+    value = cookie.split(";")[0]
+    assert (await _call(security, "GET", "/", cookie=value))[0]["status"] == 200
+    assert (await _call(security, "POST", "/sessions", "token=s3cret"))[0]["status"] == 401  # never on a POST
+
+
+async def test_without_a_token_only_loopback_host_names_are_answered() -> None:
+    security = ConsoleSecurity.for_bind("127.0.0.1")
+    assert (await _call(security, "GET", "/"))[0]["status"] == 200
+    assert (await _call(security, "GET", "/", host="localhost:8810"))[0]["status"] == 200
+    assert (await _call(security, "GET", "/", host="attacker.example:8810"))[0]["status"] == 403
+
+
+async def test_cross_site_posts_are_refused() -> None:
+    security = ConsoleSecurity.for_bind("127.0.0.1")
+    assert (await _call(security, "POST", "/sessions", sec_fetch_site="cross-site"))[0]["status"] == 403
+    assert (await _call(security, "POST", "/sessions", sec_fetch_site="same-site"))[0]["status"] == 403
+    assert (await _call(security, "POST", "/sessions", origin="http://evil.example"))[0]["status"] == 403
+    same = await _call(security, "POST", "/sessions", origin="http://127.0.0.1:8810", sec_fetch_site="same-origin")
+    assert same[0]["status"] == 200
+    assert security.check_csrf(security.csrf_token)
+    assert not security.check_csrf(None)
+    assert not ConsoleSecurity.for_bind("127.0.0.1").check_csrf(security.csrf_token)  # another process's secret
+
+
+def test_the_session_index_keeps_each_session_once_newest_first_across_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "sessions.sqlite"
+    index = SessionIndex(path)
+    index.record("OrderAgent", "a")
+    index.record("OrderAgent", "b")
+    index.record("OrderAgent", "a")
+    index.record("Other", "c")
+    index.close()
+    reopened = SessionIndex(path)
+    try:
+        assert [entry.session_id for entry in reopened.sessions("OrderAgent")] == ["b", "a"]
+        assert [entry.session_id for entry in reopened.sessions("Other")] == ["c"]
+    finally:
+        reopened.close()
+
+
+def test_a_transcript_page_links_the_pages_before_and_after_it() -> None:
+    shown = views.transcript("s 1", [], after=60, next_after=110, page_size=50)
+    assert '<a href="/sessions/s%201?after=10">earlier</a>' in shown
+    assert '<a href="/sessions/s%201?after=110">later</a>' in shown
+    first = views.transcript("s", [], after=0, next_after=None, page_size=50)
+    assert "earlier" not in first
+    assert "later" not in first
+
+
+def test_a_session_id_is_escaped_in_text_and_quoted_in_links() -> None:
+    row = views.SessionRow(
+        session_id='"><script>x</script>', status="s", turn_count=1, pending_approvals=0, last_activity=None
+    )
+    shown = views.sessions_table([row])
+    assert "<script>" not in shown
+    assert 'href="/sessions/%22%3E%3Cscript%3Ex%3C%2Fscript%3E"' in shown
