@@ -39,10 +39,17 @@ from dex_agents.cli.terminal import FixedApprover, PromptApprover, TerminalLines
 from dex_agents.cli.views import render_snapshot
 from dex_agents.domain.events import AgentEvent, ToolCallStartedPayload
 from dex_agents.domain.snapshot import AgentSnapshot
+from dex_agents.infrastructure.dex.container import WorkerMode, free_loopback_address
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 from dex_agents.testing.fake_dex import FakeDex
 from dex_agents.testing.probes import wait_until
-from dex_agents.testing.stack import READY_FILE_ENV, SERVER_ADDRESS_ENV, WorkerProcess
+from dex_agents.testing.stack import (
+    LISTEN_ADDRESS_ENV,
+    READY_FILE_ENV,
+    SERVER_ADDRESS_ENV,
+    WORKER_MODE_ENV,
+    WorkerProcess,
+)
 
 SESSION_ID = "order-session-7"
 """The demo's session ID."""
@@ -343,7 +350,8 @@ async def run_demo(console: Console, *, answer: bool | None, crash: bool) -> Non
         work_dir = Path(tmp)
         state = work_dir / "shop"
         state.mkdir()
-        env = {STATE_ENV: str(state)}
+        listen = free_loopback_address()  # the faster mode: fake Dex calls the Worker children here
+        env = {STATE_ENV: str(state), WORKER_MODE_ENV: WorkerMode.LISTEN.value, LISTEN_ADDRESS_ENV: listen}
         if crash:
             env[CRASH_ENV] = "1"
         try:
@@ -357,7 +365,16 @@ async def run_demo(console: Console, *, answer: bool | None, crash: bool) -> Non
                     from dex_agents.cli.order_agent import build_order_flow
 
                     flow = build_order_flow()
-                    engine = await stack.enter_async_context(open_engine(fake.address, [flow], console, embedded=True))
+                    engine = await stack.enter_async_context(
+                        open_engine(
+                            fake.address,
+                            [flow],
+                            console,
+                            embedded=True,
+                            worker_mode=WorkerMode.LISTEN,
+                            listen_address=listen,
+                        )
+                    )
                     await supervisor.wait_serving(worker)
                 demo = Demo(console, engine, flow, supervisor, state)
                 stack.push_async_callback(demo.cancel_crash)  # runs before the Workers are stopped
