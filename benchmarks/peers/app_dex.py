@@ -119,6 +119,8 @@ class _DexRunner(Runner):
         self._cache_dir = tempfile.mkdtemp(prefix="peerbench-dex-client-")
         self.worker_mode = WorkerMode.LISTEN
         self.listen_address = DEFAULT_LISTEN_ADDRESS
+        self.turn_events: collections.Counter[str] = collections.Counter()
+        """Live events (Stream frames) the last followed turn wrote, by type."""
 
     def _choose_mode(self, args: argparse.Namespace) -> None:
         self.worker_mode = default_worker_mode()
@@ -149,10 +151,12 @@ class _DexRunner(Runner):
         """Read live events from ``token`` until this turn's ``turn_completed``; return the new token."""
         assert self._sessions is not None
         started = False
+        self.turn_events = collections.Counter()
         while True:
             message = await self._sessions.read_agent_event(session_id, token, long_poll=EVENT_WAIT)
             token = message.resume_token
             kind = message.event.type
+            self.turn_events[kind.value] += 1
             if kind == AgentEventType.TURN_STARTED:
                 started = True
             elif started and kind == AgentEventType.TURN_COMPLETED:
@@ -199,6 +203,9 @@ class _DexRunner(Runner):
             "history_bytes": sum(event.ByteSize() for event in events),
             "state_bytes": state_bytes,
             "state_attributes": attributes,
+            "live_events": sum(self.turn_events.values()),
+            "live_event_types": dict(self.turn_events),
+            "worker_mode": self.worker_mode.value,
         }
 
 

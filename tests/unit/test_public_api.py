@@ -21,6 +21,8 @@ EXPECTED = {
     "TURN_FAILURE_NOTE_FOOTER", "TURN_FAILURE_NOTE_HEADER", "TurnResult", "TurnStatus", "turn_result",
     # reconciling unknown outcomes: the optional probe of the runner contract and what the model reads
     "NOT_APPLIED_TOOL_RESULT", "ReconcileResult", "ReconcileVerdict", "ToolCallReconciler",
+    # Worker modes (issue 14): pull or listening Workers, and waiting until one serves
+    "WorkerMode", "wait_worker_serving",
 }  # fmt: skip
 
 

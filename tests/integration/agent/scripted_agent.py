@@ -37,6 +37,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from dex_agents import (
     DEFAULT_EVENT_STREAM_CAPACITY_BYTES,
     AgentSessionFlow,
@@ -65,6 +67,7 @@ HEARTBEAT_ENV = "AGENT_TEST_HEARTBEAT_SECONDS"
 EVENT_CAPACITY_ENV = "AGENT_TEST_EVENT_CAPACITY_BYTES"
 WORKER_SLOTS_ENV = "AGENT_TEST_WORKER_SLOTS"
 KILL_POINT_ENV = "AGENT_TEST_KILL_POINT"
+COALESCE_ENV = "AGENT_TEST_DELTA_COALESCE_SECONDS"
 FLOW_TYPE = "ScriptedAgent"
 BREAK_BUILD = "[break build_user_message]"
 WRONG_ROLE = "[build with the assistant role]"
@@ -315,6 +318,9 @@ def build_flow() -> AgentSessionFlow:
         interrupt_deadline=None if deadline is None else timedelta(seconds=float(deadline)),
         event_stream_capacity_bytes=DEFAULT_EVENT_STREAM_CAPACITY_BYTES if capacity is None else int(capacity),
     )
+    coalesce = os.environ.get(COALESCE_ENV)
+    if coalesce is not None:
+        options = attrs.evolve(options, delta_coalesce_window=float(coalesce))
     heartbeat = os.environ.get(HEARTBEAT_ENV)
     if os.environ.get(KILL_POINT_ENV):
         return KillPointFlow(ScriptedAgentRunner(), flow_type=FLOW_TYPE, options=options)
