@@ -1,7 +1,9 @@
 """``dex-agents demo``: the order agent as one durable session, from the first event to the snapshot.
 
 The demo starts fake Dex in this process and the order agent's Worker
-(`dex_agents.cli.demo_worker`) as a child process in its own process group,
+(`dex_agents.cli.demo_worker`) as a child process in its own process group
+(a listening Worker on a free loopback port, the faster mode; its replacement
+after ``--crash`` binds the same address),
 starts session ``order-session-7`` with "Refund order 7 and tell the
 customer.", and draws its live events. The refund waits for approval: the
 demo asks at the terminal, or answers ``--yes`` / ``--no`` (no on a standard
