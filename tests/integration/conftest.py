@@ -31,7 +31,7 @@ WORKER_MODES_ENV = "DEX_AGENTS_TEST_WORKER_MODES"
 
 _BOTH_MODES_MODULES = ("test_single_attempt_kills", "test_reconcile_kills")
 """Modules whose every case also runs with pull Workers: the kill tests."""
-_BOTH_MODES_WORDS = ("kill", "crash", "dies", "restart")
+_BOTH_MODES_WORDS = ("kill", "crash", "dies", "restart", "replace")
 """Cases whose name has one of these also run with pull Workers (the kill tests of other modules)."""
 
 
@@ -40,7 +40,9 @@ def _worker_modes(metafunc: pytest.Metafunc) -> list[str]:
     if given:
         return [mode.strip() for mode in given.split(",") if mode.strip()]
     name = metafunc.function.__name__
-    module = metafunc.module.__name__.rpartition(".")[2]
+    package, _, module = metafunc.module.__name__.rpartition(".")
+    if not package.endswith((".agent", ".pydantic_ai")):
+        return [WorkerMode.LISTEN.value]  # no AgentTestStack: the CLI picks its own mode, fake Dex tests their own
     both = module in _BOTH_MODES_MODULES or any(word in name for word in _BOTH_MODES_WORDS)
     return [WorkerMode.LISTEN.value, WorkerMode.PULL.value] if both else [WorkerMode.LISTEN.value]
 
