@@ -16,6 +16,10 @@ charges that tail to the turn (see ``docs/benchmarks.md``).
   plus a CPU probe) and the dex Worker (``python -m benchmarks.peers.dex_worker``, i.e.
   ``run_agent_worker``) each in its own child process; the Client in the worker process.
 - ``dex-inproc``: fake Dex, the ``AsyncWorker`` and the Client in the worker process.
+
+Both use a listening Worker on a free loopback port (`WorkerMode.LISTEN`, the faster mode:
+fake Dex calls it once per task); ``DEX_AGENTS_WORKER_MODE=pull`` in the environment measures pull
+Workers instead.
 """
 
 import argparse
@@ -44,10 +48,19 @@ from dex_agents import (
     CompactionPolicy,
     ToolEffect,
     ToolPolicy,
+    WorkerMode,
+    wait_worker_serving,
 )
 from dex_agents.adapters.pydantic_ai import pydantic_ai_session_flow
+from dex_agents.infrastructure.dex.container import DEFAULT_LISTEN_ADDRESS, free_loopback_address
 from dex_agents.testing.fake_dex import EXECUTE_COMPLETED_EVENT, FakeDex, read_history_events, step_history
-from dex_agents.testing.stack import READY_FILE_ENV, SERVER_ADDRESS_ENV
+from dex_agents.testing.stack import (
+    LISTEN_ADDRESS_ENV,
+    READY_FILE_ENV,
+    SERVER_ADDRESS_ENV,
+    WORKER_MODE_ENV,
+    default_worker_mode,
+)
 
 FLOW_TYPE = "PeerBenchAgent"
 MAX_CONCURRENT_TASKS = DEX_TASK_SLOTS
@@ -114,6 +127,15 @@ class _DexRunner(Runner):
         self._session_id: str | None = None
         self._token = ""
         self._cache_dir = tempfile.mkdtemp(prefix="peerbench-dex-client-")
+        self.worker_mode = WorkerMode.LISTEN
+        self.listen_address = DEFAULT_LISTEN_ADDRESS
+        self.turn_events: collections.Counter[str] = collections.Counter()
+        """Live events (Stream frames) the last followed turn wrote, by type."""
+
+    def _choose_mode(self, args: argparse.Namespace) -> None:
+        self.worker_mode = default_worker_mode()
+        if self.worker_mode is WorkerMode.LISTEN:
+            self.listen_address = free_loopback_address()
 
     def _open_client(self) -> AgentSessionClient:
         self._container = AgentContainer.build(
@@ -122,6 +144,8 @@ class _DexRunner(Runner):
             blob_cache_directory=os.path.join(self._cache_dir, "client"),
             max_concurrent_tasks=MAX_CONCURRENT_TASKS,
             stop_drain_seconds=1,
+            worker_mode=self.worker_mode,
+            listen_address=self.listen_address,
         )
         self._client = self._container.client()
         self._sessions = AgentSessionClient(self._client, self.flow)
@@ -137,10 +161,12 @@ class _DexRunner(Runner):
         """Read live events from ``token`` until this turn's ``turn_completed``; return the new token."""
         assert self._sessions is not None
         started = False
+        self.turn_events = collections.Counter()
         while True:
             message = await self._sessions.read_agent_event(session_id, token, long_poll=EVENT_WAIT)
             token = message.resume_token
             kind = message.event.type
+            self.turn_events[kind.value] += 1
             if kind == AgentEventType.TURN_STARTED:
                 started = True
             elif started and kind == AgentEventType.TURN_COMPLETED:
@@ -187,6 +213,9 @@ class _DexRunner(Runner):
             "history_bytes": sum(event.ByteSize() for event in events),
             "state_bytes": state_bytes,
             "state_attributes": attributes,
+            "live_events": sum(self.turn_events.values()),
+            "live_event_types": dict(self.turn_events),
+            "worker_mode": self.worker_mode.value,
         }
 
 
@@ -196,6 +225,7 @@ class DexInProcessRunner(_DexRunner):
     name = "dex-inproc"
 
     async def start(self, args: argparse.Namespace) -> None:
+        self._choose_mode(args)
         self._fake = FakeDex()
         await self._fake.start()
         self.address = self._fake.address
@@ -203,7 +233,7 @@ class DexInProcessRunner(_DexRunner):
         assert self._container is not None
         self._worker = self._container.worker()
         self._serving = asyncio.create_task(self._worker.start())
-        await self._worker.wait_pull_registered(timeout=30)
+        await wait_worker_serving(self._worker, self._serving)
 
     async def stop(self) -> None:
         await self._close_client()
@@ -267,6 +297,7 @@ class DexProcessRunner(_DexRunner):
     name = "dex"
 
     async def start(self, args: argparse.Namespace) -> None:
+        self._choose_mode(args)
         self._server = _Child("server", os.path.join(args.workdir, "dex-fake-server.log"))
         self._worker = _Child("worker", os.path.join(args.workdir, "dex-worker.log"))
         await self._server.spawn("benchmarks.peers.fake_dex_server", "--port", "0", stdout=asyncio.subprocess.PIPE)
@@ -280,7 +311,12 @@ class DexProcessRunner(_DexRunner):
         ready.unlink(missing_ok=True)
         await self._worker.spawn(
             "benchmarks.peers.dex_worker",
-            env={SERVER_ADDRESS_ENV: self.address, READY_FILE_ENV: str(ready)},
+            env={
+                SERVER_ADDRESS_ENV: self.address,
+                READY_FILE_ENV: str(ready),
+                WORKER_MODE_ENV: self.worker_mode.value,
+                LISTEN_ADDRESS_ENV: self.listen_address,
+            },
         )
         for _ in range(600):
             if ready.exists():

@@ -131,7 +131,17 @@ def summarize_results(results: dict[str, Any], configs: Sequence[str], shapes: S
                 "recorded_steps": recorded,
                 "steps_ok": d.get("steps_ok"),
                 "steps_text": d.get("steps_text"),
-                "describe": {key: d.get(key) for key in ("model_steps", "tool_steps", "step_names")},
+                "describe": {
+                    key: d.get(key)
+                    for key in (
+                        "model_steps",
+                        "tool_steps",
+                        "step_names",
+                        "live_events",
+                        "live_event_types",
+                        "worker_mode",
+                    )
+                },
                 "cpu_turn": cpu,
                 "cpu_per_step": {role: (v / steps if v is not None else None) for role, v in cpu.items()},
                 "cpu_call_median": statistics.median(s["cpu"] for s in xs),
@@ -356,6 +366,12 @@ def render_markdown(
         for c, row in records:
             names = row.get("describe", {}).get("step_names") or {}
             text = ", ".join(f"{n} `{name}`" for name, n in names.items())
+            events = row.get("describe", {}).get("live_events")
+            if events:
+                types = row["describe"].get("live_event_types") or {}
+                deltas = types.get("text_delta", 0) + types.get("reasoning_delta", 0)
+                mode = row["describe"].get("worker_mode", "pull")
+                text += f"; {events} live events (Stream frames) in the turn, {deltas} of them deltas; {mode} Worker"
             lines.append(f"- {c}: {text}")
         lines.append("")
 

@@ -238,7 +238,7 @@ from dex_agents.infrastructure.dex.client import (
     SessionUnavailableError,
 )
 from dex_agents.infrastructure.dex.codec import codec_registry
-from dex_agents.infrastructure.dex.container import AgentContainer
+from dex_agents.infrastructure.dex.container import AgentContainer, WorkerMode, wait_worker_serving
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 from dex_agents.infrastructure.dex.persistence import (
     AGENT_EVENTS_STREAM_NAME,
@@ -340,6 +340,7 @@ __all__ = [
     "TurnCompleted",
     "TurnResult",
     "TurnStatus",
+    "WorkerMode",
     "build_turn_failure_note",
     "codec_registry",
     "describe_tool_call_outcome",
@@ -347,4 +348,5 @@ __all__ = [
     "is_approval_required",
     "message_sequence_key",
     "turn_result",
+    "wait_worker_serving",
 ]

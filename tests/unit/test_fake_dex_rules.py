@@ -1,5 +1,7 @@
 """Fake Dex's pure rules outside condition matching: back-off, ID reuse, Worker targets, history pages."""
 
+import asyncio
+
 import grpc  # type: ignore[import-untyped]
 import pytest
 from dex.dexpb import dex_pb2 as pb
@@ -122,3 +124,40 @@ def test_a_stream_trims_from_ninety_to_eighty_percent_and_rejects_a_write_past_c
     with pytest.raises(ServiceError) as too_large:
         streams.append("T", "s", 0, "f", pb.Value(string_value="z" * 102_400), "s0000011", 0.0)
     assert too_large.value.code is grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_a_stream_shared_by_many_flows_reads_pages_and_trims_each_flow_in_its_own_order() -> None:
+    streams = Streams(CONFIG)
+    value = pb.Value(string_value="x" * 77)
+    capacity = 60_000
+    for index in range(120):
+        streams.append("T", "s", capacity, f"f{index % 3}", value, f"s{index:07d}", 0.0)
+    kept = {flow: streams.entries("T", "s", flow) for flow in ("f0", "f1", "f2")}
+    assert sum(len(entries) for entries in kept.values()) < 120  # trimmed, oldest first across all flows
+    for flow, entries in kept.items():
+        sequences = [entry.sequence for entry in entries]
+        assert sequences == sorted(sequences)
+        assert all(entry.flow_id == flow for entry in entries)
+        assert sequences[-1] >= 118  # the newest of each flow is kept
+    f1 = kept["f1"]
+    middle = f1[len(f1) // 2]
+    found = await streams.read("T", "s", "f1", str(middle.sequence), 0)
+    assert found == f1[len(f1) // 2 + 1]
+    assert await streams.read("T", "s", "f1", str(f1[-1].sequence), 0) is None
+    assert await streams.read("T", "s", "f1", "", 0) == f1[0]
+    assert await streams.read("T", "s", "nobody", "", 0) is None
+    page, token = streams.page("T", "s", "f1", 3, "")
+    assert page == list(reversed(f1[-3:]))
+    assert token == str(f1[-3].sequence)
+
+
+async def test_a_stream_read_waits_for_its_own_flow_and_not_for_another() -> None:
+    streams = Streams(CONFIG)
+    value = pb.Value(string_value="v")
+    reading = asyncio.create_task(streams.read("T", "s", "mine", "", 30))
+    await asyncio.sleep(0)
+    streams.append("T", "s", 0, "other", value, "#A-1", 0.0)
+    await asyncio.sleep(0)
+    assert not reading.done()
+    entry = streams.append("T", "s", 0, "mine", value, "#A-2", 0.0)
+    assert await asyncio.wait_for(reading, 5) == entry

@@ -27,6 +27,8 @@ EXPECTED = {
     # steering and cancelling a running turn (issue 15)
     "CANCELLED_TOOL_RESULT", "CancelTurnRequest", "MessageDelivery", "SteeredLanding", "TURN_CANCELLED_NOTE_HEADER",
     "TurnCancelRequest",
+    # Worker modes (issue 14): pull or listening Workers, and waiting until one serves
+    "WorkerMode", "wait_worker_serving",
 }  # fmt: skip
 
 

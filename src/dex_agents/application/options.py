@@ -16,6 +16,12 @@ DEFAULT_EVENT_STREAM_CAPACITY_BYTES = 10 * 1024 * 1024
 DEFAULT_MAX_EVENT_BYTES = 64 * 1024
 """Default limit of one live event as stored (64 KiB; real Dex refuses Stream messages over 100 KiB)."""
 
+DEFAULT_DELTA_COALESCE_WINDOW = timedelta(milliseconds=40)
+"""Default time text and reasoning deltas are held to be written as one live event."""
+
+DEFAULT_DELTA_COALESCE_BYTES = 2048
+"""Default size (UTF-8 bytes of text) at which held deltas are written at once."""
+
 MIN_TEXT_LIMIT_BYTES = 1024
 """The smallest text limit an option accepts (room for a truncation notice)."""
 
@@ -34,6 +40,20 @@ def _check_deadline(
 def _check_capacity(_instance: object, _attribute: "attrs.Attribute[int]", value: int) -> None:
     if value <= 0:
         raise ValueError(f"event_stream_capacity_bytes must be positive, got {value!r}")
+
+
+def _window(value: timedelta | float) -> timedelta:
+    return value if isinstance(value, timedelta) else timedelta(seconds=value)
+
+
+def _check_window(_instance: object, _attribute: "attrs.Attribute[timedelta]", value: timedelta) -> None:
+    if value < timedelta(0):
+        raise ValueError(f"delta_coalesce_window must not be negative (0 turns coalescing off), got {value!r}")
+
+
+def _check_coalesce_bytes(_instance: object, _attribute: "attrs.Attribute[int]", value: int) -> None:
+    if value <= 0:
+        raise ValueError(f"delta_coalesce_bytes must be positive, got {value!r}")
 
 
 def _check_text_limit(_instance: object, attribute: "attrs.Attribute[int]", value: int) -> None:
@@ -70,3 +90,11 @@ class AgentSessionOptions:
     """Limit of one live event's payload, as JSON: longer text deltas are split, other long texts cut with a marker."""
     compaction: CompactionPolicy = attrs.field(factory=CompactionPolicy)
     """When the model's context is compacted into a summary, and what is kept verbatim."""
+    delta_coalesce_window: timedelta = attrs.field(
+        default=DEFAULT_DELTA_COALESCE_WINDOW, converter=_window, validator=_check_window
+    )
+    """How long a Step attempt holds text and reasoning deltas to write them as one live event (seconds or a
+    `timedelta`); held deltas are also written at ``delta_coalesce_bytes``, before any other event and at the end of
+    the Step. ``0`` writes every delta as it comes."""
+    delta_coalesce_bytes: int = attrs.field(default=DEFAULT_DELTA_COALESCE_BYTES, validator=_check_coalesce_bytes)
+    """Size of held delta text (UTF-8 bytes) at which it is written at once."""

@@ -1,7 +1,9 @@
 """``dex-agents demo``: the order agent as one durable session, from the first event to the snapshot.
 
 The demo starts fake Dex in this process and the order agent's Worker
-(`dex_agents.cli.demo_worker`) as a child process in its own process group,
+(`dex_agents.cli.demo_worker`) as a child process in its own process group
+(a listening Worker on a free loopback port, the faster mode; its replacement
+after ``--crash`` binds the same address),
 starts session ``order-session-7`` with "Refund order 7 and tell the
 customer.", and draws its live events. The refund waits for approval: the
 demo asks at the terminal, or answers ``--yes`` / ``--no`` (no on a standard
@@ -55,10 +57,17 @@ from dex_agents.cli.terminal import FixedApprover, PromptApprover, TerminalLines
 from dex_agents.cli.views import render_snapshot
 from dex_agents.domain.events import AgentEvent, ToolCallStartedPayload
 from dex_agents.domain.snapshot import AgentSnapshot
+from dex_agents.infrastructure.dex.container import WorkerMode, free_loopback_address
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 from dex_agents.testing.fake_dex import FakeDex
 from dex_agents.testing.probes import wait_until
-from dex_agents.testing.stack import READY_FILE_ENV, SERVER_ADDRESS_ENV, WorkerProcess
+from dex_agents.testing.stack import (
+    LISTEN_ADDRESS_ENV,
+    READY_FILE_ENV,
+    SERVER_ADDRESS_ENV,
+    WORKER_MODE_ENV,
+    WorkerProcess,
+)
 
 SESSION_ID = "order-session-7"
 """The demo's session ID."""
@@ -417,7 +426,9 @@ async def run_demo(console: Console, *, answer: bool | None, crash: bool, framew
         work_dir = Path(tmp)
         state = work_dir / "shop"
         state.mkdir()
-        env = {STATE_ENV: str(state), FRAMEWORK_ENV: framework}
+        listen = free_loopback_address()  # the faster mode: fake Dex calls the Worker children here
+        env = {STATE_ENV: str(state), FRAMEWORK_ENV: framework, WORKER_MODE_ENV: WorkerMode.LISTEN.value,
+               LISTEN_ADDRESS_ENV: listen}
         if crash:
             env[CRASH_ENV] = "1"
         try:
@@ -429,7 +440,16 @@ async def run_demo(console: Console, *, answer: bool | None, crash: bool, framew
                     worker = await supervisor.spawn()
                     # Load the agent here while the Worker process loads it there.
                     flow = load_order_flow(framework)
-                    engine = await stack.enter_async_context(open_engine(fake.address, [flow], console, embedded=True))
+                    engine = await stack.enter_async_context(
+                        open_engine(
+                            fake.address,
+                            [flow],
+                            console,
+                            embedded=True,
+                            worker_mode=WorkerMode.LISTEN,
+                            listen_address=listen,
+                        )
+                    )
                     await supervisor.wait_serving(worker)
                 demo = Demo(console, engine, flow, supervisor, state, framework=framework)
                 stack.push_async_callback(demo.cancel_crash)  # runs before the Workers are stopped

@@ -4,6 +4,12 @@
 Flows (assembled by `AgentContainer`) and, on request, a Worker serving those
 Flows in this process. It checks that the server answers before anything
 else, so an unreachable server is one clear error.
+
+On the embedded fake Dex, Workers listen on a free loopback port
+(`WorkerMode.LISTEN`, the faster mode: Dex calls them once per task) and the
+Client routes the Flows it starts there. For an external server they pull their
+tasks: that server may not reach this machine, and an application's own Worker
+(``chat --no-worker``) is a pull Worker by default.
 """
 
 import asyncio
@@ -17,7 +23,13 @@ from rich.console import Console
 
 from dex_agents.cli.errors import CliError, UsageError
 from dex_agents.infrastructure.dex.client import AgentSessionClient
-from dex_agents.infrastructure.dex.container import AgentContainer
+from dex_agents.infrastructure.dex.container import (
+    DEFAULT_LISTEN_ADDRESS,
+    AgentContainer,
+    WorkerMode,
+    free_loopback_address,
+    wait_worker_serving,
+)
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 from dex_agents.testing.fake_dex import FakeDex
 
@@ -65,13 +77,12 @@ class Engine:
         worker = self.container.worker()
         serving = asyncio.create_task(worker.start())
         try:
-            registered = asyncio.create_task(worker.wait_pull_registered(timeout=WORKER_REGISTRATION_TIMEOUT))
-            done, _ = await asyncio.wait({serving, registered}, return_when=asyncio.FIRST_COMPLETED)
-            if serving in done:
-                registered.cancel()
-                serving.result()
-                raise CliError(f"the Worker stopped before it registered with {self.address}")
-            registered.result()
+            try:
+                await wait_worker_serving(worker, serving, timeout=WORKER_REGISTRATION_TIMEOUT)
+            except RuntimeError as error:
+                if error.__cause__ is not None:
+                    raise error.__cause__ from None
+                raise CliError(f"the Worker stopped before it registered with {self.address}") from None
             yield
         finally:
             await worker.stop()
@@ -88,6 +99,8 @@ async def open_engine(
     console: Console,
     *,
     embedded: bool = False,
+    worker_mode: WorkerMode | None = None,
+    listen_address: str | None = None,
 ) -> AsyncIterator[Engine]:
     """Connect to ``server``, or start fake Dex here when it is ``None``, and yield the `Engine`.
 
@@ -96,6 +109,9 @@ async def open_engine(
         flows: the Flows the Client (and an in-process Worker) know.
         console: where the spinner of a slow start goes.
         embedded: ``server`` is a fake Dex this process already runs.
+        worker_mode: how Workers get tasks (the Client routes to them); by default they
+            listen on the embedded fake Dex and pull otherwise.
+        listen_address: where listening Workers bind (default: a free loopback port).
 
     Raises:
         CliError: the server does not answer.
@@ -108,11 +124,16 @@ async def open_engine(
                 address, embedded = fake.address, True
             else:
                 address = parse_server(server)
+            mode = worker_mode or (WorkerMode.LISTEN if embedded else WorkerMode.PULL)
+            if mode is WorkerMode.LISTEN and listen_address is None:
+                listen_address = free_loopback_address()
             container = AgentContainer.build(
                 flows=list(flows),
                 server_address=address,
                 blob_cache_directory=cache_dir,
                 stop_drain_seconds=1,
+                worker_mode=mode,
+                listen_address=listen_address or DEFAULT_LISTEN_ADDRESS,
             )
             stack.callback(container.blob_cache().close)
             engine = Engine(address, container, embedded=embedded)

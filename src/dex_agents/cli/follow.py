@@ -43,7 +43,9 @@ from dex_agents.infrastructure.dex.client import AgentEventMessage, AgentSession
 DEFAULT_POLL = timedelta(seconds=1)
 """How long one read waits for an event before the follower checks the snapshot."""
 
-_SETTLE_TRIES = 40
+_SETTLE_SECONDS = 5.0
+"""How long the follower waits for a Step's commit to show what its event announced (a time, not a count of
+reads: a read's own cost varies with the machine's load and with how many RPCs a snapshot takes)."""
 _SETTLE_PAUSE = 0.05
 _TURN_ENDS = (AgentEventType.TURN_COMMITTED,)
 
@@ -284,12 +286,14 @@ class SessionFollower:
 
     async def _user_text(self, sequence: int) -> str | None:
         """Return the text of message ``sequence``, waiting briefly for the Step that stores it to commit."""
-        for _ in range(_SETTLE_TRIES):
+        deadline = asyncio.get_running_loop().time() + _SETTLE_SECONDS
+        while True:
             page = await self.sessions.list_agent_messages(self.session_id, after_sequence=sequence - 1, limit=1)
             if page.messages:
                 return page.messages[0].text
+            if asyncio.get_running_loop().time() >= deadline:
+                return None
             await asyncio.sleep(_SETTLE_PAUSE)
-        return None
 
     async def _settled(self, ready: Callable[[AgentSnapshot], bool]) -> AgentSnapshot | None:
         """Return the first snapshot ``ready`` accepts, or ``None`` after a short while.
@@ -297,12 +301,14 @@ class SessionFollower:
         A Step writes its events while it runs and commits its state when it ends, so
         the snapshot read right after an event can still lack what the event announced.
         """
-        for _ in range(_SETTLE_TRIES):
+        deadline = asyncio.get_running_loop().time() + _SETTLE_SECONDS
+        while True:
             snapshot = await self.snapshot()
             if ready(snapshot):
                 return snapshot
+            if asyncio.get_running_loop().time() >= deadline:
+                return None
             await asyncio.sleep(_SETTLE_PAUSE)
-        return None
 
     async def _extras(self, event: AgentEvent) -> EventExtras:
         turn_id = event.turn_id

@@ -44,7 +44,13 @@ from dex_agents.testing.runner_doubles import (
     tool_calls_requested,
     user_message,
 )
-from dex_agents.testing.stack import AgentTestStack, WorkerProcess, default_backend, run_agent_worker
+from dex_agents.testing.stack import (
+    AgentTestStack,
+    WorkerProcess,
+    default_backend,
+    default_worker_mode,
+    run_agent_worker,
+)
 
 __all__ = [
     "EXECUTE_COMPLETED_EVENT",
@@ -66,6 +72,7 @@ __all__ = [
     "WorkerProcess",
     "assistant_message",
     "default_backend",
+    "default_worker_mode",
     "deferred_tool_call",
     "framework_message",
     "make_event_writer",

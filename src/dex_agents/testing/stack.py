@@ -10,6 +10,12 @@ Workers run in child processes, each in its own process group, so a test can
 SIGKILL one at an exact moment (`WorkerProcess.kill`) and start a
 replacement. A Worker child is any module whose ``__main__`` calls
 `run_agent_worker` with the same Flows the test builds.
+
+Workers listen by default (`WorkerMode.LISTEN`, the faster mode): the stack
+picks one free loopback port, every Worker child it starts binds that port (a
+replacement takes over the address of a killed one) and the Client routes
+started Flows there. ``worker_mode="pull"``, or ``DEX_AGENTS_WORKER_MODE=pull``
+in the environment, runs pull Workers instead.
 """
 
 import asyncio
@@ -29,7 +35,13 @@ from typing import Literal, Self
 import dex
 
 from dex_agents.infrastructure.dex.client import AgentSessionClient
-from dex_agents.infrastructure.dex.container import AgentContainer
+from dex_agents.infrastructure.dex.container import (
+    DEFAULT_LISTEN_ADDRESS,
+    AgentContainer,
+    WorkerMode,
+    free_loopback_address,
+    wait_worker_serving,
+)
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 from dex_agents.testing.fake_dex import (
     TEST_RETRY_DELAY_SCALE,
@@ -46,6 +58,10 @@ READY_FILE_ENV = "DEX_AGENTS_WORKER_READY_FILE"
 """The file a Worker child creates once it serves."""
 CACHE_DIR_ENV = "DEX_AGENTS_WORKER_CACHE_DIR"
 """The Worker child's blob cache directory (else a temporary one, removed on exit)."""
+WORKER_MODE_ENV = "DEX_AGENTS_WORKER_MODE"
+"""``pull`` or ``listen``: the Worker mode of stacks that do not name one, and of Worker children."""
+LISTEN_ADDRESS_ENV = "DEX_AGENTS_WORKER_LISTEN_ADDRESS"
+"""Where a listening Worker child binds (``host:port``)."""
 DEXCLI_ENV = "DEXCLI"
 """Path of a ``dexcli`` binary; when set, tests also run on a private ``dexcli dev``."""
 DEXCLI_ARGS_ENV = "DEX_AGENTS_DEXCLI_ARGS"
@@ -57,61 +73,95 @@ Backend = Literal["fake", "dexcli"]
 """Which engine a stack runs on."""
 
 
+def default_worker_mode(default: WorkerMode = WorkerMode.LISTEN) -> WorkerMode:
+    """The mode ``DEX_AGENTS_WORKER_MODE`` names, else ``default``.
+
+    Raises:
+        ValueError: the variable names no `WorkerMode`.
+    """
+    given = os.environ.get(WORKER_MODE_ENV, "").strip()
+    if not given:
+        return default
+    try:
+        return WorkerMode(given)
+    except ValueError:
+        choices = ", ".join(mode.value for mode in WorkerMode)
+        raise ValueError(f"{WORKER_MODE_ENV} must be one of {choices}, got {given!r}") from None
+
+
 def run_agent_worker(
     flows: Sequence[AgentSessionFlow],
     *,
     server_address: str | None = None,
     max_concurrent_tasks: int = 16,
+    worker_mode: WorkerMode | str | None = None,
+    listen_address: str | None = None,
 ) -> None:
     """Serve ``flows`` in this process until SIGTERM or SIGINT (the body of a Worker child).
 
-    The address comes from ``server_address`` or ``DEX_AGENTS_SERVER_ADDRESS``.
+    The address comes from ``server_address`` or ``DEX_AGENTS_SERVER_ADDRESS``; the
+    mode from ``worker_mode`` or ``DEX_AGENTS_WORKER_MODE`` (default pull); a listening
+    Worker binds ``listen_address`` or ``DEX_AGENTS_WORKER_LISTEN_ADDRESS``.
     """
     address = server_address or os.environ.get(SERVER_ADDRESS_ENV)
     if not address:
         raise SystemExit(f"run_agent_worker needs a server address (argument or {SERVER_ADDRESS_ENV})")
+    mode = WorkerMode(worker_mode) if worker_mode is not None else default_worker_mode(WorkerMode.PULL)
+    listen = listen_address or os.environ.get(LISTEN_ADDRESS_ENV)
+    if mode is WorkerMode.LISTEN and not listen:
+        raise SystemExit(f"a listening Worker needs an address (argument or {LISTEN_ADDRESS_ENV})")
     ready_file = os.environ.get(READY_FILE_ENV)
-    asyncio.run(_serve(list(flows), address, max_concurrent_tasks, None if ready_file is None else Path(ready_file)))
+    serve = _Serve(list(flows), address, max_concurrent_tasks, mode, listen or "")
+    asyncio.run(serve.run(None if ready_file is None else Path(ready_file)))
 
 
-async def _serve(flows: list[AgentSessionFlow], address: str, max_tasks: int, ready_file: Path | None) -> None:
-    given = os.environ.get(CACHE_DIR_ENV)
-    if given:
-        await _serve_with_cache(flows, address, max_tasks, ready_file, given)
-        return
-    with tempfile.TemporaryDirectory(prefix="dex-agents-worker-") as cache_dir:
-        await _serve_with_cache(flows, address, max_tasks, ready_file, cache_dir)
+class _Serve:
+    def __init__(
+        self, flows: list[AgentSessionFlow], address: str, max_tasks: int, mode: WorkerMode, listen: str
+    ) -> None:
+        self.flows = flows
+        self.address = address
+        self.max_tasks = max_tasks
+        self.mode = mode
+        self.listen = listen
 
+    async def run(self, ready_file: Path | None) -> None:
+        given = os.environ.get(CACHE_DIR_ENV)
+        if given:
+            await self._serve_with_cache(ready_file, given)
+            return
+        with tempfile.TemporaryDirectory(prefix="dex-agents-worker-") as cache_dir:
+            await self._serve_with_cache(ready_file, cache_dir)
 
-async def _serve_with_cache(
-    flows: list[AgentSessionFlow], address: str, max_tasks: int, ready_file: Path | None, cache_dir: str
-) -> None:
-    container = AgentContainer.build(
-        flows=flows,
-        server_address=address,
-        blob_cache_directory=cache_dir,
-        max_concurrent_tasks=max_tasks,
-        stop_drain_seconds=1,
-    )
-    worker = container.worker()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    serving = asyncio.create_task(worker.start())
-    try:
-        await worker.wait_pull_registered(timeout=30)
-        if ready_file is not None:
-            ready_file.touch()
-        stopped = asyncio.create_task(stop.wait())
-        await asyncio.wait({serving, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        stopped.cancel()
-    finally:
-        await worker.stop()
-        await serving
-        for flow in flows:
-            await flow.close_client()
-        container.blob_cache().close()
+    async def _serve_with_cache(self, ready_file: Path | None, cache_dir: str) -> None:
+        container = AgentContainer.build(
+            flows=self.flows,
+            server_address=self.address,
+            blob_cache_directory=cache_dir,
+            max_concurrent_tasks=self.max_tasks,
+            stop_drain_seconds=1,
+            worker_mode=self.mode,
+            listen_address=self.listen or DEFAULT_LISTEN_ADDRESS,
+        )
+        worker = container.worker()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        serving = asyncio.create_task(worker.start())
+        try:
+            await wait_worker_serving(worker, serving)
+            if ready_file is not None:
+                ready_file.touch()
+            stopped = asyncio.create_task(stop.wait())
+            await asyncio.wait({serving, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+        finally:
+            await worker.stop()
+            await serving
+            for flow in self.flows:
+                await flow.close_client()
+            container.blob_cache().close()
 
 
 class WorkerProcess:
@@ -177,8 +227,13 @@ class AgentTestStack:
         worker_env: Mapping[str, str] | None = None,
         backend: Backend | None = None,
         fake_config: FakeDexConfig | None = None,
+        worker_mode: WorkerMode | str | None = None,
     ) -> None:
         self._tmp = Path(tmp_path)
+        self.worker_mode = WorkerMode(worker_mode) if worker_mode is not None else default_worker_mode()
+        """How the stack's Workers get tasks (``DEX_AGENTS_WORKER_MODE``, else listen)."""
+        self.listen_address = ""
+        """The loopback address every listening Worker child of the stack binds."""
         self._flows = list(flows)
         self._worker_module = worker_module
         self._worker_cwd = worker_cwd
@@ -217,10 +272,14 @@ class AgentTestStack:
             self.address = self._fake.address
         else:
             self.address = await self._start_dexcli()
+        if self.worker_mode is WorkerMode.LISTEN:
+            self.listen_address = free_loopback_address()
         self._container = AgentContainer.build(
             flows=self._flows,
             server_address=self.address,
             blob_cache_directory=str(self._tmp / "client-cache"),
+            worker_mode=self.worker_mode,
+            listen_address=self.listen_address or DEFAULT_LISTEN_ADDRESS,
         )
         self._client = self._container.client()
         return self
@@ -253,6 +312,8 @@ class AgentTestStack:
             **os.environ,
             **self._worker_env,
             SERVER_ADDRESS_ENV: self.address,
+            WORKER_MODE_ENV: self.worker_mode.value,
+            LISTEN_ADDRESS_ENV: self.listen_address,
             READY_FILE_ENV: str(ready),
             # Under the test's folder, so a SIGKILLed Worker leaves nothing behind elsewhere.
             CACHE_DIR_ENV: str(self._tmp / f"worker-{index}-cache"),

@@ -46,6 +46,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from dex_agents import (
     DEFAULT_EVENT_STREAM_CAPACITY_BYTES,
     AgentMessage,
@@ -82,6 +84,7 @@ COMPACT_GATE_ENV = "AGENT_TEST_COMPACT_GATE"
 CONTEXT_BUDGET_ENV = "AGENT_TEST_CONTEXT_BUDGET"
 KEEP_RECENT_ENV = "AGENT_TEST_KEEP_RECENT"
 CLOCK_SKEW_ENV = "AGENT_TEST_WORKER_CLOCK_SKEW_SECONDS"
+COALESCE_ENV = "AGENT_TEST_DELTA_COALESCE_SECONDS"
 FLOW_TYPE = "ScriptedAgent"
 BREAK_BUILD = "[break build_user_message]"
 WRONG_ROLE = "[build with the assistant role]"
@@ -396,6 +399,9 @@ def build_flow() -> AgentSessionFlow:
         interrupt_deadline=None if deadline is None else timedelta(seconds=float(deadline)),
         event_stream_capacity_bytes=DEFAULT_EVENT_STREAM_CAPACITY_BYTES if capacity is None else int(capacity),
     )
+    coalesce = os.environ.get(COALESCE_ENV)
+    if coalesce is not None:
+        options = attrs.evolve(options, delta_coalesce_window=float(coalesce))
     heartbeat = os.environ.get(HEARTBEAT_ENV)
     if os.environ.get(KILL_POINT_ENV):
         return KillPointFlow(ScriptedAgentRunner(), flow_type=FLOW_TYPE, options=options)

@@ -85,3 +85,53 @@ async def test_readme_example_runs_a_session_to_its_answer(
             await serving
             await client.close()
             cache.close()
+
+
+async def test_readme_listening_worker_example_serves_a_session_through_the_container(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    from dex_agents import (
+        AgentContainer,
+        AgentSessionClient,
+        AgentSessionFlow,
+        AgentSessionOptions,
+        ToolEffect,
+        ToolPolicy,
+        TurnStatus,
+        WorkerMode,
+        wait_worker_serving,
+    )
+    from dex_agents.infrastructure.dex.container import free_loopback_address
+
+    flow = AgentSessionFlow(
+        ScriptedAgentRunner(),
+        flow_type="TriageAgent",
+        options=AgentSessionOptions(tool_policies={"search_tickets": ToolPolicy(ToolEffect.READ)}),
+    )
+    listen = free_loopback_address()  # the README binds 127.0.0.1:8803; a free port keeps parallel runs apart
+    async with FakeDex() as fake:
+        # --- the README's listening variant, but for the address, the port and the cache folder ---
+        container = AgentContainer.build(
+            flows=[flow],
+            server_address=fake.address,
+            worker_mode=WorkerMode.LISTEN,
+            listen_address=listen,
+            blob_cache_directory=str(tmp_path / "cache"),
+        )
+        worker, client = container.worker(), container.client()  # the Client routes started Flows to `listen`
+        serving = asyncio.create_task(worker.start())
+        await wait_worker_serving(worker, serving)  # either mode: registered, or accepting calls
+        # --- end of the example ---
+        try:
+            sessions = AgentSessionClient(client, flow)
+            await sessions.start_session("session-42")
+            receipt = await sessions.submit_user_message("session-42", FIND_MY_OPEN_TICKETS)
+            result = await sessions.wait_for_turn("session-42", receipt, timeout=120)
+            assert result.status is TurnStatus.COMPLETED
+            assert worker.worker_target.address == listen
+            assert not fake.pull_worker_ids()  # fake Dex called the Worker; no task streams
+        finally:
+            await worker.stop()
+            await serving
+            await client.close()
+            container.blob_cache().close()

@@ -123,8 +123,9 @@ async def test_worker_killed_during_run_model_repeats_only_that_model_call(
     history = await stack.read_step_history("s")
     run_model = [e for e in history if e.step_type == "RunModel" and e.event_type == EXECUTE_COMPLETED_EVENT]
     assert [(e.step_execution_id, e.final_attempt) for e in run_model][:2] == [("RunModel-1", 1), ("RunModel-2", 1)]
-    # The killed attempt failed; the engine may also count a dispatch to the dead Worker.
-    assert run_model[2].final_attempt >= 2
+    # The killed attempt failed, or, when it had sent nothing yet (its "model call" delta was still held by
+    # delta coalescing), Dex redelivered it as the same attempt; either way the model ran again, once.
+    assert run_model[2].step_execution_id == "RunModel-3"
 
 
 async def test_worker_killed_during_a_read_runs_the_read_again(stack: AgentTestStack, flow: AgentSessionFlow) -> None:
@@ -381,8 +382,8 @@ async def test_events_written_from_another_thread_arrive_and_writes_after_the_st
         if isinstance(message.event.payload, TextDeltaPayload):
             texts.append(message.event.payload.text)
         completed += message.event.type == "turn_completed"
-    assert "from a thread" in texts
-    assert "too late" not in texts
+    assert any("from a thread" in text for text in texts)  # joined with the Step's own delta when coalesced
+    assert not any("too late" in text for text in texts)
 
 
 async def idle_turns(stack: AgentTestStack, flow: AgentSessionFlow, session_id: str, turns: int) -> AgentSnapshot:

@@ -60,7 +60,9 @@ def test_demo_with_yes_refunds_once_emails_the_customer_and_prints_the_snapshot(
         "… refund_order running (CallTool-2)",
         "✓ refund_order succeeded → Refund R-1 of 42.00 EUR issued for order 7",
         "▸ email_customer",
-        "✓ email_customer succeeded → emailed ada@example.com",
+        # The output shows only while the turn is active: the snapshot lists the active turn's tool calls, and the
+        # last tool's turn may already have ended when the follower reads it (the crash case below checks the same).
+        "✓ email_customer succeeded",
         ASSISTANT + "Done: order 7 is refunded (R-1, 42.00 EUR) and the customer has been emailed.",
         "✓ turn-1 completed · 7 messages stored",
         "Snapshot of session order-session-7 · waiting_for_user_message · 1 turn · 8 messages · 0 queued",

@@ -142,6 +142,43 @@ async def test_snapshot_is_read_again_when_messages_arrived_in_between() -> None
     assert loads == [3, 5]
 
 
+async def test_a_repeated_snapshot_of_an_unchanged_session_is_one_rpc_with_the_index_the_last_one_showed() -> None:
+    fake = FakeDexClient(
+        {
+            "get_agent_message_index": lambda _p, _o: MessageIndex(message_count=4),
+            "get_agent_snapshot": lambda _p, options: snapshot(len(options.load_attribute_map_instances)),
+        }
+    )
+    sessions = sessions_with(fake)
+    await sessions.get_agent_snapshot("s")
+    await sessions.get_agent_snapshot("s")
+    assert [name for name, _, _ in fake.calls] == [
+        "get_agent_message_index",
+        "get_agent_snapshot",
+        "get_agent_snapshot",
+    ]
+    assert len(fake.calls[-1][2].load_attribute_map_instances) == 4
+    await sessions.get_agent_snapshot("other")  # another session starts with its own index
+    assert [name for name, _, _ in fake.calls[3:]] == ["get_agent_message_index", "get_agent_snapshot"]
+
+
+async def test_a_snapshot_after_messages_arrived_reads_again_with_the_new_index() -> None:
+    counts = iter([2, 6, 6])
+    fake = FakeDexClient(
+        {
+            "get_agent_message_index": lambda _p, _o: MessageIndex(message_count=2),
+            "get_agent_snapshot": lambda _p, _o: snapshot(next(counts)),
+        }
+    )
+    sessions = sessions_with(fake)
+    await sessions.get_agent_snapshot("s")
+    result = await sessions.get_agent_snapshot("s")  # the kept index (2) is stale: the session has 6 now
+    assert result.state is not None
+    assert result.state.message_count == 6
+    loads = [len(o.load_attribute_map_instances) for name, _, o in fake.calls if name == "get_agent_snapshot"]
+    assert loads == [2, 2, 6]
+
+
 async def test_a_page_loads_only_its_own_messages() -> None:
     fake = FakeDexClient(
         {

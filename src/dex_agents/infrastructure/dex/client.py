@@ -38,6 +38,7 @@ that times out (every `RECHECK_INTERVAL`) reads the snapshot anyway.
 """
 
 import asyncio
+import collections
 import contextlib
 import time
 import uuid
@@ -96,6 +97,8 @@ _LOCK_CONFLICT_PAUSE = 0.05
 _LOCK_CONFLICT_MAX_PAUSE = 1.0
 _STOP_WAIT = timedelta(seconds=30)
 _SNAPSHOT_TRIES = 5
+_KEPT_INDEXES = 1024
+"""Sessions whose last message index a client keeps for its next snapshot (least recently read go first)."""
 _WAKE_UP = frozenset({AgentEventType.TURN_STARTED, AgentEventType.TURN_COMMITTED})
 
 
@@ -135,6 +138,7 @@ class AgentSessionClient:
         self._client = client
         self._flow = flow
         self._session_index = session_index
+        self._indexes: collections.OrderedDict[str, MessageIndex] = collections.OrderedDict()
 
     @property
     def flow(self) -> AgentSessionFlow:
@@ -526,12 +530,17 @@ class AgentSessionClient:
     async def get_agent_snapshot(self, session_id: str) -> AgentSnapshot:
         """Return the session's snapshot (works for a stopped session too).
 
-        Reads the message index, then the snapshot with exactly its messages
-        loaded (the latest 200 that fit in 2 MiB); if messages were added in
-        between, reads again.
+        Reads the snapshot with exactly the messages of the session's message
+        index loaded (the latest 200 that fit in 2 MiB); if the snapshot's own
+        message count differs (messages were added in between), reads again with its index. The
+        index is the one the last snapshot of this session showed, kept by this
+        client (one RPC when nothing changed since), else read first with the
+        ``get_agent_message_index`` RPC.
         """
         self._check_session_id(session_id)
-        index = await self.get_message_index(session_id)
+        index = self._indexes.get(session_id)
+        if index is None:
+            index = await self.get_message_index(session_id)
         snapshot = await self._snapshot(session_id, index)
         for _ in range(_SNAPSHOT_TRIES):
             latest = MessageIndex.of(snapshot.state)
@@ -539,6 +548,10 @@ class AgentSessionClient:
                 break
             index = latest
             snapshot = await self._snapshot(session_id, index)
+        self._indexes[session_id] = MessageIndex.of(snapshot.state)
+        self._indexes.move_to_end(session_id)
+        while len(self._indexes) > _KEPT_INDEXES:
+            self._indexes.popitem(last=False)
         return snapshot
 
     async def _snapshot(self, session_id: str, index: MessageIndex) -> AgentSnapshot:

@@ -89,17 +89,24 @@ class StepDependencies:
 
     def writer(self, context: dex.AsyncContext, turn_id: str | None) -> AgentEventWriter:
         """Return a live-event writer for this Step attempt."""
+        sink = StreamEventSink(context, self.stream)
+        options = self.agent.options
         return AgentEventWriter(
-            StreamEventSink(context, self.stream),
+            sink,
             turn_id=turn_id,
             step_execution_id=context.step_execution_id,
             attempt=context.attempt,
-            max_event_bytes=self.agent.options.max_event_bytes,
+            max_event_bytes=options.max_event_bytes,
+            coalesce_window=options.delta_coalesce_window,
+            coalesce_bytes=options.delta_coalesce_bytes,
+            schedule=sink.call_later,
         )
 
     @contextlib.contextmanager
     def attempt(self, context: dex.AsyncContext, turn_id: str | None) -> Iterator[AgentEventWriter]:
         """Run one Step attempt's use case: hand it a writer, close the writer when it returns.
+
+        Closing writes the deltas the writer still holds, while the call can still write.
 
         dex 1.23 reports any ``ValueError`` or ``TypeError`` escaping a handler as
         an invalid Step result, which would misname a runner's or a tool's own

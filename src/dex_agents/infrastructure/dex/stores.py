@@ -8,7 +8,7 @@ declares its loads in `dex_agents.infrastructure.dex.flow`.
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 import dex
@@ -290,6 +290,13 @@ class StreamEventSink:
             self._stream.write(self._context, event)
         else:
             self._loop.call_soon_threadsafe(self._stream.write, self._context, event)
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> None:
+        """Run ``callback`` on the Worker loop after ``delay`` seconds (a writer's flush of held deltas)."""
+        if threading.get_ident() == self._loop_thread:
+            self._loop.call_later(delay, callback)
+        else:
+            self._loop.call_soon_threadsafe(self._loop.call_later, delay, callback)
 
 
 class SystemClock:

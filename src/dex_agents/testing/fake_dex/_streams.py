@@ -54,10 +54,52 @@ class StreamEntry:
 
 
 class _Stream:
+    """One Stream: every message oldest first (capacity, trimming), and each Flow instance's own, indexed.
+
+    Reads, pages and listings of one Flow instance look only at its messages, and a
+    write wakes only the readers of its instance: a Stream is shared by every
+    instance of a Flow type, so scanning it all per read made each read cost what
+    the whole Stream holds.
+    """
+
     def __init__(self) -> None:
         self.entries: deque[StreamEntry] = deque()
+        self.by_flow: dict[str, deque[StreamEntry]] = {}
         self.bytes = 0
-        self.appended = asyncio.Event()
+        self.appended: dict[str, asyncio.Event] = {}
+
+    def add(self, entry: StreamEntry) -> None:
+        self.entries.append(entry)
+        self.by_flow.setdefault(entry.flow_id, deque()).append(entry)
+        self.bytes += entry.size
+        appended = self.appended.pop(entry.flow_id, None)
+        if appended is not None:
+            appended.set()
+
+    def trim_oldest(self) -> None:
+        entry = self.entries.popleft()
+        self.bytes -= entry.size
+        mine = self.by_flow[entry.flow_id]
+        mine.popleft()  # sequences ascend in both, so an instance's oldest is the Stream's oldest of it
+        if not mine:
+            del self.by_flow[entry.flow_id]
+
+    def of(self, flow_id: str) -> "deque[StreamEntry]":
+        return self.by_flow.get(flow_id, _EMPTY)
+
+    def first_after(self, flow_id: str, after: int) -> StreamEntry | None:
+        found = None
+        for entry in reversed(self.of(flow_id)):  # readers follow the tail: usually 0 or 1 steps
+            if entry.sequence <= after:
+                break
+            found = entry
+        return found
+
+    def wait_event(self, flow_id: str) -> asyncio.Event:
+        return self.appended.setdefault(flow_id, asyncio.Event())
+
+
+_EMPTY: "deque[StreamEntry]" = deque()
 
 
 def _token(token: str) -> int:
@@ -123,18 +165,15 @@ class Streams:
         if capacity_bytes > 0 and stream.bytes + charge > capacity_bytes:
             raise stream_capacity_exceeded(charge, stream.bytes, capacity_bytes)
         entry = StreamEntry(next(self._sequence), flow_id, value, source, now, charge)
-        stream.entries.append(entry)
-        stream.bytes += entry.size
+        stream.add(entry)
         if capacity_bytes > 0 and stream.bytes > capacity_bytes * config.stream_trim_trigger:
             while stream.entries and stream.bytes > capacity_bytes * config.stream_trim_target:
-                stream.bytes -= stream.entries.popleft().size
-        appended, stream.appended = stream.appended, asyncio.Event()
-        appended.set()
+                stream.trim_oldest()
         return entry
 
     def entries(self, flow_type: str, name: str, flow_id: str) -> list[StreamEntry]:
         """Return the retained messages of one Flow instance, oldest first."""
-        return [e for e in self._stream(flow_type, name).entries if e.flow_id == flow_id]
+        return list(self._stream(flow_type, name).of(flow_id))
 
     async def read(
         self, flow_type: str, name: str, flow_id: str, resume_token: str, wait_seconds: float
@@ -145,14 +184,14 @@ class Streams:
         deadline = loop.time() + wait_seconds
         stream = self._stream(flow_type, name)
         while True:
-            for entry in stream.entries:
-                if entry.flow_id == flow_id and entry.sequence > after:
-                    return entry
+            entry = stream.first_after(flow_id, after)
+            if entry is not None:
+                return entry
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return None
             try:
-                await asyncio.wait_for(stream.appended.wait(), remaining)
+                await asyncio.wait_for(stream.wait_event(flow_id).wait(), remaining)
             except TimeoutError:
                 return None
 
@@ -163,8 +202,8 @@ class Streams:
         before = _token(before_token) or None
         older = [
             entry
-            for entry in reversed(self._stream(flow_type, name).entries)
-            if entry.flow_id == flow_id and (before is None or entry.sequence < before)
+            for entry in reversed(self._stream(flow_type, name).of(flow_id))
+            if before is None or entry.sequence < before
         ]
         page = older[:page_size]
         next_token = str(page[-1].sequence) if len(older) > len(page) else ""

@@ -345,6 +345,8 @@ class ListeningWorkers:
 
     async def _ready(self, address: str, deadline: float) -> Any:
         channel = self._channel(address)
+        if channel.get_state() is grpc.ChannelConnectivity.READY:
+            return channel  # connected: no task and timer per call to learn it
         remaining = deadline - asyncio.get_running_loop().time()
         try:
             await asyncio.wait_for(channel.channel_ready(), max(remaining, 0.0))
