@@ -427,8 +427,12 @@ async def run_demo(console: Console, *, answer: bool | None, crash: bool, framew
         state = work_dir / "shop"
         state.mkdir()
         listen = free_loopback_address()  # the faster mode: fake Dex calls the Worker children here
-        env = {STATE_ENV: str(state), FRAMEWORK_ENV: framework, WORKER_MODE_ENV: WorkerMode.LISTEN.value,
-               LISTEN_ADDRESS_ENV: listen}
+        env = {
+            STATE_ENV: str(state),
+            FRAMEWORK_ENV: framework,
+            WORKER_MODE_ENV: WorkerMode.LISTEN.value,
+            LISTEN_ADDRESS_ENV: listen,
+        }
         if crash:
             env[CRASH_ENV] = "1"
         try:
