@@ -65,7 +65,8 @@ BeforeResponse = Callable[[ModelCall], Awaitable[None]]
 
 
 def _load(text: str) -> dict[str, Any] | None:
-    for chunk in text.split("\n\n"):
+    # sagent merges adjacent user messages with blank lines: the newest script is the last one.
+    for chunk in reversed(text.split("\n\n")):
         if not chunk.startswith("{"):
             continue
         try:

@@ -40,8 +40,10 @@ process-global fallback is never used.
 
 Not carried (see README, "A sagent agent as a durable session"): background
 jobs, in-process sub-agents and messaging (``AgentSpawn``, ``AgentSend``,
-``AgentSelf``, ``BackgroundTask`` are refused), sagent's own loop (steering,
-halt, model switch, ``max_tool_call_rounds``, ``max_budget_usd``), compaction
+``AgentSelf``, ``BackgroundTask`` are refused), sagent's own loop (its inbox,
+halt, model switch, ``max_tool_call_rounds``, ``max_budget_usd``; the session's
+steering and ``cancel_turn`` work: a steered message reaches the next model
+call as a ``UserMessage`` after the tool results), compaction
 through sagent's Compactor, result bounding to Worker-local files, and a tool
 result's attachments, diff, hint and summary (the model reads ``content``).
 """

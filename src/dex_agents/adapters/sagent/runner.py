@@ -10,7 +10,12 @@ registry), so nothing is shared across sessions or concurrent Steps.
   (`dex_agents.adapters.sagent._codec`).
 - `SagentRunner.run_model_step`: the history is every stored message plus the
   turn's entries so far (the run state), followed by one ``ToolResult`` per
-  answered call, built from its final record. One model request through the
+  answered call, built from its final record (`tool_result`), then one
+  ``UserMessage`` per message steered into the turn since its last model call
+  (`AgentTurnContext.steered_messages`, oldest first; a ``RunModel`` that hands
+  out a later wave keeps them in the run state until the model call after the
+  last wave). They stay in the turn's entries, so the turn stores them where
+  the model saw them, as ``user`` messages. One model request through the
   public rich ``Model`` protocol: ``ModelRequest(history, agent.system_prompt(),
   agent.live_tools(), agent.max_response_tokens)`` through sagent's
   ``materialize_request`` (tool-result budget, adjacent user entries merged),
@@ -71,6 +76,7 @@ from dex_agents.domain.errors import DexAgentsError, RunnerContractError, ToolEx
 from dex_agents.domain.failure_note import describe_tool_call_outcome
 from dex_agents.domain.messages import FrameworkMessage
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
+from dex_agents.domain.turn_control import cancel_rejection_message
 from dex_agents.domain.turns import (
     AgentTurnOutcome,
     DeferredToolCall,
@@ -132,6 +138,12 @@ class RunState:
     """The wave handed out last."""
     tool_state: dict[str, object]
     """The session's tool state when that wave was handed out."""
+    steered: tuple[str, ...] = ()
+    """User messages steered into the turn while waves were handed out (``framework_item`` texts, oldest first).
+
+    A ``RunModel`` that hands out a wave makes no model call, so the steered
+    messages it got wait here for the model call after the last wave's results.
+    """
 
     def encode(self) -> str:
         """Return the state as JSON text."""
@@ -142,6 +154,7 @@ class RunState:
                 "waves": [list(wave) for wave in self.waves],
                 "issued": list(self.issued),
                 "tool_state": self.tool_state,
+                "steered": list(self.steered),
             }
         )
 
@@ -163,6 +176,7 @@ class RunState:
                 waves=tuple(_str_list(wave) for wave in loaded["waves"]),
                 issued=_str_list(loaded["issued"]),
                 tool_state=state,
+                steered=_str_list(loaded.get("steered", [])),
             )
         except (ValueError, KeyError, TypeError) as error:
             raise RunnerContractError(f"not a sagent run state: {text[:60]!r}") from error
@@ -170,6 +184,9 @@ class RunState:
 
 NOT_APPROVED = "The tool call was not approved"
 """How the model's error result for a rejected or expired approval starts (the reason follows)."""
+
+_CANCELLED = cancel_rejection_message(None)
+"""How a rejection or cancelled call's text starts when the turn's cancel stopped it."""
 
 
 def tool_result(record: AgentToolCall) -> ToolResult:
@@ -180,17 +197,29 @@ def tool_result(record: AgentToolCall) -> ToolResult:
     | ``succeeded``      | ``content=output``                                               |
     | ``failed``         | ``is_error``, ``content=error`` (what the tool or sagent said)   |
     | ``rejected``, ``expired`` | ``is_error``, ``content="<NOT_APPROVED>: <reason>"``      |
+    | ``rejected`` by a cancel, ``cancelled`` | ``is_error``, the cancel's text (and reason) |
     | ``outcome_unknown``, ``not_applied`` | ``is_error``, the session's standard text      |
+
+    A turn's cancel ends it before its next model call, so the model reads the
+    cancel's results only if a runner is asked for that call anyway; the
+    mapping keeps every final status answerable.
     """
     match record.status:
         case ToolCallStatus.SUCCEEDED:
             return ToolResult(call_id=record.tool_call_id, content=record.output or "")
         case ToolCallStatus.FAILED if record.error is not None:
             return ToolResult(call_id=record.tool_call_id, content=record.error, is_error=True)
+        case ToolCallStatus.REJECTED if describe_tool_call_outcome(record).startswith(_CANCELLED):
+            return ToolResult(call_id=record.tool_call_id, content=describe_tool_call_outcome(record), is_error=True)
         case ToolCallStatus.REJECTED | ToolCallStatus.EXPIRED:
             text = f"{NOT_APPROVED}: {describe_tool_call_outcome(record)}"
             return ToolResult(call_id=record.tool_call_id, content=text, is_error=True)
-        case ToolCallStatus.FAILED | ToolCallStatus.OUTCOME_UNKNOWN | ToolCallStatus.NOT_APPLIED:
+        case (
+            ToolCallStatus.FAILED
+            | ToolCallStatus.OUTCOME_UNKNOWN
+            | ToolCallStatus.NOT_APPLIED
+            | ToolCallStatus.CANCELLED
+        ):
             return ToolResult(call_id=record.tool_call_id, content=describe_tool_call_outcome(record), is_error=True)
         case _:
             raise RunnerContractError(
@@ -241,17 +270,20 @@ class SagentRunner:
         """Hand out the next wave of calls, or make one model request."""
         agent = self._agent()
         history: list[Any] = _codec.decode_entries(message.framework_item for message in turn.messages)
+        steered = [_codec.encode_entry(UserMessage(text=message.text)) for message in turn.steered_messages]
         if turn.framework_run_state is None:
-            entries: list[str] = []
+            entries: list[str] = [*steered]
             base = _codec.latest_tool_state(turn.messages) or _effects.snapshot_of(ToolState())
         else:
             run = RunState.decode(turn.framework_run_state)
             ended = [self._ended_state(turn.recorded_tool_call(call_id)) for call_id in run.issued]
             base = _effects.merge_tool_states(run.tool_state, [state for state in ended if state is not None])
             if run.waves:
-                return self._next_wave(turn, run, base)
+                return self._next_wave(turn, attrs.evolve(run, steered=(*run.steered, *steered)), base)
             results = [tool_result(turn.recorded_tool_call(call_id)) for call_id in run.calls]
-            entries = [*run.entries, *(_codec.encode_entry(result) for result in results)]
+            # Steered messages join after every result of the response (never between a call and its
+            # result), where sagent's own runtime puts a user message its inbox took during a tool batch.
+            entries = [*run.entries, *(_codec.encode_entry(result) for result in results), *run.steered, *steered]
         history.extend(_codec.decode_entries(entries))
         agent.tool_state = _effects.tool_state_from(base)
         response = await self._request(agent, history, turn)
