@@ -278,7 +278,7 @@ def console(
     worker: bool,
     debug: bool,
 ) -> int:
-    """Serve the web console: every session of a Flow type, live events, approvals (needs the console extra)."""
+    """Serve the web console: every session of a Flow type, live events, approvals, steer and cancel (console extra)."""
     try:
         from dex_agents.console.server import run_console
     except ModuleNotFoundError as error:

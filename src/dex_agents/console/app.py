@@ -9,7 +9,9 @@ Routes (every one behind `SecurityMiddleware`):
 ``GET /sessions/{id}``                        one session: state, a transcript page (``?after=N``), live events
 ``GET /sessions/{id}/fragments``              the state panel and the latest transcript page, as JSON of HTML
 ``GET /sessions/{id}/events``                 Server-Sent Events: one ``agent`` event per session event
-``POST /sessions/{id}/messages``              send a user message
+``POST /sessions/{id}/messages``              send a user message (``delivery``: ``queue``, the default, or ``steer``)
+``POST /sessions/{id}/withdraw``              withdraw a waiting user message (``message_id``)
+``POST /sessions/{id}/cancel``                cancel the running turn (``reason`` optional)
 ``POST /sessions/{id}/approvals``             approve or reject (with a reason) one pending call
 ``GET /approvals``                            every pending approval of every listed session (``?fragment=1``: JSON)
 ============================================  ===================================================================
@@ -25,9 +27,11 @@ streams in whole; events of the turns the page already shows committed are
 skipped (``?shown_turns=``).
 
 Forms answer with a redirect (303) to a page, with a fixed notice; a form
-that fails its CSRF check gets 403. Approvals name the console as approver
-(``web console``) and bind the approval to the call digest the page showed,
-so a call that changed meanwhile is failed, not run.
+that fails its CSRF check gets 403. A cancel when no turn runs, and a
+withdraw of a message a turn took already, say so in their notice.
+Approvals name the console as approver (``web console``) and bind the
+approval to the call digest the page showed, so a call that changed
+meanwhile is failed, not run.
 """
 
 import asyncio
@@ -59,6 +63,7 @@ from dex_agents.console.live import live_update, skip_event
 from dex_agents.console.security import ConsoleSecurity, SecurityMiddleware
 from dex_agents.domain.errors import InvalidInputError
 from dex_agents.domain.interrupts import AgentInterrupt
+from dex_agents.domain.messages import MessageDelivery
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.infrastructure.dex.client import AgentSessionClient, SessionUnavailableError
 from dex_agents.infrastructure.dex.session_index import SessionIndex
@@ -87,6 +92,11 @@ MAX_FORM_BYTES = 1024 * 1024
 NOTICES = {
     "started": "The session started.",
     "sent": "Message sent.",
+    "steered": "Message sent to steer the running turn (or to start one, if none runs).",
+    "withdrawn": "Message withdrawn.",
+    "not-waiting": "That message no longer waits: a turn took it already, or it was withdrawn.",
+    "cancel-requested": "Cancel requested: the turn stops at its next safe boundary.",
+    "no-turn": "No turn is running: there was nothing to cancel.",
     "blank": "The message was blank: nothing was sent.",
     "approved": "Approved.",
     "rejected": "Rejected.",
@@ -131,6 +141,8 @@ def build_console_app(backend: ConsoleBackend, security: ConsoleSecurity) -> Sta
         Route("/sessions/{session_id}/events", handlers.events),
         Route("/sessions/{session_id}/messages", handlers.send_message, methods=["POST"]),
         Route("/sessions/{session_id}/approvals", handlers.answer_approval, methods=["POST"]),
+        Route("/sessions/{session_id}/withdraw", handlers.withdraw_message, methods=["POST"]),
+        Route("/sessions/{session_id}/cancel", handlers.cancel_turn, methods=["POST"]),
     ]
     return Starlette(routes=routes, middleware=[Middleware(SecurityMiddleware, security=security)])
 
@@ -392,13 +404,52 @@ class _Handlers:
             form = await self._form(request)
         except FormError as error:
             return self._error("Refused", str(error), 403)
+        delivery = form.get("delivery") or MessageDelivery.QUEUE.value
+        if delivery not in {d.value for d in MessageDelivery}:
+            return self._error("Not sent", "the form's delivery must be queue or steer", 400)
         try:
-            accepted = await self.sessions.send_user_message(session_id, form.get("text", ""))
+            accepted = await self.sessions.send_user_message(session_id, form.get("text", ""), delivery=delivery)
         except InvalidInputError as error:
             return self._error("Not sent", str(error), 400)
         except SessionUnavailableError:
             return self._error("Not sent", f"The session {session_id!r} does not exist or has ended.", 404)
-        return RedirectResponse(_session_path(session_id) + ("?notice=sent" if accepted else "?notice=blank"), 303)
+        notice = ("steered" if delivery == MessageDelivery.STEER.value else "sent") if accepted else "blank"
+        return RedirectResponse(_session_path(session_id) + "?notice=" + notice, 303)
+
+    async def withdraw_message(self, request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        try:
+            form = await self._form(request)
+        except FormError as error:
+            return self._error("Refused", str(error), 403)
+        try:
+            withdrawn = await self.sessions.withdraw_user_message(session_id, form.get("message_id", ""))
+        except InvalidInputError as error:
+            return self._error("Not withdrawn", str(error), 400)
+        except SessionUnavailableError:
+            return self._error("Not withdrawn", f"The session {session_id!r} does not exist or has ended.", 404)
+        return RedirectResponse(
+            _session_path(session_id) + ("?notice=withdrawn" if withdrawn else "?notice=not-waiting"), 303
+        )
+
+    async def cancel_turn(self, request: Request) -> Response:
+        session_id = request.path_params["session_id"]
+        try:
+            form = await self._form(request)
+        except FormError as error:
+            return self._error("Refused", str(error), 403)
+        reason = form.get("reason", "").strip()
+        try:
+            cancelled = await self.sessions.cancel_turn(session_id, reason or None)
+        except InvalidInputError as error:
+            return self._error("Not cancelled", str(error), 400)
+        except SessionUnavailableError:
+            return self._error("Not cancelled", f"The session {session_id!r} does not exist or has ended.", 404)
+        except dex.RpcLockConflictError:
+            return self._error("Not cancelled", "The session stayed busy: try again in a moment.", 503)
+        return RedirectResponse(
+            _session_path(session_id) + ("?notice=cancel-requested" if cancelled else "?notice=no-turn"), 303
+        )
 
     async def answer_approval(self, request: Request) -> Response:
         session_id = request.path_params["session_id"]

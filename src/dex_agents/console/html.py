@@ -69,7 +69,7 @@ h1{font-size:1.3rem;margin:.2rem 0 .6rem}h2{font-size:1.05rem;margin:.1rem 0 .5r
 padding:.4rem .7rem;border-radius:4px}
 #live .text{white-space:pre-wrap;border-left:3px solid #16a34a;padding:.2rem .6rem;margin:.3rem 0}
 #live .reasoning{color:#6b7280;font-style:italic}#live .note{font-size:.85rem;color:#4b5563}
-#live .tool{font-family:ui-monospace,monospace;font-size:.85rem}
+#live .cancelled{color:#b45309}#live .tool{font-family:ui-monospace,monospace;font-size:.85rem}
 .approval{border:1px solid #f59e0b;background:#fffbeb;border-radius:6px;padding:.5rem .8rem;margin:.5rem 0}
 pre{white-space:pre-wrap;margin:.2rem 0;font-size:.85rem}
 form.inline{display:inline}textarea{width:100%;min-height:3.2rem}input[name=reason]{width:22rem}
@@ -251,8 +251,60 @@ def tool_call_rows(calls: Sequence[AgentToolCall]) -> Markup:
     )
 
 
+def turn_controls(session_id: str, snapshot: AgentSnapshot, *, csrf: str) -> Markup:
+    """The running turn's Cancel form (only while a turn runs) and the waiting messages, each with Withdraw.
+
+    Part of the state panel, so the page's script keeps it current.
+    """
+    state = snapshot.state
+    qsid = quote(session_id, safe="")
+    cancel = Markup("")
+    if state is not None and state.active_turn_id is not None:
+        cancel = render(
+            '<form method="post" action="/sessions/{qsid}/cancel" id="cancel" class="cancel">{csrf}'
+            '<input name="reason" placeholder="Reason (optional, sent to the model)"> '
+            '<button type="submit">Cancel turn</button> <span class="muted">stops {turn} at its next safe '
+            "boundary; a running tool finishes and its result is kept</span></form>",
+            qsid=qsid,
+            csrf=csrf_field(csrf),
+            turn=state.active_turn_id,
+        )
+    waiting = join(
+        render(
+            '<li data-message="{mid}"><span class="delivery">{delivery}</span> · <span class="text">{text}</span> '
+            '<form method="post" action="/sessions/{qsid}/withdraw" class="inline withdraw">{csrf}'
+            '<input type="hidden" name="message_id" value="{mid}">'
+            '<button type="submit">Withdraw</button></form></li>',
+            mid=message.message_id or "",
+            delivery=message.delivery.value,
+            text=message.text,
+            qsid=qsid,
+            csrf=csrf_field(csrf),
+        )
+        if message.message_id
+        else render(
+            '<li><span class="delivery">{delivery}</span> · <span class="text">{text}</span></li>',
+            delivery=message.delivery.value,
+            text=message.text,
+        )
+        for message in snapshot.queued_messages
+    )
+    queued = render('<h2>Waiting messages</h2><ul id="queued">{items}</ul>', items=waiting) if waiting else Markup("")
+    taken = join(render("<li>{text}</li>", text=message.text) for message in snapshot.steered_messages)
+    steered = (
+        render(
+            '<h2>Steered into the running turn</h2><ul id="steered">{items}</ul>'
+            '<p class="muted">Its next model call sees them.</p>',
+            items=taken,
+        )
+        if taken
+        else Markup("")
+    )
+    return join([cancel, queued, steered])
+
+
 def panel(session_id: str, snapshot: AgentSnapshot, *, csrf: str) -> Markup:
-    """The session's state: status, turns, usage, pending approvals, the running turn's tool calls."""
+    """The session's state: status, turns, usage, pending approvals, turn controls, the running turn's tool calls."""
     state = snapshot.state
     approvals = join(
         approval_form(session_id, interrupt, csrf=csrf, return_to=f"/sessions/{session_id}")
@@ -260,17 +312,21 @@ def panel(session_id: str, snapshot: AgentSnapshot, *, csrf: str) -> Markup:
     )
     return render(
         '<p>Status <span class="status" id="status">{status}</span> · turns <span id="turns">{turns}</span>'
-        " · queued messages {queued}{error}</p>"
+        " · queued messages {queued}{cancelled}{error}</p>"
         '<p class="muted">Usage: <span id="usage">{usage}</span></p>'
-        '<div id="pending">{approvals}</div>{tools}',
+        '<div id="pending">{approvals}</div>{controls}{tools}',
         status=_status(snapshot),
         turns=0 if state is None else state.turn_count,
         queued=snapshot.queued_message_count,
+        cancelled=Markup(' · <span id="last-cancelled">last turn cancelled</span>')
+        if state is not None and state.last_turn_cancelled
+        else Markup(""),
         error=render(' · <span class="error">last turn failed: {e}</span>', e=state.last_turn_error)
         if state is not None and state.last_turn_error
         else Markup(""),
         usage=usage_text(snapshot.usage),
         approvals=approvals,
+        controls=turn_controls(session_id, snapshot, csrf=csrf),
         tools=tool_call_rows(snapshot.tool_calls),
     )
 
@@ -324,12 +380,19 @@ def transcript(
 
 
 def session_actions(session_id: str, *, csrf: str) -> Markup:
-    """What a person can do to the session: send a message (steer and cancel join here once the API has them)."""
+    """The message box: queue the message for the next turn (the default), or steer the running turn with it.
+
+    Cancel and the waiting messages' Withdraw buttons are in the state panel (`turn_controls`), which the page's
+    script keeps current.
+    """
     return render(
         '<form method="post" action="/sessions/{qsid}/messages" id="send">{csrf}'
         '<textarea name="text" placeholder="Message to the session"></textarea>'
+        '<p><label><input type="radio" name="delivery" value="queue" checked> Queue</label> '
+        '<span class="muted">(starts the next turn once the running one ends)</span> '
+        '<label><input type="radio" name="delivery" value="steer"> Steer</label> '
+        '<span class="muted">(joins the running turn at its next model call)</span></p>'
         '<p><button type="submit">Send</button></p></form>',
-        sid=session_id,
         qsid=quote(session_id, safe=""),
         csrf=csrf_field(csrf),
     )
@@ -485,6 +548,10 @@ CONSOLE_JS = r"""
       case "committed": {
         forget(update.turn);
         add("note", "").textContent = update.text;
+        break;
+      }
+      case "lasting": {
+        add("note " + (update.style || ""), "").textContent = update.text;  // not dropped when the turn commits
         break;
       }
       default: {

@@ -17,6 +17,10 @@ ever inserts their strings as text (``textContent``), never as HTML:
   committed): the script then fetches the server-rendered panels again.
   ``committed`` (``turn_committed``) also drops the turn's live text: the
   stored messages in the transcript replace it.
+- ``lasting`` notes (``turn_cancelled``) stay when their turn commits, so the
+  page keeps saying that a person cancelled it and why; a steered message
+  (``user_message_steered``) is a note of the turn it joined, which the
+  stored user message in the transcript replaces.
 
 `skip_event` decides which events a page that already shows the committed
 turns must not draw again.
@@ -29,15 +33,18 @@ from dex_agents.domain.events import (
     InterruptRaisedPayload,
     InterruptResolvedPayload,
     ReasoningDeltaPayload,
+    SteeredLanding,
     TextDeltaPayload,
     ToolCallDeferredPayload,
     ToolCallFinishedPayload,
     ToolCallStartedPayload,
+    TurnCancelledPayload,
     TurnCommittedPayload,
     TurnCompletedPayload,
     TurnFailedPayload,
     TurnStartedPayload,
     UsageRecordedPayload,
+    UserMessageSteeredPayload,
 )
 from dex_agents.domain.json_values import JsonValue
 from dex_agents.domain.session import turn_number
@@ -130,6 +137,26 @@ def live_update(event: AgentEvent) -> dict[str, JsonValue]:
                     f"{total.model_calls} model calls, {total.input_tokens} input tokens, "
                     f"{total.output_tokens} output tokens"
                 ),
+            }
+        case UserMessageSteeredPayload():
+            match payload.landed:
+                case SteeredLanding.RUNNING_TURN:
+                    where = f"joined {event.turn_id}: its next model call sees it"
+                case SteeredLanding.NEW_TURN:
+                    where = f"starts {event.turn_id} (the turn it was meant for had ended)"
+                case _:
+                    assert_never(payload.landed)
+            return {**base, "kind": "note", "text": f"steered message {where}: {payload.text}", "refresh": True}
+        case TurnCancelledPayload():
+            why = f": {payload.reason}" if payload.reason else " (no reason given)"
+            calls = payload.finished_tool_calls
+            ran = f"; {calls} tool call{'s' if calls != 1 else ''} of it had ended"
+            return {
+                **base,
+                "kind": "lasting",
+                "style": "cancelled",
+                "text": f"{event.turn_id} cancelled by a person{why}{ran}",
+                "refresh": True,
             }
         case _:
             assert_never(payload)

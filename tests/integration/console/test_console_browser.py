@@ -95,7 +95,9 @@ async def test_an_approval_is_rejected_with_a_reason_from_the_approvals_page(tmp
     assert read_refunds(shop) == []
 
 
-async def test_html_in_a_tool_output_is_shown_as_text_and_never_runs(tmp_path: Path) -> None:
+async def test_html_in_a_tool_output_is_shown_as_text_and_the_waiting_turn_is_cancelled_from_the_page(
+    tmp_path: Path,
+) -> None:
     async with console_stack(build_page_flow(), tmp_path) as stack, chromium(tmp_path) as browser:
         page = await browser.new_page()
         await stack.sessions.start_session("page-1")
@@ -116,6 +118,26 @@ async def test_html_in_a_tool_output_is_shown_as_text_and_never_runs(tmp_path: P
         assert await page.locator("main b", has_text="now").count() == 0
         assert await page.evaluate("window.__pwned === undefined")
         await screenshot(page, "5-escaped-tool-output")
+
+        # The turn waiting for approval is cancelled from the page, with a reason; a second open page sees it live.
+        watcher = await browser.new_page()
+        await watcher.goto(stack.url + "/sessions/page-1")
+        await expect(watcher.locator("#live-state")).to_have_text("live", timeout=WAIT_MS)
+        await page.fill("#cancel input[name=reason]", "Not <i>today</i>.")
+        await page.click("#cancel button[type=submit]")
+        await page.wait_for_url("**/sessions/page-1?notice=cancel-requested", timeout=WAIT_MS)
+        await expect(watcher.locator("#live .cancelled")).to_have_text(
+            "turn-1 cancelled by a person: Not <i>today</i>.; 2 tool calls of it had ended", timeout=WAIT_MS
+        )
+        await expect(watcher.locator("#last-cancelled")).to_be_visible(timeout=WAIT_MS)
+        await expect(page.locator("#status")).to_have_text("waiting for user message", timeout=WAIT_MS)
+        await expect(page.locator("#last-cancelled")).to_be_visible()
+        await expect(page.locator("#pending .approval")).to_have_count(0)
+        await expect(page.locator("#cancel")).to_have_count(0)
+        publish = page.locator("#transcript li.outcome", has_text="publish")
+        await expect(publish).to_contain_text("the user cancelled the turn. Reason: Not <i>today</i>.")
+        assert await page.locator("main i").count() == 0
+        await screenshot(page, "7-turn-cancelled")
 
 
 async def test_a_retried_model_call_replaces_the_text_of_the_attempt_it_supersedes(tmp_path: Path) -> None:

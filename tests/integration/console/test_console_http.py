@@ -162,3 +162,86 @@ async def test_the_index_lists_what_the_client_started_and_shows_a_listed_sessio
         assert re.search(r'data-session="never-started">.*?<td class="status">unavailable</td>', page)
         assert re.search(r'data-session="s-1">.*?<td class="status">waiting for user message</td>', page)
         assert (await raw_request(stack.url, "GET", "/sessions/never-started")).status == 404
+
+
+async def _csrf(url: str) -> str:
+    page = await raw_request(url, "GET", "/")
+    match = re.search(r'name="csrf" value="([0-9a-f]+)"', page.body.decode())
+    assert match is not None
+    return match.group(1)
+
+
+async def _post(url: str, path: str, fields: dict[str, str], headers: dict[str, str] | None = None) -> str:
+    """POST a form; return the redirect's location (or ``"<status>"`` when there is none)."""
+    response = await raw_request(
+        url, "POST", path, headers={**FORM, **(headers or {})}, body=urlencode(fields).encode()
+    )
+    return response.headers.get("location", str(response.status))
+
+
+async def test_messages_are_queued_withdrawn_and_steered_and_the_turn_cancelled_through_the_forms(
+    tmp_path: Path,
+) -> None:
+    async with console_stack(build_page_flow(), tmp_path) as stack:
+        sessions = stack.sessions
+        csrf = await _csrf(stack.url)
+        await sessions.start_session("idle-1")
+        await sessions.wait_until_idle("idle-1", timeout=60)
+        assert await _post(stack.url, "/sessions/idle-1/cancel", {"csrf": csrf}) == "/sessions/idle-1?notice=no-turn"
+        shown = (await raw_request(stack.url, "GET", "/sessions/idle-1?notice=no-turn")).body.decode()
+        assert "No turn is running: there was nothing to cancel." in shown
+        assert "Cancel turn" not in shown
+
+        await sessions.start_session("page-1", "Fetch the page.")
+        await wait_until("the publish approval", lambda: _pending(sessions, "page-1"), timeout=60)
+        assert "Cancel turn" in (await raw_request(stack.url, "GET", "/sessions/page-1")).body.decode()
+
+        # A queued message is listed with its Withdraw form, and withdrawn once.
+        queued = {"csrf": csrf, "text": "Later: <b>bold</b>", "delivery": "queue"}
+        assert await _post(stack.url, "/sessions/page-1/messages", queued) == "/sessions/page-1?notice=sent"
+        page = (await raw_request(stack.url, "GET", "/sessions/page-1")).body.decode()
+        assert "Later: &lt;b&gt;bold&lt;/b&gt;" in page
+        match = re.search(r'<ul id="queued">.*?name="message_id" value="([0-9a-f]+)"', page)
+        assert match is not None
+        withdraw = {"csrf": csrf, "message_id": match.group(1)}
+        assert await _post(stack.url, "/sessions/page-1/withdraw", withdraw) == "/sessions/page-1?notice=withdrawn"
+        assert (await sessions.get_agent_snapshot("page-1")).queued_messages == ()
+        assert await _post(stack.url, "/sessions/page-1/withdraw", withdraw) == "/sessions/page-1?notice=not-waiting"
+        assert await _post(stack.url, "/sessions/page-1/messages", {**queued, "delivery": "shout"}) == "400"
+
+        # Forged cancels and withdraws do nothing.
+        assert await _post(stack.url, "/sessions/page-1/cancel", {"reason": "forged"}) == "403"
+        assert await _post(stack.url, "/sessions/page-1/cancel", {"csrf": "0" * 64}) == "403"
+        evil = {"Origin": "http://evil.example"}
+        assert await _post(stack.url, "/sessions/page-1/cancel", {"csrf": csrf}, evil) == "403"
+        assert await _post(stack.url, "/sessions/page-1/withdraw", {"message_id": "m"}) == "403"
+        assert await _post(stack.url, "/sessions/page-1/messages", {"text": "x", "delivery": "steer"}) == "403"
+        snapshot = await sessions.get_agent_snapshot("page-1")
+        assert snapshot.pending_interrupts
+        assert snapshot.state is not None
+        assert snapshot.state.active_turn_id == "turn-1"
+
+        # A steered message waits for the turn's next model call (the turn is parked at an approval).
+        steer = {"csrf": csrf, "text": "Keep it short.", "delivery": "steer"}
+        assert await _post(stack.url, "/sessions/page-1/messages", steer) == "/sessions/page-1?notice=steered"
+        waiting = (await sessions.get_agent_snapshot("page-1")).queued_messages
+        assert [(m.text, m.delivery.value) for m in waiting] == [("Keep it short.", "steer")]
+
+        cancel = {"csrf": csrf, "reason": "Not <i>today</i>."}
+        assert await _post(stack.url, "/sessions/page-1/cancel", cancel) == "/sessions/page-1?notice=cancel-requested"
+        updates = [
+            json.loads(e.data)
+            for e in await read_sse(stack.url, "/sessions/page-1/events?from=", count=500, stop="cancelled by")
+        ]
+        assert updates[-1]["type"] == "turn_cancelled"
+        assert updates[-1]["text"] == "turn-1 cancelled by a person: Not <i>today</i>.; 2 tool calls of it had ended"
+        steered = await read_sse(stack.url, "/sessions/page-1/events?from=", count=500, stop="steered message")
+        assert json.loads(steered[-1].data)["type"] == "user_message_steered"
+        assert json.loads(steered[-1].data)["text"].endswith(": Keep it short.")
+        await wait_until(
+            "the steered message stored", lambda: _stored(sessions, "page-1", "Keep it short."), timeout=60
+        )
+
+
+async def _stored(sessions: AgentSessionClient, session_id: str, text: str) -> bool:
+    return any(m.text == text for m in (await sessions.get_agent_snapshot(session_id)).messages)

@@ -16,9 +16,20 @@ from dex_agents.console.security import (
     SecurityMiddleware,
     is_loopback,
 )
-from dex_agents.domain.events import AgentEvent, text_delta, tool_call_finished, turn_committed
-from dex_agents.domain.messages import AgentMessage, MessageRole
+from dex_agents.domain.events import (
+    AgentEvent,
+    SteeredLanding,
+    text_delta,
+    tool_call_finished,
+    turn_cancelled,
+    turn_committed,
+    user_message_steered,
+)
+from dex_agents.domain.messages import AgentMessage, AgentUserMessage, MessageDelivery, MessageRole
+from dex_agents.domain.session import AgentState
+from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.domain.tools import ToolCallStatus
+from dex_agents.domain.usage import AgentUsage
 from dex_agents.infrastructure.dex.session_index import SessionIndex
 
 
@@ -210,3 +221,72 @@ def test_a_session_id_is_escaped_in_text_and_quoted_in_links() -> None:
     shown = views.sessions_table([row])
     assert "<script>" not in shown
     assert 'href="/sessions/%22%3E%3Cscript%3Ex%3C%2Fscript%3E"' in shown
+
+
+def _snapshot(
+    *, running: bool, queued: tuple[AgentUserMessage, ...] = (), steered: tuple[AgentUserMessage, ...] = ()
+) -> AgentSnapshot:
+    state = AgentState(turn_count=1, active_turn_id="turn-1" if running else None)
+    return AgentSnapshot(
+        state=state,
+        messages=(),
+        pending_interrupts=(),
+        tool_calls=(),
+        usage=AgentUsage(),
+        queued_message_count=len(queued),
+        queued_messages=queued,
+        steered_messages=steered,
+    )
+
+
+def test_the_cancel_form_shows_only_while_a_turn_runs() -> None:
+    running = views.panel("s 1", _snapshot(running=True), csrf="c" * 64)
+    assert '<form method="post" action="/sessions/s%201/cancel" id="cancel"' in running
+    assert 'name="reason"' in running
+    assert 'name="csrf" value="' + "c" * 64 in running
+    assert "Cancel turn" in running
+    idle = views.panel("s 1", _snapshot(running=False), csrf="c" * 64)
+    assert "/cancel" not in idle
+    assert "Cancel turn" not in idle
+
+
+def test_waiting_messages_are_listed_escaped_each_with_a_withdraw_form() -> None:
+    hostile = "<script>alert(1)</script>"
+    queued = (
+        AgentUserMessage(text=hostile, client_message_id="m-1"),
+        AgentUserMessage(text="Shorter, please", client_message_id="m-2", delivery=MessageDelivery.STEER),
+    )
+    taken = (AgentUserMessage(text="<b>in</b>", client_message_id="m-0", delivery=MessageDelivery.STEER),)
+    shown = views.panel("s-1", _snapshot(running=True, queued=queued, steered=taken), csrf="c" * 64)
+    assert hostile not in shown
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in shown
+    assert shown.count('action="/sessions/s-1/withdraw"') == 2
+    assert '<input type="hidden" name="message_id" value="m-1">' in shown
+    assert '<span class="delivery">steer</span> · <span class="text">Shorter, please</span>' in shown
+    assert '<ul id="steered"><li>&lt;b&gt;in&lt;/b&gt;</li></ul>' in shown
+
+
+def test_the_message_box_offers_queue_by_default_and_steer() -> None:
+    form = views.session_actions("s-1", csrf="c" * 64)
+    assert '<input type="radio" name="delivery" value="queue" checked>' in form
+    assert '<input type="radio" name="delivery" value="steer">' in form
+
+
+def test_a_steered_message_is_a_note_of_the_turn_it_joined() -> None:
+    joined = live_update(_event(user_message_steered("m-1", "<i>now</i>", SteeredLanding.RUNNING_TURN)))
+    assert joined["kind"] == "note"
+    assert joined["turn"] == "turn-2"
+    assert joined["text"] == "steered message joined turn-2: its next model call sees it: <i>now</i>"
+    assert joined["refresh"] is True
+    new_turn = live_update(_event(user_message_steered("m-1", "x", SteeredLanding.NEW_TURN), turn="turn-3"))
+    assert "starts turn-3" in str(new_turn["text"])
+
+
+def test_a_cancelled_turn_is_a_lasting_note_with_the_reason() -> None:
+    update = live_update(_event(turn_cancelled("Wrong order", finished_tool_calls=1)))
+    assert update["kind"] == "lasting"
+    assert update["style"] == "cancelled"
+    assert update["text"] == "turn-2 cancelled by a person: Wrong order; 1 tool call of it had ended"
+    assert update["refresh"] is True
+    silent = live_update(_event(turn_cancelled(None, finished_tool_calls=0)))
+    assert silent["text"] == "turn-2 cancelled by a person (no reason given); 0 tool calls of it had ended"
