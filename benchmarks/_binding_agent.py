@@ -16,12 +16,14 @@ what building its answer costs, so what is measured is the session machinery.
 """
 
 import json
+import os
 
 from dex_agents import (
     AgentSessionFlow,
     AgentSessionOptions,
     AgentTurnContext,
     AgentTurnOutcome,
+    CompactionPolicy,
     DeferredToolCall,
     DeferredToolExecution,
     FrameworkMessage,
@@ -35,6 +37,8 @@ from dex_agents import (
 from dex_agents.domain.usage import AgentUsage
 
 FLOW_TYPE = "BindingBenchAgent"
+CONTEXT_BUDGET_TOKENS_ENV = "BINDING_BENCH_CONTEXT_BUDGET_TOKENS"
+"""Set, the agent's compaction policy has this token budget (the long-session benchmark); else the defaults."""
 MESSAGE_BYTES = 240
 _USAGE = AgentUsage(model_calls=1, input_tokens=50, output_tokens=20)
 
@@ -90,10 +94,13 @@ class BenchRunner:
 
 def build_flow() -> AgentSessionFlow:
     """Return the benchmark's agent Flow (the same in the driver and the Worker)."""
+    budget = os.environ.get(CONTEXT_BUDGET_TOKENS_ENV)
+    compaction = CompactionPolicy() if budget is None else CompactionPolicy(context_budget_tokens=int(budget))
     options = AgentSessionOptions(
+        compaction=compaction,
         tool_policies={
             "lookup": ToolPolicy(ToolEffect.READ),
             "send": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False),
-        }
+        },
     )
     return AgentSessionFlow(BenchRunner(), flow_type=FLOW_TYPE, options=options)

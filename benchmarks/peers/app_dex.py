@@ -36,7 +36,15 @@ from benchmarks.peers.procstat import CpuProbe, proc_mem_kib
 from benchmarks.peers.runners import Describe, Runner
 from benchmarks.peers.scenario import TOOL_NAME, make_agent
 from benchmarks.peers.steps import DEX_TASK_SLOTS
-from dex_agents import AgentContainer, AgentEventType, AgentSessionClient, AgentSessionFlow, ToolEffect, ToolPolicy
+from dex_agents import (
+    AgentContainer,
+    AgentEventType,
+    AgentSessionClient,
+    AgentSessionFlow,
+    CompactionPolicy,
+    ToolEffect,
+    ToolPolicy,
+)
 from dex_agents.adapters.pydantic_ai import pydantic_ai_session_flow
 from dex_agents.testing.fake_dex import EXECUTE_COMPLETED_EVENT, FakeDex, read_history_events, step_history
 from dex_agents.testing.stack import READY_FILE_ENV, SERVER_ADDRESS_ENV
@@ -47,10 +55,19 @@ EVENT_WAIT = timedelta(seconds=60)
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
+CONTEXT_BUDGET_TOKENS = 16_000
+"""The bench agent's compaction budget (64 KiB of stored messages, about four turns of 5x4): the model
+reads the latest summary and the messages after it, so a growing session's model calls stop growing
+(issue 11). The summary is the default compactor's: one request to the agent's own (scripted) model."""
+
+
 def build_flow() -> AgentSessionFlow:
     """The session Flow of the bench agent (the Worker child builds the same one)."""
     return pydantic_ai_session_flow(
-        make_agent("bench_dex"), flow_type=FLOW_TYPE, tool_policies={TOOL_NAME: ToolPolicy(ToolEffect.READ)}
+        make_agent("bench_dex"),
+        flow_type=FLOW_TYPE,
+        tool_policies={TOOL_NAME: ToolPolicy(ToolEffect.READ)},
+        compaction=CompactionPolicy(context_budget_tokens=CONTEXT_BUDGET_TOKENS),
     )
 
 

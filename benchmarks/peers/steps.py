@@ -33,7 +33,11 @@ def check_steps(config: str, describe: dict[str, Any], k: int, m: int, session_t
     names = describe.get("step_names", {})
     if config in DEX_CONFIGS:
         expected = dex_expected_steps(k, m, session_turns)
-        ok = names == expected
+        # CompactHistory runs when the window passes the agent's context budget (issue 11): at most
+        # once per turn after the first, and never in a one-turn measurement.
+        compactions = names.get("CompactHistory", 0)
+        fixed = {name: count for name, count in names.items() if name != "CompactHistory"}
+        ok = fixed == expected and compactions <= max(0, session_turns - 1)
         order = ("StartAgentSession", "AwaitUserMessage", "RunModel", "CallTool", "ResumeTurn")
         text = " + ".join(f"{names.get(n, 0)} {n}" for n in order if n in names or n in expected)
         extra = sorted(set(names) - set(order))

@@ -24,12 +24,14 @@ Steps (the one table of them; `STEP_POLICIES` holds the same numbers):
 | ``RecordTurnFailure``        | none         | 5           | none                         |
 | ``RecordResumeFailure``      | result count | 5           | none                         |
 | ``RecordStartFailure``       | start input  | 5           | none                         |
+| ``CompactHistory``           | reason       | 3 in 30 min | ``RecordCompactionFailure``  |
+| ``RecordCompactionFailure``  | reason       | 5           | none                         |
 
 - ``StartAgentSession`` initializes state, usage and interrupts; next
   ``RunModel`` when the first message is not blank, else ``AwaitUserMessage``.
 - ``AwaitUserMessage`` writes ``turn_committed`` for the turn that just ended,
   waits for a steered (first) or queued user message and starts a turn; next
-  ``RunModel``.
+  ``RunModel`` (or ``CompactHistory`` first, see below).
 - ``RunModel`` makes one model call (15 min timeout, 2 min heartbeat timeout);
   next ``AwaitUserMessage`` when the turn completed, else one Step per tool
   call plus ``ResumeTurn``, in parallel. A turn with a cancel request ends
@@ -51,12 +53,25 @@ Steps (the one table of them; `STEP_POLICIES` holds the same numbers):
   ``not_applied`` (it did not take effect; the model may call again), or
   ``outcome_unknown`` (the probe could not tell, or failed 3 attempts: its
   failure route is ``RecordToolOutcomeUnknown``); it ends.
-- ``ResumeTurn`` waits for the tool results; next ``RunModel``.
+- ``ResumeTurn`` waits for the tool results and takes the steered messages
+  queued by then; next ``RunModel`` (or ``CompactHistory`` first).
 - ``RecordTurnFailure`` records the error and a note of the calls that ran and
   clears the turn (or records the turn a failed ``AwaitUserMessage`` would have
   started as failed); ``RecordResumeFailure`` does the same for ``ResumeTurn``
   and ``RecordStartFailure`` for ``StartAgentSession`` (it initializes the
   session too); next ``AwaitUserMessage``.
+- Before a model call whose context (the summary and the messages after it)
+  exceeds the budget of `CompactionPolicy`, and after a provider's
+  `ContextOverflowError`, ``CompactHistory`` folds the oldest messages into a
+  new cumulative summary (the runner's `HistoryCompactor`; the model policy of
+  ``RunModel``) and writes ``history_compacted``; next ``RunModel``, which
+  reads only the summary and the messages after it. Every message stays
+  stored and readable. ``RecordCompactionFailure`` leaves the history as it
+  was and lets the turn go on when its context still fits, else fails it.
+  Every way into ``RunModel`` goes through this check and names the window
+  it loads. A turn with a cancel request ends in ``CompactHistory`` (or
+  ``RecordCompactionFailure``) as in ``RunModel``, before anything is
+  compacted (a summary is a model call).
 
 A runner whose ``build_user_message`` raises, or a refused first message,
 fails that turn inside the Step; no Step is left on the engine's default of
@@ -135,6 +150,12 @@ Serving a Flow needs the dex-agents codecs::
     registry = dex.Registry([flow], codec_registry(), allow_async_handlers=True)
 """
 
+from dex_agents.application.compaction import (
+    CompactionPolicy,
+    CompactionSummary,
+    ExcerptCompactor,
+    HistoryCompactor,
+)
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.options import (
     DEFAULT_EVENT_STREAM_CAPACITY_BYTES,
@@ -144,6 +165,7 @@ from dex_agents.application.options import (
 from dex_agents.application.runner import (
     AgentFrameworkRunner,
     AgentTurnContext,
+    ContextOverflowError,
     DeferredToolExecution,
     ReconcileResult,
     ReconcileVerdict,
@@ -169,6 +191,7 @@ from dex_agents.domain.failure_note import (
     build_turn_failure_note,
     describe_tool_call_outcome,
 )
+from dex_agents.domain.history import HistorySummary
 from dex_agents.domain.interrupts import (
     EXPIRED_REJECTION_MESSAGE,
     AgentInterrupt,
@@ -219,6 +242,7 @@ from dex_agents.infrastructure.dex.container import AgentContainer
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 from dex_agents.infrastructure.dex.persistence import (
     AGENT_EVENTS_STREAM_NAME,
+    AGENT_HISTORY_SUMMARIES,
     AGENT_MESSAGES,
     AGENT_STATE,
     AGENT_TOOL_CALLS,
@@ -232,6 +256,7 @@ from dex_agents.infrastructure.dex.persistence import (
 
 __all__ = [
     "AGENT_EVENTS_STREAM_NAME",
+    "AGENT_HISTORY_SUMMARIES",
     "AGENT_MESSAGES",
     "AGENT_STATE",
     "AGENT_TOOL_CALLS",
@@ -278,10 +303,16 @@ __all__ = [
     "AgentUserMessage",
     "ApprovalStatus",
     "CancelTurnRequest",
+    "CompactionPolicy",
+    "CompactionSummary",
+    "ContextOverflowError",
     "DeferredToolCall",
     "DeferredToolExecution",
     "DexAgentsError",
+    "ExcerptCompactor",
     "FrameworkMessage",
+    "HistoryCompactor",
+    "HistorySummary",
     "InputProblem",
     "InvalidInputError",
     "InvalidTransitionError",

@@ -41,6 +41,7 @@ SPEC_EVENTS = {
     "interrupt_raised": {"interrupt_id", "tool_call_id", "tool_name", "deadline"},
     "interrupt_resolved": {"interrupt_id", "approved", "rejection_message", "approver"},
     "usage_recorded": {"recorded", "session"},
+    "history_compacted": {"summary_number", "first_sequence", "through_sequence", "reason"},
     # issue 15 (README: Deviations): steering and cancel.
     "user_message_steered": {"client_message_id", "text", "landed"},
     "turn_cancelled": {"reason", "finished_tool_calls"},
@@ -59,6 +60,9 @@ BUILT: dict[AgentEventType, AgentEventBody] = {
     AgentEventType.INTERRUPT_RAISED: ev.interrupt_raised("turn-1.c1", "c1", "refund", DEADLINE),
     AgentEventType.INTERRUPT_RESOLVED: ev.interrupt_resolved("turn-1.c1", approved=False, rejection_message="no"),
     AgentEventType.USAGE_RECORDED: ev.usage_recorded(AgentUsage(model_calls=1), AgentUsage(model_calls=2)),
+    AgentEventType.HISTORY_COMPACTED: ev.history_compacted(
+        summary_number=1, first_sequence=1, through_sequence=40, reason="policy"
+    ),
     AgentEventType.USER_MESSAGE_STEERED: ev.user_message_steered("m1", "stop", ev.SteeredLanding.RUNNING_TURN),
     AgentEventType.TURN_CANCELLED: ev.turn_cancelled("enough", finished_tool_calls=2),
 }

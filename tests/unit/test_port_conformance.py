@@ -7,6 +7,7 @@ from dex_agents.application.ports import (
     DeliveryLedger,
     EventSink,
     Heartbeat,
+    HistorySummaryStore,
     InterruptStore,
     MessageLog,
     ResolutionPublisher,
@@ -23,6 +24,7 @@ from dex_agents.testing import RecordingEventSink, RecordingHeartbeat, ScriptedR
 from dex_agents.testing.memory import (
     InMemoryCancelRequestStore,
     InMemoryDeliveryLedger,
+    InMemoryHistorySummaryStore,
     InMemoryInterruptStore,
     InMemoryMessageLog,
     InMemoryResolutionPublisher,
@@ -48,6 +50,7 @@ def test_every_fake_conforms_to_its_port() -> None:
     queue: UserMessageQueue = InMemoryUserMessageQueue()
     resolutions: ResolutionPublisher = InMemoryResolutionPublisher()
     results: ToolResultPublisher = InMemoryToolResultPublisher()
+    summaries: HistorySummaryStore = InMemoryHistorySummaryStore()
     sink: EventSink = RecordingEventSink()
     failing_sink: EventSink = FailingEventSink()
     heartbeat: Heartbeat = RecordingHeartbeat()
@@ -59,7 +62,7 @@ def test_every_fake_conforms_to_its_port() -> None:
     cancel_request: CancelRequestStore = InMemoryCancelRequestStore()
 
     ports = [state, messages, run_state, tool_calls, interrupts, usage, queue, resolutions, results, steered]
-    ports.append(cancel_request)
+    ports += [cancel_request, summaries]
     assert all(port is not None for port in ports)
     assert all(port is not None for port in (sink, failing_sink, heartbeat, heartbeat_fn, clock, runner, deliveries))
 
@@ -84,6 +87,7 @@ def test_every_port_has_a_fake_in_the_conformance_test() -> None:
         "CancelRequestStore",
         "ResolutionPublisher",
         "ToolResultPublisher",
+        "HistorySummaryStore",
         "EventSink",
         "Heartbeat",
         "Clock",

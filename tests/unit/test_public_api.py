@@ -21,6 +21,9 @@ EXPECTED = {
     "TURN_FAILURE_NOTE_FOOTER", "TURN_FAILURE_NOTE_HEADER", "TurnResult", "TurnStatus", "turn_result",
     # reconciling unknown outcomes: the optional probe of the runner contract and what the model reads
     "NOT_APPLIED_TOOL_RESULT", "ReconcileResult", "ReconcileVerdict", "ToolCallReconciler",
+    # long sessions: compaction's policy, port, summary, the provider's overflow error and the summaries' map
+    "AGENT_HISTORY_SUMMARIES", "CompactionPolicy", "CompactionSummary", "ContextOverflowError", "ExcerptCompactor",
+    "HistoryCompactor", "HistorySummary",
     # steering and cancelling a running turn (issue 15)
     "CANCELLED_TOOL_RESULT", "CancelTurnRequest", "MessageDelivery", "SteeredLanding", "TURN_CANCELLED_NOTE_HEADER",
     "TurnCancelRequest",

@@ -27,7 +27,7 @@ async def test_when_every_record_is_final_the_turn_goes_back_to_the_model() -> N
         ]
     )
 
-    assert decision == GoTo(step=StepName.RUN_MODEL)
+    assert decision == GoTo(step=StepName.RUN_MODEL, window=session.state.current.model_window())
     assert session.state.current.status is AgentStatus.RUNNING_MODEL
     assert session.state.current.active_turn_id == "turn-1"
 
@@ -49,7 +49,7 @@ async def test_a_consumed_result_that_left_a_record_unfinished_waits_again_for_t
 
     session.tool_calls.put(session.tool_calls["c2"].succeed("b"))
     session.tool_calls.put(session.tool_calls["c3"].succeed("c"))
-    assert await session.resume_turn([]) == GoTo(step=StepName.RUN_MODEL)
+    assert await session.resume_turn([]) == GoTo(step=StepName.RUN_MODEL, window=session.state.current.model_window())
 
 
 async def test_records_of_another_turn_do_not_hold_the_turn_back() -> None:
@@ -57,4 +57,4 @@ async def test_records_of_another_turn_do_not_hold_the_turn_back() -> None:
     session.tool_calls.put(session.tool_calls["c1"].succeed("a"))
     session.tool_calls.put(make_tool_call("old", turn_id="turn-0", deferral_order=9))
 
-    assert await session.resume_turn([]) == GoTo(step=StepName.RUN_MODEL)
+    assert await session.resume_turn([]) == GoTo(step=StepName.RUN_MODEL, window=session.state.current.model_window())

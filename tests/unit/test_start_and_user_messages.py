@@ -19,7 +19,7 @@ async def test_a_non_blank_initial_message_starts_the_first_turn() -> None:
 
     decision = await session.start("Find my open tickets")
 
-    assert decision == GoTo(step=StepName.RUN_MODEL)
+    assert decision == GoTo(step=StepName.RUN_MODEL, window=session.state.current.model_window())
     state = session.state.current
     assert (state.status, state.turn_count, state.active_turn_id, state.message_count) == (
         AgentStatus.RUNNING_MODEL,
@@ -75,7 +75,7 @@ async def test_a_delivered_user_message_starts_the_next_turn_at_the_next_sequenc
 
     decision = await session.await_user_message([AgentUserMessage(text="Refund order 7")])
 
-    assert decision == GoTo(step=StepName.RUN_MODEL)
+    assert decision == GoTo(step=StepName.RUN_MODEL, window=session.state.current.model_window())
     state = session.state.current
     assert (state.status, state.active_turn_id, state.message_count) == (AgentStatus.RUNNING_MODEL, "turn-1", 5)
     (message,) = session.messages.all

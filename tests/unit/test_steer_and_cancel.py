@@ -239,7 +239,8 @@ async def test_a_tool_that_finished_keeps_its_result_and_the_next_model_call_end
     await host.run_model()
     await host.call_tool("c1")  # it was running when the cancel came
     assert await host.cancel_turn("enough")
-    assert await host.resume_turn(host.results.take(1)) == GoTo(step=StepName.RUN_MODEL)
+    resumed = await host.resume_turn(host.results.take(1))
+    assert resumed == GoTo(step=StepName.RUN_MODEL, window=host.state.current.model_window())
 
     assert await host.run_model() == GoTo(step=StepName.AWAIT_USER_MESSAGE)
 

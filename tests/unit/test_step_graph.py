@@ -44,6 +44,8 @@ def test_the_step_names_are_the_specified_ones() -> None:
         "RecordTurnFailure",
         "RecordResumeFailure",
         "RecordStartFailure",
+        "CompactHistory",
+        "RecordCompactionFailure",
     ]
 
 
@@ -63,6 +65,13 @@ SPEC_POLICIES = {
     StepName.CALL_TOOL: (3, None, None, None, StepName.RECORD_TOOL_FAILURE),
     StepName.CALL_SINGLE_ATTEMPT_TOOL: (1, None, None, None, StepName.RECORD_TOOL_OUTCOME_UNKNOWN),
     StepName.RECONCILE_TOOL_CALL: (3, None, None, timedelta(minutes=2), StepName.RECORD_TOOL_OUTCOME_UNKNOWN),
+    StepName.COMPACT_HISTORY: (
+        3,
+        timedelta(minutes=30),
+        timedelta(minutes=15),
+        timedelta(minutes=2),
+        StepName.RECORD_COMPACTION_FAILURE,
+    ),
 }
 """(attempts, total retry duration, method timeout, heartbeat timeout, failure route) from the Step table.
 ``None`` means the spec does not give a number for that Step. ``ReconcileToolCall`` (issue 13):
@@ -97,6 +106,7 @@ HARDENED_POLICIES = {
     StepName.RECORD_TURN_FAILURE: (5, None),
     StepName.RECORD_RESUME_FAILURE: (5, None),
     StepName.RECORD_START_FAILURE: (5, None),
+    StepName.RECORD_COMPACTION_FAILURE: (5, None),
 }
 """(attempts, failure route) of the Steps the spec leaves on the engine's defaults."""
 

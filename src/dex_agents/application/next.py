@@ -10,6 +10,8 @@ from enum import StrEnum
 
 import attrs
 
+from dex_agents.domain.history import ModelWindow
+
 
 class StepName(StrEnum):
     """The Steps of the session Flow; the values are the engine's Step types."""
@@ -27,6 +29,8 @@ class StepName(StrEnum):
     RECORD_TURN_FAILURE = "RecordTurnFailure"
     RECORD_RESUME_FAILURE = "RecordResumeFailure"
     RECORD_START_FAILURE = "RecordStartFailure"
+    COMPACT_HISTORY = "CompactHistory"
+    RECORD_COMPACTION_FAILURE = "RecordCompactionFailure"
 
 
 StepInput = str | int | None
@@ -41,6 +45,8 @@ class GoTo:
     """The next Step."""
     input: StepInput = None
     """Its input."""
+    window: ModelWindow | None = None
+    """The stored messages (and summary) the Step reads, for a host that loads per movement; ``None``: none."""
 
 
 def _movements(movements: Iterable[GoTo]) -> tuple[GoTo, ...]:

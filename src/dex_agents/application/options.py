@@ -6,6 +6,7 @@ from types import MappingProxyType
 
 import attrs
 
+from dex_agents.application.compaction import CompactionPolicy
 from dex_agents.domain.limits import DEFAULT_MAX_INPUT_TEXT_BYTES, DEFAULT_MAX_TOOL_OUTPUT_BYTES
 from dex_agents.domain.tools import ToolEffect, ToolPolicy
 
@@ -67,3 +68,5 @@ class AgentSessionOptions:
     """
     max_event_bytes: int = attrs.field(default=DEFAULT_MAX_EVENT_BYTES, validator=_check_text_limit)
     """Limit of one live event's payload, as JSON: longer text deltas are split, other long texts cut with a marker."""
+    compaction: CompactionPolicy = attrs.field(factory=CompactionPolicy)
+    """When the model's context is compacted into a summary, and what is kept verbatim."""

@@ -91,6 +91,14 @@ STEP_POLICIES: Mapping[StepName, StepPolicy] = {
     StepName.RECORD_TURN_FAILURE: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
     StepName.RECORD_RESUME_FAILURE: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
     StepName.RECORD_START_FAILURE: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
+    StepName.COMPACT_HISTORY: StepPolicy(
+        maximum_attempts=3,
+        total_retry_duration=timedelta(minutes=30),
+        method_timeout=timedelta(minutes=15),
+        heartbeat_timeout=timedelta(minutes=2),
+        failure_route=StepName.RECORD_COMPACTION_FAILURE,
+    ),
+    StepName.RECORD_COMPACTION_FAILURE: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
 }
 """The policy of every Step."""
 

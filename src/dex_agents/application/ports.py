@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Protocol
 
 from dex_agents.domain.events import AgentEvent
+from dex_agents.domain.history import HistorySummary
 from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage
 from dex_agents.domain.session import AgentState
@@ -40,6 +41,18 @@ class MessageLog(Protocol):
 
     def append(self, message: AgentMessage) -> None:
         """Stage ``message`` at its sequence."""
+        ...
+
+
+class HistorySummaryStore(Protocol):
+    """Summaries of compacted history (``AGENT_HISTORY_SUMMARIES``), one per compaction, keyed by its number."""
+
+    def get(self, number: int) -> HistorySummary | None:
+        """Return compaction ``number``'s summary, or ``None``."""
+        ...
+
+    def put(self, summary: HistorySummary) -> None:
+        """Stage ``summary`` under its number (a repeated attempt overwrites the same slot)."""
         ...
 
 

@@ -8,7 +8,14 @@ or a retry, so it derives everything from its arguments.
   message, and for the turn-failure note.
 - `AgentFrameworkRunner.run_model_step` makes at most one model call and
   returns `TurnCompleted` or `ToolCallsRequested`; it never runs a tool it can
-  defer. Any exception fails the attempt.
+  defer. It reads the model's window: ``turn.summary`` (the cumulative summary
+  of the compacted messages, if any) and ``turn.messages`` (every message
+  after the summary's range). `ContextOverflowError` says the provider refused
+  the context: the session compacts its history and retries the call once.
+  Any other exception fails the attempt.
+- Optionally, `dex_agents.application.compaction.HistoryCompactor.compact`
+  (``compact(messages, previous_summary) -> summary``): how the runner
+  summarises history for ``CompactHistory``.
 - `AgentFrameworkRunner.execute_deferred_tool_call` runs one tool call once and
   returns `ToolExecutionResult`; `ToolExecutionError` records ``failed`` and is
   not retried; any other exception is a Step failure.
@@ -27,6 +34,7 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from dex_agents.application.event_writer import AgentEventWriter
+from dex_agents.domain.history import HistorySummary
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage, FrameworkMessage
 from dex_agents.domain.tools import AgentToolCall, ToolEffect, ToolPolicy
 from dex_agents.domain.turns import AgentTurnOutcome
@@ -51,7 +59,8 @@ class AgentTurnContext:
     step_execution_id: str
     """The ``RunModel`` execution, shared by its attempts."""
     messages: tuple[AgentMessage, ...]
-    """Every stored message in sequence order; the last user message opens this turn."""
+    """The model's window: every stored message after the summary's range, in sequence order; the last user
+    message opens this turn."""
     framework_run_state: str | None
     """``None`` for the turn's first model call, else the last `ToolCallsRequested` state."""
     tool_calls: Mapping[str, AgentToolCall]
@@ -62,13 +71,17 @@ class AgentTurnContext:
     """Records liveness (the session also beats every 20 s in the background)."""
     policy_resolver: PolicyResolver
     """Backs `resolve_tool_policy`."""
+    summary: HistorySummary | None = None
+    """The cumulative summary of messages ``1..summary.through_sequence``, read in their place; ``None``: none."""
     steered_messages: tuple[AgentUserMessage, ...] = ()
     """User messages steered into this turn since its last model call, oldest first (only when resuming).
 
     Give them to the model after the tool results of the run state (never
     between a tool call and its result), keep them in the turn's messages (the
     next run state, and `TurnCompleted.new_messages` in their place), and let
-    this model call see them. The session hands each to one model call only.
+    this model call see them. The session hands each to one model call that
+    returns: a call that raises (`ContextOverflowError` included) gets them
+    again on its retry.
     """
 
     @property
@@ -87,6 +100,14 @@ class AgentTurnContext:
             KeyError: the turn has no such call.
         """
         return self.tool_calls[tool_call_id]
+
+
+class ContextOverflowError(Exception):
+    """The provider refused a model call because its context is too long (raised by `run_model_step`).
+
+    ``RunModel`` answers it by compacting the history and retrying the model
+    call once; a second overflow fails the attempt.
+    """
 
 
 @attrs.frozen(kw_only=True)

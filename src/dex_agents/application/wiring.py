@@ -17,6 +17,7 @@ from dex_agents.application.ports import (
     CancelRequestStore,
     Clock,
     DeliveryLedger,
+    HistorySummaryStore,
     InterruptStore,
     MessageLog,
     ResolutionPublisher,
@@ -53,6 +54,8 @@ class SessionPorts:
     """``INTERRUPT_RESOLUTIONS``."""
     results: ToolResultPublisher
     """``TOOL_CALL_RESULTS``."""
+    summaries: HistorySummaryStore
+    """``AGENT_HISTORY_SUMMARIES``."""
     steering: UserMessageQueue
     """``STEERED_USER_MESSAGES``: steered messages no turn has taken yet."""
     steered: SteeredMessageStore

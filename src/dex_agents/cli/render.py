@@ -25,6 +25,7 @@ from dex_agents.cli.transcript import DeltaOutcome, LiveText, TextBlock, TextKin
 from dex_agents.cli.views import MARK, STATUS_STYLES, ToolOutcome, compact_json, one_line
 from dex_agents.domain.events import (
     AgentEvent,
+    HistoryCompactedPayload,
     InterruptRaisedPayload,
     InterruptResolvedPayload,
     ReasoningDeltaPayload,
@@ -129,6 +130,11 @@ class EventRenderer:
                 self._usage = payload.session
             case TurnCommittedPayload():
                 self._turn_committed(event, extras)
+            case HistoryCompactedPayload():
+                self.line(
+                    f"history compacted: messages {payload.first_sequence}-{payload.through_sequence} summarised",
+                    style="dim",
+                )
             case UserMessageSteeredPayload():
                 where = "joins the running turn" if payload.landed is SteeredLanding.RUNNING_TURN else "starts a turn"
                 self.line(f"↪ steered {where} ({event.turn_id}): {one_line(payload.text)}", style="cyan")

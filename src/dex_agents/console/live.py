@@ -30,6 +30,7 @@ from typing import assert_never
 
 from dex_agents.domain.events import (
     AgentEvent,
+    HistoryCompactedPayload,
     InterruptRaisedPayload,
     InterruptResolvedPayload,
     ReasoningDeltaPayload,
@@ -137,6 +138,12 @@ def live_update(event: AgentEvent) -> dict[str, JsonValue]:
                     f"{total.model_calls} model calls, {total.input_tokens} input tokens, "
                     f"{total.output_tokens} output tokens"
                 ),
+            }
+        case HistoryCompactedPayload():
+            return {
+                **base,
+                "kind": "note",
+                "text": f"history compacted: messages {payload.first_sequence}-{payload.through_sequence} summarised",
             }
         case UserMessageSteeredPayload():
             match payload.landed:

@@ -58,6 +58,7 @@ class AgentEventType(StrEnum):
     INTERRUPT_RAISED = "interrupt_raised"
     INTERRUPT_RESOLVED = "interrupt_resolved"
     USAGE_RECORDED = "usage_recorded"
+    HISTORY_COMPACTED = "history_compacted"
     USER_MESSAGE_STEERED = "user_message_steered"
     TURN_CANCELLED = "turn_cancelled"
 
@@ -228,6 +229,24 @@ class UsageRecordedPayload:
 
 
 @attrs.frozen(kw_only=True)
+class HistoryCompactedPayload:
+    """A compaction stored a new summary; the model now reads it in place of the covered messages.
+
+    The messages stay stored: snapshots and pages still return them.
+    """
+
+    event_type: ClassVar[AgentEventType] = AgentEventType.HISTORY_COMPACTED
+    summary_number: int
+    """Which compaction of the session this is, from 1."""
+    first_sequence: int
+    """The first message this compaction covered (the first after the previous summary)."""
+    through_sequence: int
+    """The last message it covered; the summary covers ``1..through_sequence``."""
+    reason: str
+    """Why it ran: ``policy`` (over the context budget) or ``overflow`` (the provider refused the context)."""
+
+
+@attrs.frozen(kw_only=True)
 class UserMessageSteeredPayload:
     """A steered user message was taken: by the running turn, or to start a new one."""
 
@@ -264,6 +283,7 @@ AgentEventBody = (
     | InterruptRaisedPayload
     | InterruptResolvedPayload
     | UsageRecordedPayload
+    | HistoryCompactedPayload
     | UserMessageSteeredPayload
     | TurnCancelledPayload
 )
@@ -284,6 +304,7 @@ EVENT_PAYLOAD_TYPES: Mapping[AgentEventType, type[AgentEventBody]] = {
         InterruptRaisedPayload,
         InterruptResolvedPayload,
         UsageRecordedPayload,
+        HistoryCompactedPayload,
         UserMessageSteeredPayload,
         TurnCancelledPayload,
     )
@@ -431,6 +452,15 @@ def interrupt_resolved(
 def usage_recorded(recorded: AgentUsage, session: AgentUsage) -> UsageRecordedPayload:
     """A model call's usage was added to the session total."""
     return UsageRecordedPayload(recorded=recorded, session=session)
+
+
+def history_compacted(
+    *, summary_number: int, first_sequence: int, through_sequence: int, reason: str
+) -> HistoryCompactedPayload:
+    """A compaction covered ``first_sequence..through_sequence``."""
+    return HistoryCompactedPayload(
+        summary_number=summary_number, first_sequence=first_sequence, through_sequence=through_sequence, reason=reason
+    )
 
 
 _ENVELOPE_BYTES = 512

@@ -123,6 +123,9 @@ LARGE_MESSAGE_BYTES = 8 * 1024
 _STORED_OVERHEAD_BYTES = 256
 """Room for a stored message's keys, numbers and the engine's envelope."""
 
+MIN_STORED_BYTES = _STORED_OVERHEAD_BYTES
+"""The least `stored_size` of any message."""
+
 
 def stored_size(message: "AgentMessage | FrameworkMessage") -> int:
     """Return an upper estimate of ``message``'s stored size in bytes (its texts as escaped JSON, plus overhead)."""

@@ -27,7 +27,8 @@ from enum import StrEnum
 import attrs
 
 from dex_agents.domain.errors import InvalidTransitionError
-from dex_agents.domain.messages import LARGE_MESSAGE_BYTES, AgentMessage, stored_size
+from dex_agents.domain.history import HistorySummary, ModelWindow
+from dex_agents.domain.messages import LARGE_MESSAGE_BYTES, MIN_STORED_BYTES, AgentMessage, stored_size
 
 
 class AgentStatus(StrEnum):
@@ -115,6 +116,16 @@ class AgentState:
     Every other message takes at most 8 KiB, so a reader can choose how many
     messages to load in one call without loading any first.
     """
+    summary_count: int = 0
+    """Compactions so far; the current summary is number ``summary_count`` (none at 0)."""
+    summarized_through: int = 0
+    """The current summary covers messages ``1..summarized_through``; the model reads the ones after."""
+    window_bytes: int = 0
+    """Estimated stored bytes of the messages after ``summarized_through`` (the model's window)."""
+    summary_bytes: int = 0
+    """Estimated stored bytes of the current summary."""
+    retry_after_overflow: bool = False
+    """The provider refused the model call's context and the history was compacted for it: one retry is left."""
 
     last_turn_cancelled: bool = False
     """Whether the last finished turn was cancelled (`cancel_turn`); a later turn's end clears it."""
@@ -124,6 +135,45 @@ class AgentState:
         """The sequence of the next stored message."""
         return self.message_count + 1
 
+    def model_window(self) -> ModelWindow:
+        """Return what a model call reads now: the current summary and the messages after its range."""
+        return ModelWindow(
+            first_sequence=self.summarized_through + 1,
+            last_sequence=self.message_count,
+            summary_number=self.summary_count or None,
+        )
+
+    @property
+    def context_bytes(self) -> int:
+        """Estimated stored bytes a model call reads: the window and the summary.
+
+        A message is never estimated under `MIN_STORED_BYTES`, so a state
+        stored before windows were tracked (``window_bytes`` 0) still counts.
+        """
+        floor = MIN_STORED_BYTES * max(0, self.message_count - self.summarized_through)
+        return max(self.window_bytes, floor) + self.summary_bytes
+
+    def with_history_compacted(self, summary: HistorySummary, *, covered_bytes: int) -> "AgentState":
+        """Return the state after compaction ``summary.number`` covered messages through ``summary.through_sequence``.
+
+        Raises:
+            ValueError: the summary is not the next one, or covers nothing new.
+        """
+        if summary.number != self.summary_count + 1:
+            raise ValueError(f"compaction {summary.number} is not the next one after {self.summary_count}")
+        if not self.summarized_through < summary.through_sequence <= self.message_count:
+            raise ValueError(
+                f"compaction through {summary.through_sequence} must cover messages after {self.summarized_through}"
+                f" and at most {self.message_count}"
+            )
+        return attrs.evolve(
+            self,
+            summary_count=summary.number,
+            summarized_through=summary.through_sequence,
+            window_bytes=max(0, self.window_bytes - covered_bytes),
+            summary_bytes=summary.size,
+        )
+
     def start_turn(self) -> "AgentState":
         """Return the state with a new turn running the model."""
         number = self.turn_count + 1
@@ -131,6 +181,7 @@ class AgentState:
             self._moved(SessionAction.START_TURN),
             turn_count=number,
             active_turn_id=turn_id_for(number),
+            retry_after_overflow=False,
         )
 
     def wait_for_tools(self) -> "AgentState":
@@ -171,8 +222,11 @@ class AgentState:
     def with_messages_stored(self, messages: Iterable[AgentMessage]) -> "AgentState":
         """Return the state after ``messages`` were stored at the next sequences, large ones indexed."""
         stored = tuple(messages)
-        large = [(message.sequence, size) for message in stored if (size := stored_size(message)) > LARGE_MESSAGE_BYTES]
-        appended = self.with_messages_appended(len(stored))
+        sizes = [(message.sequence, stored_size(message)) for message in stored]
+        large = [(sequence, size) for sequence, size in sizes if size > LARGE_MESSAGE_BYTES]
+        appended = attrs.evolve(
+            self.with_messages_appended(len(stored)), window_bytes=self.window_bytes + sum(s for _, s in sizes)
+        )
         if not large:
             return appended
         return attrs.evolve(appended, large_messages=(*self.large_messages, *large))

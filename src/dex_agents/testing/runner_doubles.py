@@ -38,6 +38,7 @@ from dex_agents.application.runner import (
     ToolExecutionResult,
 )
 from dex_agents.domain.events import AgentEvent, AgentEventBody, AgentEventType
+from dex_agents.domain.history import HistorySummary
 from dex_agents.domain.interrupts import interrupt_id_for
 from dex_agents.domain.messages import AgentMessage, FrameworkMessage, MessageRole
 from dex_agents.domain.tools import (
@@ -303,6 +304,7 @@ def make_turn_context(
     sink: RecordingEventSink | None = None,
     events: AgentEventWriter | None = None,
     heartbeat: HeartbeatFn | None = None,
+    summary: HistorySummary | None = None,
 ) -> AgentTurnContext:
     """Return the context of one ``RunModel`` call, as the session would build it.
 
@@ -324,6 +326,7 @@ def make_turn_context(
         events: the context's event writer; by default one bound to ``sink``
             with this context's envelope.
         heartbeat: the heartbeat; a fresh `RecordingHeartbeat` by default.
+        summary: the summary of compacted messages the window starts with, if any.
     """
     if messages is None:
         messages = (AgentMessage.stored(user_message(user_text), sequence=1, turn_id=turn_id),)
@@ -342,6 +345,7 @@ def make_turn_context(
         events=events,
         heartbeat=RecordingHeartbeat() if heartbeat is None else heartbeat,
         policy_resolver=policy_resolver,
+        summary=summary,
     )
 
 

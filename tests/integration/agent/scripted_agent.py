@@ -15,6 +15,14 @@ arguments steer the tool: ``gate`` parks it at a `FileGate`, ``error`` raises
 `ToolExecutionError`, ``crash`` raises, ``big_output`` returns that many
 characters, ``die`` SIGKILLs the Worker once (``after_effect``: right after the
 tool's effect, its `InvocationLog` line; ``after_tool``: once it returned).
+``emit`` makes the model answer with that many assistant messages of
+``emit_size`` characters each (a long history without many turns);
+``overflow`` makes the model raise `ContextOverflowError` while its window has
+no summary (``"resuming"``: only a call after tool results), after parking at
+the `FileGate` ``overflow_gate`` when set. ``compact`` (the runner's `HistoryCompactor`) records each call and,
+with ``$AGENT_TEST_COMPACT_GATE`` set, parks its first call at that gate.
+``$AGENT_TEST_CONTEXT_BUDGET`` and ``$AGENT_TEST_KEEP_RECENT`` set the compaction
+policy. Every model call records its window: message count, bytes and summary.
 The reconcile probe of ``reconciled_write`` looks for the call's effect (a
 ``tool`` line with its idempotency key) in the `InvocationLog`: found, it
 answers the output the tool would have returned; not found, not applied.
@@ -33,17 +41,21 @@ import json
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from dex_agents import (
     DEFAULT_EVENT_STREAM_CAPACITY_BYTES,
+    AgentMessage,
     AgentSessionFlow,
     AgentSessionOptions,
     AgentTurnContext,
     AgentTurnOutcome,
+    CompactionPolicy,
+    CompactionSummary,
+    ContextOverflowError,
     DeferredToolCall,
     DeferredToolExecution,
     FrameworkMessage,
@@ -66,6 +78,9 @@ HEARTBEAT_ENV = "AGENT_TEST_HEARTBEAT_SECONDS"
 EVENT_CAPACITY_ENV = "AGENT_TEST_EVENT_CAPACITY_BYTES"
 WORKER_SLOTS_ENV = "AGENT_TEST_WORKER_SLOTS"
 KILL_POINT_ENV = "AGENT_TEST_KILL_POINT"
+COMPACT_GATE_ENV = "AGENT_TEST_COMPACT_GATE"
+CONTEXT_BUDGET_ENV = "AGENT_TEST_CONTEXT_BUDGET"
+KEEP_RECENT_ENV = "AGENT_TEST_KEEP_RECENT"
 CLOCK_SKEW_ENV = "AGENT_TEST_WORKER_CLOCK_SKEW_SECONDS"
 FLOW_TYPE = "ScriptedAgent"
 BREAK_BUILD = "[break build_user_message]"
@@ -148,6 +163,29 @@ class ScriptedAgentRunner:
         steps = script(prompt)
         steered = [message.text for message in turn.steered_messages]
         invocations().record("model", turn.turn_id, attempt=turn.attempt, resuming=turn.is_resuming, steered=steered)
+        invocations().record(
+            "window",
+            turn.turn_id,
+            messages=len(turn.messages),
+            bytes=sum(len(m.framework_item) for m in turn.messages),
+            first=turn.messages[0].sequence if turn.messages else None,
+            summary=None if turn.summary is None else turn.summary.number,
+        )
+        overflow = steps.get("overflow")
+        if overflow and turn.summary is None and (overflow != "resuming" or turn.is_resuming):
+            overflow_gate = steps.get("overflow_gate")
+            if overflow_gate:
+                await gate(overflow_gate).wait_for_release()
+            raise ContextOverflowError("prompt is too long: the provider refused the context")
+        if steps.get("emit"):
+            size = int(steps.get("emit_size", 100))
+            emitted = [
+                FrameworkMessage(
+                    role=MessageRole.ASSISTANT, framework_item=json.dumps(f"{n}:" + "e" * size), text=str(n)
+                )
+                for n in range(int(steps["emit"]))
+            ]
+            return TurnCompleted(new_messages=emitted, usage=AgentUsage(model_calls=1))
         turn.events.write_text_delta(f"model call {turn.attempt}")
         if steps.get("thread_events") and not turn.is_resuming:
             write_from_threads(turn)
@@ -188,6 +226,14 @@ class ScriptedAgentRunner:
         return TurnCompleted(
             new_messages=[*tool_results(turn, steps.get("tool_results")), *joined, answer], usage=usage
         )
+
+    async def compact(self, messages: Sequence[AgentMessage], previous_summary: str | None) -> CompactionSummary:
+        invocations().record("compact", "history", first=messages[0].sequence, through=messages[-1].sequence)
+        gate_name = os.environ.get(COMPACT_GATE_ENV)
+        if gate_name and first_death(f"compact-gate-{gate_name}"):
+            await gate(gate_name).wait_for_release()
+        text = f"{previous_summary or ''}|{messages[0].sequence}-{messages[-1].sequence}"[-2000:]
+        return CompactionSummary(text, usage=AgentUsage(model_calls=1, input_tokens=len(messages)))
 
     async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
         args: dict[str, Any] = json.loads(call.tool_call.arguments)
@@ -338,7 +384,14 @@ def build_flow() -> AgentSessionFlow:
         )
     deadline = os.environ.get(DEADLINE_ENV)
     capacity = os.environ.get(EVENT_CAPACITY_ENV)
+    budget = os.environ.get(CONTEXT_BUDGET_ENV)
+    keep = os.environ.get(KEEP_RECENT_ENV)
+    compaction = CompactionPolicy(
+        context_budget_chars=None if budget is None else int(budget),
+        keep_recent_messages=20 if keep is None else int(keep),
+    )
     options = AgentSessionOptions(
+        compaction=compaction,
         tool_policies=TOOL_POLICIES,
         interrupt_deadline=None if deadline is None else timedelta(seconds=float(deadline)),
         event_stream_capacity_bytes=DEFAULT_EVENT_STREAM_CAPACITY_BYTES if capacity is None else int(capacity),

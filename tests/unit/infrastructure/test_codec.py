@@ -30,6 +30,7 @@ from dex_agents import (
     codec_registry,
 )
 from dex_agents.domain import events as ev
+from dex_agents.domain.history import HistorySummary
 from dex_agents.domain.messages import MessageDelivery
 from dex_agents.domain.snapshot import MessageIndex
 from dex_agents.domain.turn_control import CancelTurnRequest, TurnCancelRequest
@@ -109,6 +110,7 @@ SAMPLES: list[tuple[object, object]] = [
     (ListAgentMessagesRequest, ListAgentMessagesRequest(after_sequence=3, limit=7)),
     (AgentMessagesPage, AgentMessagesPage(messages=(MESSAGE,), next_after_sequence=None)),
     (MessageIndex, MessageIndex(message_count=9, large_messages=((4, 20_000), (9, 3_000_000)))),
+    (HistorySummary, HistorySummary(number=2, through_sequence=40, text="The user asked for refunds.")),
 ]
 
 

@@ -7,7 +7,9 @@ import pytest
 
 from dex_agents import AGENT_MESSAGES, AGENT_TOOL_CALLS, PENDING_INTERRUPTS, AgentSessionFlow
 from dex_agents.application.next import StepName
+from dex_agents.domain.history import ModelWindow
 from dex_agents.infrastructure.dex.options import PER_CALL_STEPS, whole_seconds
+from dex_agents.infrastructure.dex.persistence import AGENT_HISTORY_SUMMARIES
 from dex_agents.testing import ScriptedRunner
 
 SYNC = dex.StepDurability.SYNC
@@ -47,9 +49,45 @@ def test_run_model_has_the_spec_timeouts_retries_loads_and_failure_route(flow: A
     assert options.execute_method_timeout == timedelta(minutes=15)
     assert options.heartbeat_timeout == timedelta(minutes=2)
     assert options.execute_retry == dex.RetryPolicy(maximum_attempts=3, total_duration=timedelta(minutes=30))
-    assert options.execute_load_attribute_maps == (AGENT_MESSAGES, AGENT_TOOL_CALLS)
+    assert options.execute_load_attribute_maps == (AGENT_MESSAGES, AGENT_HISTORY_SUMMARIES, AGENT_TOOL_CALLS)
     assert options._execute_failure_target is not None
     assert options._execute_failure_target.__name__ == "RecordTurnFailureStep"
+
+
+@pytest.mark.parametrize("name", [StepName.RUN_MODEL, StepName.COMPACT_HISTORY])
+def test_a_window_movement_loads_exactly_the_window_and_repeats_every_option(
+    flow: AgentSessionFlow, name: StepName
+) -> None:
+    table = flow._deps.step_options
+    window = ModelWindow(first_sequence=41, last_sequence=43, summary_number=2)
+    options = table.for_window(name, window)
+    static = options_of(flow, name)
+    keys = [(load.attribute_map.name, load.instance) for load in options.execute_load_attribute_map_instances]
+    assert keys == [
+        ("AGENT_MESSAGES", "000000000041"),
+        ("AGENT_MESSAGES", "000000000042"),
+        ("AGENT_MESSAGES", "000000000043"),
+        ("AGENT_HISTORY_SUMMARIES", "000000000002"),
+    ]
+    # Both end a cancelled turn (which clears the turn's records); RunModel also hands them to the runner.
+    assert options.execute_load_attribute_maps == (AGENT_TOOL_CALLS,)
+    assert (options.execute_retry, options.execute_method_timeout, options.heartbeat_timeout) == (
+        static.execute_retry,
+        static.execute_method_timeout,
+        static.heartbeat_timeout,
+    )
+    assert (options.wait_for_durability, options.execute_durability) == (SYNC, SYNC)
+    assert options._execute_failure_target is static._execute_failure_target
+
+
+def test_compact_history_has_the_model_policy_and_its_own_failure_route(flow: AgentSessionFlow) -> None:
+    options = options_of(flow, StepName.COMPACT_HISTORY)
+    assert options.execute_method_timeout == timedelta(minutes=15)
+    assert options.heartbeat_timeout == timedelta(minutes=2)
+    assert options.execute_retry == dex.RetryPolicy(maximum_attempts=3, total_duration=timedelta(minutes=30))
+    assert options._execute_failure_target is not None
+    assert options._execute_failure_target.__name__ == "RecordCompactionFailureStep"
+    assert options.execute_load_attribute_maps == (AGENT_MESSAGES, AGENT_HISTORY_SUMMARIES, AGENT_TOOL_CALLS)
 
 
 @pytest.mark.parametrize(

@@ -4,10 +4,24 @@ Public API:
 
 - `pydantic_ai_session_flow(agent, *, flow_type, tool_policies=None,
   default_tool_effect=UNCLASSIFIED, interrupt_deadline=None,
-  event_stream_capacity_bytes=10 MiB, deps_factory=None, model=None)`: the
+  event_stream_capacity_bytes=10 MiB, deps_factory=None, model=None,
+  compaction=None, compactor=None, tool_result_budget_chars=200_000)`: the
   `AgentSessionFlow` of one agent.
-- `PydanticAIRunner(agent, *, deps_factory=None, model=None)`: the
-  `AgentFrameworkRunner`, to build `AgentSessionFlow` yourself.
+- `PydanticAIRunner(agent, *, deps_factory=None, model=None, compactor=None,
+  tool_result_budget_chars=200_000)`: the `AgentFrameworkRunner`, to build
+  `AgentSessionFlow` yourself.
+
+Long sessions: the model reads the session's summary (first, as a user
+prompt marked as a summary) and the messages after it; the agent's own
+history processors run on that. `PydanticAIRunner.compact` (the runner's
+`HistoryCompactor`) is ``compactor`` when given, else one summarising request
+to the agent's model (or ``model``) without tools, its usage recorded with
+the session's. Earlier turns' tool results beyond ``tool_result_budget_chars``
+(newest first) are shortened in the model's view to their first 1,000
+characters and a notice saying so; the stored messages stay whole. A
+provider's refusal of the context (`ModelContextWindowExceededError`, or an
+HTTP 400/413 naming the context length) is raised as `ContextOverflowError`,
+so the session compacts and retries the model call once.
 - `deferred_tool_idempotency_key(ctx)`: inside a tool, the call's idempotency
   key ``"<session ID>/<turn ID>/<tool call ID>"`` (exactly
   `DeferredToolExecution.idempotency_key`), or ``None`` outside a tool Step.

@@ -11,7 +11,9 @@ from typing import Any, TypeVar
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.models import KnownModelName, Model
 
+from dex_agents.adapters.pydantic_ai._compaction import DEFAULT_TOOL_RESULT_BUDGET_CHARS
 from dex_agents.adapters.pydantic_ai.runner import PydanticAIRunner
+from dex_agents.application.compaction import CompactionPolicy, HistoryCompactor
 from dex_agents.application.options import DEFAULT_EVENT_STREAM_CAPACITY_BYTES, AgentSessionOptions
 from dex_agents.domain.tools import ToolEffect, ToolPolicy
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
@@ -29,6 +31,9 @@ def pydantic_ai_session_flow(
     event_stream_capacity_bytes: int = DEFAULT_EVENT_STREAM_CAPACITY_BYTES,
     deps_factory: Callable[[str], DepsT | Awaitable[DepsT]] | None = None,
     model: Model | KnownModelName | str | None = None,
+    compaction: CompactionPolicy | None = None,
+    compactor: HistoryCompactor | None = None,
+    tool_result_budget_chars: int | None = DEFAULT_TOOL_RESULT_BUDGET_CHARS,
 ) -> AgentSessionFlow:
     """Build the `AgentSessionFlow` that runs ``agent`` as durable sessions.
 
@@ -42,13 +47,24 @@ def pydantic_ai_session_flow(
         deps_factory: builds the agent's dependencies from the session ID before every
             model and tool Step.
         model: the model to run instead of the agent's own.
+        compaction: when the model's context is compacted (`CompactionPolicy`; its defaults when ``None``).
+        compactor: how history is summarised; one request to the agent's model by default.
+        tool_result_budget_chars: characters of earlier turns' tool results the model reads
+            whole; older ones are shortened in its view (``None``: never).
 
     Raises:
         ValueError: the agent cannot run in Step mode (see `PydanticAIRunner`), or
             an option is invalid.
     """
-    runner = PydanticAIRunner(agent, deps_factory=deps_factory, model=model)
+    runner = PydanticAIRunner(
+        agent,
+        deps_factory=deps_factory,
+        model=model,
+        compactor=compactor,
+        tool_result_budget_chars=tool_result_budget_chars,
+    )
     options = AgentSessionOptions(
+        compaction=compaction or CompactionPolicy(),
         tool_policies=tool_policies,
         default_tool_effect=default_tool_effect,
         interrupt_deadline=interrupt_deadline,

@@ -70,6 +70,13 @@ from dex_agents.adapters.pydantic_ai._capabilities import (
     ToolDefinitions,
     ToolStepCapability,
 )
+from dex_agents.adapters.pydantic_ai._compaction import (
+    DEFAULT_TOOL_RESULT_BUDGET_CHARS,
+    ModelSummaryCompactor,
+    is_context_overflow,
+    shorten_old_tool_results,
+    summary_request,
+)
 from dex_agents.adapters.pydantic_ai._results import (
     EXTERNAL_TOOL,
     deferred_tool_results,
@@ -79,8 +86,10 @@ from dex_agents.adapters.pydantic_ai._results import (
 from dex_agents.adapters.pydantic_ai._streaming import NonStreamingFallbackCapability
 from dex_agents.adapters.pydantic_ai.idempotency import IDEMPOTENCY_KEY_METADATA_KEY
 from dex_agents.adapters.pydantic_ai.reconcile import ReconcileCall, find_reconcile_probe, tool_has_probe
+from dex_agents.application.compaction import CompactionSummary, HistoryCompactor
 from dex_agents.application.runner import (
     AgentTurnContext,
+    ContextOverflowError,
     DeferredToolExecution,
     ReconcileResult,
     ToolExecutionResult,
@@ -185,6 +194,8 @@ class PydanticAIRunner(Generic[DepsT]):
         *,
         deps_factory: Callable[[str], DepsT | Awaitable[DepsT]] | None = None,
         model: Model | KnownModelName | str | None = None,
+        compactor: HistoryCompactor | None = None,
+        tool_result_budget_chars: int | None = DEFAULT_TOOL_RESULT_BUDGET_CHARS,
     ) -> None:
         """Check the agent and keep what every run needs.
 
@@ -194,6 +205,12 @@ class PydanticAIRunner(Generic[DepsT]):
                 before every model and tool Step (sync or async); may run many
                 times per session, in parallel, and again after a crash.
             model: the model to run instead of the agent's own.
+            compactor: how ``CompactHistory`` summarises history; by default
+                one summarising request to the agent's own model (or ``model``).
+            tool_result_budget_chars: characters of earlier turns' tool results
+                the model reads whole, newest first; older ones are shortened
+                in the model's view with a notice (stored history is unchanged).
+                ``None``: never shorten.
 
         Raises:
             ValueError: the agent has output validators but no `DeferredToolRequests`
@@ -208,6 +225,10 @@ class PydanticAIRunner(Generic[DepsT]):
             None if lists_deferred_tool_requests(agent.output_type) else [agent.output_type, DeferredToolRequests]
         )
         self._reinject_system_prompt = not has_reinject_system_prompt(agent)
+        self._compactor = compactor
+        if tool_result_budget_chars is not None and tool_result_budget_chars < 0:
+            raise ValueError(f"tool_result_budget_chars must not be negative, got {tool_result_budget_chars!r}")
+        self._tool_result_budget_chars = tool_result_budget_chars
 
     @property
     def agent(self) -> AbstractAgent[DepsT, Any]:
@@ -224,6 +245,10 @@ class PydanticAIRunner(Generic[DepsT]):
         opening = self._opening_message(turn)
         prompt = _history.turn_prompt(opening)
         history = _history.replay(earlier)
+        if self._tool_result_budget_chars is not None:
+            shorten_old_tool_results(history, budget_chars=self._tool_result_budget_chars)
+        if turn.summary is not None:
+            history.insert(0, summary_request(turn.summary))
         record = ModelStepRecord()
         capabilities: list[AbstractCapability[Any]] = [
             ModelStepCapability(events=turn.events, record=record),
@@ -248,16 +273,21 @@ class PydanticAIRunner(Generic[DepsT]):
             # CallToolsNode appends a user prompt given with deferred results after the returns).
             steered = [message.text for message in turn.steered_messages]
             user_prompt = "\n\n".join(steered) if steered else None
-        result = await self._agent.run(
-            user_prompt,
-            message_history=[*history, *earlier_turn_messages],
-            deferred_tool_results=results,
-            output_type=self._output_type,
-            deps=cast(DepsT, deps),
-            model=self._model,
-            conversation_id=turn.flow_id,
-            capabilities=capabilities,
-        )
+        try:
+            result = await self._agent.run(
+                user_prompt,
+                message_history=[*history, *earlier_turn_messages],
+                deferred_tool_results=results,
+                output_type=self._output_type,
+                deps=cast(DepsT, deps),
+                model=self._model,
+                conversation_id=turn.flow_id,
+                capabilities=capabilities,
+            )
+        except Exception as error:
+            if is_context_overflow(error):
+                raise ContextOverflowError(str(error)) from error
+            raise
         new_messages = result.new_messages()
         check_answered_calls(new_messages, supplied, record.output_tool_names)
         usage = agent_usage(result.usage)
@@ -276,6 +306,19 @@ class PydanticAIRunner(Generic[DepsT]):
         if turn_messages and _history.is_bare_prompt(turn_messages[0], prompt):
             turn_messages = turn_messages[1:]
         return TurnCompleted(new_messages=[_history.framework_message(m) for m in turn_messages], usage=usage)
+
+    async def compact(self, messages: Sequence[AgentMessage], previous_summary: str | None) -> CompactionSummary | str:
+        """Summarise history for ``CompactHistory``: the custom compactor, else one request to the agent's model.
+
+        Raises:
+            RunnerContractError: neither the runner nor the agent names a model.
+        """
+        if self._compactor is not None:
+            return await self._compactor.compact(messages, previous_summary)
+        model = self._model if self._model is not None else self._agent.model
+        if model is None:
+            raise RunnerContractError("the agent has no model to summarise with; pass model= or compactor=")
+        return await ModelSummaryCompactor(model).compact(messages, previous_summary)
 
     async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
         """Run one tool call through the agent, stopping before any model request."""

@@ -1,5 +1,6 @@
 """Pieces several Step use cases share."""
 
+from dex_agents.application.compaction import model_movement
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.inputs import text_refusal
 from dex_agents.application.next import End, GoTo, Next, StepName
@@ -25,7 +26,10 @@ def begin_turn(
     events: AgentEventWriter,
     client_message_id: str | None = None,
 ) -> Next:
-    """Start a turn with ``text``: ``RunModel`` next, or, when the turn cannot start, ``AwaitUserMessage``.
+    """Start a turn with ``text``: the model next, or, when the turn cannot start, ``AwaitUserMessage``.
+
+    The model next is ``RunModel``, or ``CompactHistory`` first when the
+    context is over budget (`model_movement`).
 
     The stored user message keeps the application's ``client_message_id``.
     The text is checked as the client checks it (a raw ``start_flow`` or
@@ -50,9 +54,10 @@ def begin_turn(
     sequence = started.next_sequence
     stored = AgentMessage.stored(user_message, sequence=sequence, turn_id=turn_id, client_message_id=client_message_id)
     messages.append(stored)
-    state_store.set(started.with_messages_stored([stored]))
+    opened = started.with_messages_stored([stored])
+    state_store.set(opened)
     events.write(ev.turn_started(sequence), turn_id=turn_id)
-    return GoTo(step=StepName.RUN_MODEL)
+    return model_movement(opened, options.compaction)
 
 
 def fail_new_turn(

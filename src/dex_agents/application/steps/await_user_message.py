@@ -4,7 +4,8 @@ Input: none. Waits for one message of ``STEERED_USER_MESSAGES`` (a steered
 message whose turn ended before taking it, or one handed back by a cancelled
 or failed turn; these come first) or else ``QUEUED_USER_MESSAGES``, stores it as
 the new turn's user message (with its ``client_message_id``) and starts the
-turn. Next: ``RunModel``. A message that cannot start a turn (refused text,
+turn. Next: ``RunModel`` (or ``CompactHistory`` first when the context is
+over budget, `model_movement`). A message that cannot start a turn (refused text,
 a runner failing to build it) fails that turn at once (`begin_turn`); next:
 ``AwaitUserMessage``. 3 attempts; failure route ``RecordTurnFailure``, which
 records the turn the message would have started as failed.

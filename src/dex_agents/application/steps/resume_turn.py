@@ -2,7 +2,8 @@
 
 Input: the number of results to wait for. Waits for that many
 ``TOOL_CALL_RESULTS`` messages. When every record of the active turn is final,
-the session runs the model again (next: ``RunModel``); if a record is still
+the session runs the model again (next: ``RunModel``, or ``CompactHistory``
+first when the context is over budget); if a record is still
 unfinished, it waits again for the results still missing.
 
 The same wait takes every steered user message queued by then
@@ -17,8 +18,10 @@ from collections.abc import Sequence
 
 import attrs
 
+from dex_agents.application.compaction import model_movement
 from dex_agents.application.event_writer import AgentEventWriter
-from dex_agents.application.next import GoTo, Next, StepName, WaitAgain
+from dex_agents.application.next import Next, WaitAgain
+from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import SessionStateStore, SteeredMessageStore, ToolCallStore
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
@@ -32,6 +35,7 @@ class ResumeTurn(Wired):
 
     state: SessionStateStore
     tool_calls: ToolCallStore
+    options: AgentSessionOptions
     steered: SteeredMessageStore
     events: AgentEventWriter
 
@@ -53,5 +57,6 @@ class ResumeTurn(Wired):
         )
         if unfinished:
             return WaitAgain(input=unfinished)
-        self.state.set(state.resume_model())
-        return GoTo(step=StepName.RUN_MODEL)
+        resumed = state.resume_model()
+        self.state.set(resumed)
+        return model_movement(resumed, self.options.compaction)

@@ -2,12 +2,20 @@
 
 Input: none. 15 min method timeout, 2 min heartbeat timeout, 3 attempts
 within 30 min; failure route ``RecordTurnFailure``. Calls the runner's
-`run_model_step` with every stored message, the turn's run state and records,
-and the steered messages the turn took since its last model call (which it
-then clears: the run state or the stored messages hold them from then on).
+`run_model_step` with the model's window (the current summary and the
+messages after its range; the host loads only those), the turn's run state
+and records, and the steered messages the turn took since its last model
+call (which it clears once the call returns: the run state or the stored
+messages hold them from then on).
 
 A turn with a `TurnCancelRequest` ends here, before the model is called
-(`end_cancelled_turn`): this is the boundary every cancel reaches.
+(`end_cancelled_turn`): this is the boundary every cancel reaches
+(``CompactHistory``, which may come first, checks the same request).
+
+- `ContextOverflowError` (the provider refused the context): goes to
+  ``CompactHistory`` (input ``overflow``), which compacts and comes back here
+  once; an overflow on that retry fails the attempt. The steered messages
+  stay for the retry.
 
 - `TurnCompleted`: appends the turn's new messages in one commit, clears the
   turn's run state and records, and goes to ``AwaitUserMessage``. Each stored
@@ -25,6 +33,7 @@ from typing import assert_never
 
 import attrs
 
+from dex_agents.application.compaction import CompactionReason, compaction_window
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import GoTo, GoToMany, Next, StepName
@@ -33,6 +42,7 @@ from dex_agents.application.policies import policy_resolver, tool_step_name
 from dex_agents.application.ports import (
     CancelRequestStore,
     Clock,
+    HistorySummaryStore,
     InterruptStore,
     MessageLog,
     RunStateStore,
@@ -42,7 +52,7 @@ from dex_agents.application.ports import (
     UsageStore,
     UserMessageQueue,
 )
-from dex_agents.application.runner import AgentFrameworkRunner, AgentTurnContext, HeartbeatFn
+from dex_agents.application.runner import AgentFrameworkRunner, AgentTurnContext, ContextOverflowError, HeartbeatFn
 from dex_agents.application.steps._turn_control import end_cancelled_turn
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
@@ -69,6 +79,7 @@ class RunModel(Wired):
     options: AgentSessionOptions
     state: SessionStateStore
     messages: MessageLog
+    summaries: HistorySummaryStore
     run_state: RunStateStore
     tool_calls: ToolCallStore
     interrupts: InterruptStore
@@ -101,13 +112,16 @@ class RunModel(Wired):
                 events=self.events,
             )
         records = self.tool_calls.all()
+        window = state.model_window()
+        summary = None if window.summary_number is None else self.summaries.get(window.summary_number)
         steered = self.steered.get()
         context = AgentTurnContext(
             flow_id=call.flow_id,
             turn_id=turn_id,
             attempt=call.attempt,
             step_execution_id=call.step_execution_id,
-            messages=self.messages.read(range(1, state.message_count + 1)),
+            messages=self.messages.read(window.sequences),
+            summary=summary,
             framework_run_state=self.run_state.get(),
             tool_calls={record.tool_call_id: record for record in records},
             events=self.events,
@@ -115,9 +129,21 @@ class RunModel(Wired):
             policy_resolver=policy_resolver(self.options),
             steered_messages=steered,
         )
-        outcome = await self.runner.run_model_step(context)
+        try:
+            outcome = await self.runner.run_model_step(context)
+        except ContextOverflowError:
+            if state.retry_after_overflow:
+                raise  # the history was already compacted for this call
+            # The steered messages stay stored: the retry after the compaction gives them to the model.
+            return GoTo(
+                step=StepName.COMPACT_HISTORY,
+                input=CompactionReason.OVERFLOW.value,
+                window=compaction_window(state),
+            )
         if steered:
             self.steered.set(())
+        if state.retry_after_overflow:
+            state = attrs.evolve(state, retry_after_overflow=False)
         validate_turn_outcome(outcome, earlier_tool_call_ids=[record.tool_call_id for record in records])
         total = self.usage.get() + outcome.usage
         self.usage.set(total)

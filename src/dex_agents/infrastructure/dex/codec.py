@@ -39,6 +39,7 @@ import dex
 from cattrs.preconf.json import make_converter
 
 from dex_agents.domain.events import EVENT_PAYLOAD_TYPES, AgentEvent, AgentEventType
+from dex_agents.domain.history import HistorySummary
 from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution, ResolveInterruptRequest
 from dex_agents.domain.json_values import JsonObject
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage
@@ -71,6 +72,7 @@ WIRE_TYPES: tuple[object, ...] = (
     ListAgentMessagesRequest,
     AgentMessagesPage,
     MessageIndex,
+    HistorySummary,
 )
 """Every type dex-agents stores, streams or sends through an RPC."""
 

@@ -35,6 +35,7 @@ from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.turn_control import CancelTurnRequest
 from dex_agents.infrastructure.dex.deliveries import DexDeliveryLedger, UncheckedDeliveries
 from dex_agents.infrastructure.dex.persistence import (
+    AGENT_HISTORY_SUMMARIES,
     AGENT_MESSAGES,
     AGENT_STATE,
     AGENT_TOOL_CALLS,
@@ -120,6 +121,7 @@ class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
             AGENT_TOOL_CALLS,
             PENDING_INTERRUPTS,
             AGENT_USAGE,
+            AGENT_HISTORY_SUMMARIES,
             QUEUED_USER_MESSAGES,
             INTERRUPT_RESOLUTIONS,
             TOOL_CALL_RESULTS,

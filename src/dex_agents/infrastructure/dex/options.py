@@ -21,7 +21,14 @@ import dex
 
 from dex_agents.application.next import StepName
 from dex_agents.application.policies import STEP_POLICIES, StepPolicy
-from dex_agents.infrastructure.dex.persistence import AGENT_MESSAGES, AGENT_TOOL_CALLS, PENDING_INTERRUPTS
+from dex_agents.domain.history import ModelWindow, summary_key
+from dex_agents.domain.messages import message_sequence_key
+from dex_agents.infrastructure.dex.persistence import (
+    AGENT_HISTORY_SUMMARIES,
+    AGENT_MESSAGES,
+    AGENT_TOOL_CALLS,
+    PENDING_INTERRUPTS,
+)
 
 SYNC = dex.StepOptions(wait_for_durability=dex.StepDurability.SYNC, execute_durability=dex.StepDurability.SYNC)
 """Synchronous durability for both methods."""
@@ -37,6 +44,9 @@ PER_CALL_STEPS = frozenset(
     }
 )
 """Steps whose input is a tool-call ID and that load only that call's record."""
+
+WINDOW_STEPS = frozenset({StepName.RUN_MODEL, StepName.COMPACT_HISTORY})
+"""Steps that read the model's window: a movement to one loads exactly the window's messages and summary."""
 
 
 def whole_seconds(duration: timedelta) -> timedelta:
@@ -68,12 +78,19 @@ def _base(step: StepName) -> dex.StepOptions:
     options = _with_policy(SYNC, STEP_POLICIES[step])
     match step:
         case StepName.RUN_MODEL:
-            return replace(options, execute_load_attribute_maps=(AGENT_MESSAGES, AGENT_TOOL_CALLS))
+            # Used only by a movement that names no window: every message, as before windows.
+            everything = (AGENT_MESSAGES, AGENT_HISTORY_SUMMARIES, AGENT_TOOL_CALLS)
+            return replace(options, execute_load_attribute_maps=everything)
+        case StepName.COMPACT_HISTORY:
+            # The turn's tool-call records too: a cancelled turn ends there (`end_cancelled_turn` clears them).
+            everything = (AGENT_MESSAGES, AGENT_HISTORY_SUMMARIES, AGENT_TOOL_CALLS)
+            return replace(options, execute_load_attribute_maps=everything)
         case (
             StepName.RESUME_TURN
             | StepName.RECORD_TURN_FAILURE
             | StepName.RECORD_RESUME_FAILURE
             | StepName.RECORD_START_FAILURE
+            | StepName.RECORD_COMPACTION_FAILURE
         ):
             return replace(options, execute_load_attribute_maps=(AGENT_TOOL_CALLS,))
         case StepName.AWAIT_TOOL_APPROVAL:
@@ -104,6 +121,26 @@ class StepOptionsTable:
         if route is None:
             return options
         return options.on_execute_failure_proceed_to(self._classes[route])
+
+    def for_window(self, step: StepName, window: ModelWindow) -> dex.StepOptions:
+        """Return the options of a movement to a window Step: exactly the window's messages and summary loaded.
+
+        The rest repeats the Step's own options (Dex replaces them); both also
+        load every tool-call record of the turn (``RunModel`` gives them to the
+        runner; either may end a cancelled turn, which clears them).
+        """
+        assert step in WINDOW_STEPS, f"{step} reads no window"
+        loads = [AGENT_MESSAGES.load(message_sequence_key(sequence)) for sequence in window.sequences]
+        if window.summary_number is not None:
+            loads.append(AGENT_HISTORY_SUMMARIES.load(summary_key(window.summary_number)))
+        maps = (AGENT_TOOL_CALLS,)
+        options = replace(
+            _base(step), execute_load_attribute_maps=maps, execute_load_attribute_map_instances=tuple(loads)
+        )
+        route = STEP_POLICIES[step].failure_route
+        if route is None:
+            return options
+        return options.on_execute_failure_proceed_to(self._classes[route], self.static(route))
 
     def for_call(self, step: StepName, tool_call_id: str) -> dex.StepOptions:
         """Return the options of one tool call's Step: its own record loaded, everything repeated."""

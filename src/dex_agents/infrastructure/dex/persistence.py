@@ -4,6 +4,7 @@
 |-------------------------|------------------------------------|------------------------------|
 | `AGENT_STATE`           | Attribute                          | `AgentState`                 |
 | `AGENT_MESSAGES`        | AttributeMap, key 12-digit sequence | `AgentMessage`              |
+| `AGENT_HISTORY_SUMMARIES` | AttributeMap, key 12-digit number | `HistorySummary`            |
 | `FRAMEWORK_RUN_STATE`   | Attribute                          | text, only while tools run   |
 | `AGENT_TOOL_CALLS`      | AttributeMap, key tool-call ID     | `AgentToolCall`, active turn |
 | `PENDING_INTERRUPTS`    | Attribute                          | `list[AgentInterrupt]`       |
@@ -23,6 +24,7 @@ per Flow type, so `agent_events_stream` makes one for each.
 import dex
 
 from dex_agents.domain.events import AgentEvent
+from dex_agents.domain.history import HistorySummary
 from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage
 from dex_agents.domain.session import AgentState
@@ -32,6 +34,7 @@ from dex_agents.domain.usage import AgentUsage
 
 AGENT_STATE: dex.Attribute[AgentState] = dex.Attribute("AGENT_STATE", AgentState)
 AGENT_MESSAGES: dex.AttributeMap[AgentMessage] = dex.AttributeMap("AGENT_MESSAGES", AgentMessage)
+AGENT_HISTORY_SUMMARIES: dex.AttributeMap[HistorySummary] = dex.AttributeMap("AGENT_HISTORY_SUMMARIES", HistorySummary)
 FRAMEWORK_RUN_STATE: dex.Attribute[str] = dex.Attribute("FRAMEWORK_RUN_STATE", str)
 AGENT_TOOL_CALLS: dex.AttributeMap[AgentToolCall] = dex.AttributeMap("AGENT_TOOL_CALLS", AgentToolCall)
 PENDING_INTERRUPTS: dex.Attribute[list[AgentInterrupt]] = dex.Attribute("PENDING_INTERRUPTS", list[AgentInterrupt])

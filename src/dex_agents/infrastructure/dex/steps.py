@@ -32,6 +32,7 @@ from dex_agents.application.runner import HeartbeatFn
 from dex_agents.application.steps.await_tool_approval import AwaitToolApproval
 from dex_agents.application.steps.await_user_message import AwaitUserMessage
 from dex_agents.application.steps.call_tool import CallSingleAttemptTool, CallTool
+from dex_agents.application.steps.compact_history import CompactHistory, RecordCompactionFailure
 from dex_agents.application.steps.reconcile_tool_call import ReconcileToolCall
 from dex_agents.application.steps.record_tool_failure import RecordToolFailure, RecordToolOutcomeUnknown
 from dex_agents.application.steps.record_turn_failure import (
@@ -48,7 +49,7 @@ from dex_agents.domain.events import AgentEvent
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.infrastructure.dex.frames import metered_writes
-from dex_agents.infrastructure.dex.options import PER_CALL_STEPS, StepOptionsTable
+from dex_agents.infrastructure.dex.options import PER_CALL_STEPS, WINDOW_STEPS, StepOptionsTable
 from dex_agents.infrastructure.dex.persistence import (
     AGENT_STATE,
     INTERRUPT_RESOLUTIONS,
@@ -131,7 +132,7 @@ class StepDependencies:
                 assert_never(next_)
 
     def _go(self, movement: GoTo) -> dex.StepDecision:
-        if movement.step in PER_CALL_STEPS:
+        if movement.step in PER_CALL_STEPS or movement.window is not None:
             return dex.go_to_many(self._movement(movement))
         return dex.go_to(self.classes[movement.step], movement.input)
 
@@ -140,6 +141,8 @@ class StepDependencies:
         if movement.step in PER_CALL_STEPS:
             assert isinstance(movement.input, str)
             options = self.step_options.for_call(movement.step, movement.input)
+        elif movement.window is not None and movement.step in WINDOW_STEPS:
+            options = self.step_options.for_window(movement.step, movement.window)
         return dex.StepMovement.of(self.classes[movement.step], movement.input, options=options)
 
 
@@ -446,6 +449,34 @@ class RecordStartFailureStep(_TurnFailureStep[AgentSessionStartInput]):
         return await self._record(context, input)
 
 
+class CompactHistoryStep(SessionStep[str]):
+    """Dex Step of `CompactHistory`."""
+
+    name = StepName.COMPACT_HISTORY
+
+    async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
+        """Compact the oldest messages of the model's window."""
+        deps = self.deps
+        with deps.attempt(context, _active_turn(context)) as events:
+            async with _heartbeating(context, deps.heartbeat_interval):
+                use_case = self.build(CompactHistory, context, events, heartbeat=_heartbeat_fn(context))
+                next_ = await use_case.execute(_call(context), input)
+        return deps.decide(self.name, next_)
+
+
+class RecordCompactionFailureStep(SessionStep[str]):
+    """Dex Step of `RecordCompactionFailure`: the route of ``CompactHistory``."""
+
+    name = StepName.RECORD_COMPACTION_FAILURE
+
+    async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
+        """Go on to the model with the history unchanged, or fail the turn."""
+        with self.deps.attempt(context, _active_turn(context)) as events:
+            use_case = self.build(RecordCompactionFailure, context, events)
+            next_ = await use_case.after_compaction(input, recovery_error=recovery_detail(context))
+        return self.deps.decide(self.name, next_)
+
+
 STEP_CLASSES: tuple[type[SessionStep[Any]], ...] = (
     StartAgentSessionStep,
     AwaitUserMessageStep,
@@ -460,5 +491,7 @@ STEP_CLASSES: tuple[type[SessionStep[Any]], ...] = (
     RecordTurnFailureStep,
     RecordResumeFailureStep,
     RecordStartFailureStep,
+    CompactHistoryStep,
+    RecordCompactionFailureStep,
 )
 """Every session Step, ``StartAgentSession`` first."""

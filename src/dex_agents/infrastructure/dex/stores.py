@@ -15,6 +15,7 @@ import dex
 
 from dex_agents.application.wiring import SessionPorts
 from dex_agents.domain.events import AgentEvent
+from dex_agents.domain.history import HistorySummary, summary_key
 from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution
 from dex_agents.domain.limits import utf8_size
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage, message_sequence_key
@@ -24,6 +25,7 @@ from dex_agents.domain.turn_control import TurnCancelRequest
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.infrastructure.dex.frames import count_write
 from dex_agents.infrastructure.dex.persistence import (
+    AGENT_HISTORY_SUMMARIES,
     AGENT_MESSAGES,
     AGENT_STATE,
     AGENT_TOOL_CALLS,
@@ -77,6 +79,27 @@ class DexMessageLog:
     def append(self, message: AgentMessage) -> None:
         """Stage ``message`` at its sequence."""
         AGENT_MESSAGES.set(self._context, message_sequence_key(message.sequence), message)
+
+
+class DexHistorySummaryStore:
+    """``AGENT_HISTORY_SUMMARIES``; reads only loaded instances."""
+
+    def __init__(self, context: dex.Context) -> None:
+        self._context = context
+
+    def get(self, number: int) -> HistorySummary | None:
+        """Return compaction ``number``'s summary, or ``None``.
+
+        Raises:
+            dex.AttributeMapNotLoadedError: its instance was not loaded.
+        """
+        summary: HistorySummary | None = AGENT_HISTORY_SUMMARIES.get(self._context, summary_key(number))
+        return summary
+
+    def put(self, summary: HistorySummary) -> None:
+        """Stage ``summary`` under its number."""
+        count_write("AGENT_HISTORY_SUMMARIES", utf8_size(summary.text))
+        AGENT_HISTORY_SUMMARIES.set(self._context, summary_key(summary.number), summary)
 
 
 class DexRunStateStore:
@@ -307,6 +330,7 @@ def dex_session_ports(context: dex.Context, *, loaded_messages_only: bool = Fals
         queue=DexUserMessageQueue(context),
         resolutions=DexResolutionPublisher(context),
         results=DexToolResultPublisher(context),
+        summaries=DexHistorySummaryStore(context),
         steering=DexUserMessageQueue(context, STEERED_USER_MESSAGES),
         steered=DexSteeredMessageStore(context),
         cancel_request=DexCancelRequestStore(context),

@@ -32,6 +32,7 @@ from dex_agents.testing.memory._deliveries import InMemoryDeliveryLedger
 from dex_agents.testing.memory._host import InMemorySessionHost
 from dex_agents.testing.memory._stores import (
     InMemoryCancelRequestStore,
+    InMemoryHistorySummaryStore,
     InMemoryInterruptStore,
     InMemoryMessageLog,
     InMemoryRunStateStore,
@@ -44,6 +45,7 @@ from dex_agents.testing.memory._stores import (
 __all__ = [
     "InMemoryCancelRequestStore",
     "InMemoryDeliveryLedger",
+    "InMemoryHistorySummaryStore",
     "InMemoryInterruptStore",
     "InMemoryMessageLog",
     "InMemoryResolutionPublisher",

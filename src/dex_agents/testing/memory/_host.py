@@ -31,6 +31,7 @@ from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.application.steps.await_tool_approval import ApprovalWait, AwaitToolApproval
 from dex_agents.application.steps.await_user_message import AwaitUserMessage
 from dex_agents.application.steps.call_tool import CallSingleAttemptTool, CallTool
+from dex_agents.application.steps.compact_history import CompactHistory, RecordCompactionFailure
 from dex_agents.application.steps.reconcile_tool_call import ReconcileToolCall
 from dex_agents.application.steps.record_tool_failure import RecordToolFailure, RecordToolOutcomeUnknown
 from dex_agents.application.steps.record_turn_failure import RecordTurnFailure
@@ -53,6 +54,7 @@ from dex_agents.testing.memory._clock import ManualClock
 from dex_agents.testing.memory._deliveries import InMemoryDeliveryLedger
 from dex_agents.testing.memory._stores import (
     InMemoryCancelRequestStore,
+    InMemoryHistorySummaryStore,
     InMemoryInterruptStore,
     InMemoryMessageLog,
     InMemoryRunStateStore,
@@ -93,6 +95,7 @@ class InMemorySessionHost:
         self.queue = InMemoryUserMessageQueue()
         self.resolutions = InMemoryResolutionPublisher()
         self.results = InMemoryToolResultPublisher()
+        self.summaries = InMemoryHistorySummaryStore()
         self.steering = InMemoryUserMessageQueue()
         self.steered = InMemorySteeredMessageStore()
         self.cancel_request = InMemoryCancelRequestStore()
@@ -123,6 +126,7 @@ class InMemorySessionHost:
             queue=self.queue,
             resolutions=self.resolutions,
             results=self.results,
+            summaries=self.summaries,
             steering=self.steering,
             steered=self.steered,
             cancel_request=self.cancel_request,
@@ -312,6 +316,30 @@ class InMemorySessionHost:
         finally:
             events.close()
 
+    async def compact_history(
+        self, reason: str = "policy", *, attempt: int = 1, step_execution_id: str | None = None
+    ) -> Next:
+        call = self.step_call(StepName.COMPACT_HISTORY, attempt=attempt, step_execution_id=step_execution_id)
+        events = self.writer(call)
+        self._ran(StepName.COMPACT_HISTORY, reason, call)
+        try:
+            return await CompactHistory.wired(self.ports, self.agent, events=events, heartbeat=self.heartbeat).execute(
+                call, reason
+            )
+        finally:
+            events.close()
+
+    async def record_compaction_failure(self, reason: str, *, recovery_error: str = "compaction failed") -> Next:
+        call = self.step_call(StepName.RECORD_COMPACTION_FAILURE)
+        events = self.writer(call)
+        self._ran(StepName.RECORD_COMPACTION_FAILURE, reason)
+        try:
+            return await RecordCompactionFailure.wired(
+                self.ports, self.agent, events=events, heartbeat=self.heartbeat
+            ).after_compaction(reason, recovery_error=recovery_error)
+        finally:
+            events.close()
+
     def _turn_of(self, tool_call_id: str) -> str | None:
         record = self.tool_calls.get(tool_call_id)
         return None if record is None else record.turn_id
@@ -413,9 +441,19 @@ class InMemorySessionHost:
                     move, lambda _attempt, _execution: self.resume_turn(delivered, steered_in)
                 )
             case StepName.RUN_MODEL:
-                return await self._with_retries(
-                    move, lambda attempt, execution: self.run_model(attempt=attempt, step_execution_id=execution)
-                )
+                with self.messages.loading(move.window):
+                    return await self._with_retries(
+                        move, lambda attempt, execution: self.run_model(attempt=attempt, step_execution_id=execution)
+                    )
+            case StepName.COMPACT_HISTORY:
+                reason = str(move.input)
+                with self.messages.loading(move.window):
+                    return await self._with_retries(
+                        move,
+                        lambda attempt, execution: self.compact_history(
+                            reason, attempt=attempt, step_execution_id=execution
+                        ),
+                    )
             case StepName.CALL_TOOL | StepName.CALL_SINGLE_ATTEMPT_TOOL | StepName.RECONCILE_TOOL_CALL:
                 assert isinstance(move.input, str)
                 tool_call_id = move.input
@@ -447,6 +485,8 @@ class InMemorySessionHost:
             case StepName.RECORD_TOOL_OUTCOME_UNKNOWN:
                 assert isinstance(move.input, str)
                 return await self.record_tool_outcome_unknown(move.input, recovery_error=detail)
+            case StepName.RECORD_COMPACTION_FAILURE:
+                return await self.record_compaction_failure(str(move.input), recovery_error=detail)
             case _:
                 raise AssertionError(f"unexpected failure route {policy.failure_route}")
 

@@ -4,8 +4,10 @@ A real host stages writes and commits them with the Step's decision; these
 fakes apply every write at once, which is what a committed Step looks like.
 """
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
+from dex_agents.domain.history import HistorySummary, ModelWindow
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage
 from dex_agents.domain.session import AgentState
@@ -39,12 +41,26 @@ class InMemoryMessageLog:
     def __init__(self, messages: Sequence[AgentMessage] = ()) -> None:
         self._by_sequence: dict[int, AgentMessage] = {}
         self.reads: list[tuple[int, ...]] = []
+        self._loaded: range | None = None
         for message in messages:
             self.append(message)
 
     def read(self, sequences: Sequence[int]) -> tuple[AgentMessage, ...]:
         self.reads.append(tuple(sequences))
+        if self._loaded is not None:
+            outside = [s for s in sequences if s not in self._loaded]
+            if outside:
+                raise AssertionError(f"read messages {outside[:5]} outside the loaded window {self._loaded}")
         return tuple(self._by_sequence[s] for s in sequences if s in self._by_sequence)
+
+    @contextlib.contextmanager
+    def loading(self, window: ModelWindow | None) -> Iterator[None]:
+        """Within the block, refuse reads outside ``window`` (as a host that loaded only it would); ``None``: any."""
+        self._loaded = None if window is None else window.sequences
+        try:
+            yield
+        finally:
+            self._loaded = None
 
     def append(self, message: AgentMessage) -> None:
         if message.sequence in self._by_sequence:
@@ -126,6 +142,19 @@ class InMemoryUsageStore:
 
     def set(self, usage: AgentUsage) -> None:
         self.value = usage
+
+
+class InMemoryHistorySummaryStore:
+    """``AGENT_HISTORY_SUMMARIES``: one summary per compaction number."""
+
+    def __init__(self) -> None:
+        self.by_number: dict[int, HistorySummary] = {}
+
+    def get(self, number: int) -> HistorySummary | None:
+        return self.by_number.get(number)
+
+    def put(self, summary: HistorySummary) -> None:
+        self.by_number[summary.number] = summary
 
 
 class InMemorySteeredMessageStore:
