@@ -22,7 +22,7 @@ from dex_agents.testing import (
     session_is_idle,
     wait_for_agent_snapshot,
 )
-from tests.sagent.order_agent import gate, invocations
+from tests.sagent.order_agent import build_flows, gate, invocations
 from tests.sagent.scripted_model import call, script
 
 pytestmark = pytest.mark.integration
@@ -325,3 +325,34 @@ async def test_a_cancel_at_an_approval_ends_the_turn_and_the_next_turn_works(
         ("find_order", "s/turn-2/f1")
     ], "the cancelled refund never ran"
     assert invocations().count("model", "one") == 1
+
+
+@pytest.mark.parametrize("flow", [build_flows()[1]], ids=["compacting"])
+async def test_a_long_session_compacts_through_sagents_compactor_and_keeps_every_message(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    sessions = stack.sessions(flow)
+    await sessions.start_session(
+        "s", script([call("f1", "find_order", order_id="7")], "Order 7 was delivered.", name="one")
+    )
+    await idle(stack, flow, "s")
+    for n in range(2, 6):
+        await sessions.send_user_message("s", script(f"answer {n} " + "x" * 400, name=f"turn{n}"))
+        await idle(stack, flow, "s", turns=n)
+    await sessions.send_user_message("s", script("@context", name="last"))
+    snapshot = await idle(stack, flow, "s", turns=6)
+
+    state = snapshot.state
+    assert state is not None
+    assert state.summary_count >= 1
+    assert (await executed(stack, "s")).count("CompactHistory") == state.summary_count
+    assert invocations().count("model", "@compact") == state.summary_count, "one sagent compaction per summary"
+    seen = json.loads(answer(snapshot))
+    assert seen["users"][0].startswith("Another language model was working on this task")
+    assert "script one" in seen["users"][0], "the compacted first turn lives on in the summary"
+    page = await sessions.list_agent_messages("s", after_sequence=0, limit=500)
+    assert [m.sequence for m in page.messages] == list(range(1, state.message_count + 1))
+    kept = _codec.decode_entry(page.messages[2].framework_item)
+    assert isinstance(kept, ToolResult)
+    assert (kept.call_id, kept.content) == ("f1", "order 7 delivered"), "compacted messages stay readable"
