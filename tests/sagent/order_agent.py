@@ -23,13 +23,16 @@ from sagent.tools import Bash, Edit, Read, Write, tool
 from sagent.types.runtime import ToolResult
 from sagent.types.tools import Tool
 
-from dex_agents import AgentSessionFlow, ToolEffect, ToolPolicy
+from dex_agents import AgentSessionFlow, AgentSessionOptions, CompactionPolicy, ToolEffect, ToolPolicy
 from dex_agents.adapters.sagent import deferred_tool_idempotency_key, sagent_session_flow
 from dex_agents.testing import FileGate, InvocationLog
 from tests.sagent.scripted_model import ModelCall, ScriptedModel
 
 STATE_ENV = "SAGENT_TEST_STATE"
 FLOW_TYPE = "SagentOrderAgent"
+COMPACTING_FLOW_TYPE = "SagentCompactingOrderAgent"
+COMPACTION = CompactionPolicy(context_budget_chars=4096, keep_recent_messages=2)
+"""The compacting flow's policy: a small context, so a few turns compact."""
 SYSTEM = "You help customers with their orders."
 
 TOOL_POLICIES = {
@@ -168,4 +171,13 @@ def build_agent() -> Agent:
 
 
 def build_flows() -> list[AgentSessionFlow]:
-    return [sagent_session_flow(build_agent, flow_type=FLOW_TYPE, tool_policies=TOOL_POLICIES)]
+    """The order agent's flow, then the same agent under `COMPACTION`."""
+    return [
+        sagent_session_flow(build_agent, flow_type=FLOW_TYPE, tool_policies=TOOL_POLICIES),
+        sagent_session_flow(
+            build_agent,
+            flow_type=COMPACTING_FLOW_TYPE,
+            tool_policies=TOOL_POLICIES,
+            options=AgentSessionOptions(compaction=COMPACTION),
+        ),
+    ]

@@ -10,7 +10,14 @@ answers ``"@summary"``. A step is:
   ``"@context"`` is JSON of the system prompt and the user texts it saw;
 - an object with any of ``think``, ``text``, ``calls``, ``fail`` (the model
   raises ``RuntimeError``) and ``gate`` (handed to ``before_response``, which
-  may block), ``stop`` (the response's ``stop_reason``).
+  may block), ``stop`` (the response's ``stop_reason``), ``overflow`` (the
+  model raises sagent's ``PromptTooLongError`` unless a compaction summary
+  opens the request).
+
+A request from sagent's ``SummaryCompactor`` (its system prompt) is answered
+with ``<summary>`` listing what it was given, oldest first: ``summary`` and
+the items of an earlier summary, ``script <name>`` for a script, the text of any other user
+message, ``result <call ID>`` for a tool result (script name ``@compact``).
 
 Text and thinking stream in two halves each. Every response reports
 ``TokenCount(request=100, response=20, cache_read=30)`` and a spend of
@@ -23,8 +30,9 @@ from typing import Any
 
 import attrs
 from sagent.testing import MockModelCaps
+from sagent.tools.core import read_asset, recipe_dict
 from sagent.types.cost import TokenCost, TokenCount
-from sagent.types.model import ModelRequest, ModelResponse
+from sagent.types.model import ModelRequest, ModelResponse, PromptTooLongError
 from sagent.types.runtime import (
     AssistantMessage,
     ModelResponsePartial,
@@ -65,7 +73,8 @@ BeforeResponse = Callable[[ModelCall], Awaitable[None]]
 
 
 def _load(text: str) -> dict[str, Any] | None:
-    for chunk in text.split("\n\n"):
+    # sagent merges adjacent user messages with blank lines: the newest script is the last one.
+    for chunk in reversed(text.split("\n\n")):
         if not chunk.startswith("{"):
             continue
         try:
@@ -106,6 +115,37 @@ def context(request: ModelRequest) -> str:
     return json.dumps({"system": request.system, "users": users, "tools": [t.name for t in request.tools]})
 
 
+SUMMARY_MARK = "Summary:\n"
+"""What sagent's continuation message holds before the summary text."""
+
+
+def compactor_system() -> str:
+    return read_asset(recipe_dict("compactor")["system"]).strip()
+
+
+def has_summary(messages: Sequence[object]) -> bool:
+    return any(isinstance(m, UserMessage) and SUMMARY_MARK in m.text for m in messages)
+
+
+def compaction_answer(messages: Sequence[object]) -> str:
+    """List what a compaction request was given (its last message, the instructions, left out)."""
+    seen: list[str] = []
+    for message in messages[:-1]:
+        if isinstance(message, UserMessage):
+            for chunk in message.text.split("\n\n"):
+                if SUMMARY_MARK in chunk:
+                    # Fold the earlier summary in, as a summariser does: its items first.
+                    body = chunk.split(SUMMARY_MARK, 1)[1].split("\nResume work", 1)[0]
+                    seen.extend(["summary", *(item for item in body.split(" | ") if item != "summary")])
+                elif (loaded := _load(chunk)) is not None:
+                    seen.append(f"script {loaded['name']}")
+                elif chunk.strip() and not chunk.startswith(("Another language model", "Resume work")):
+                    seen.append(chunk.strip()[:60])
+        elif isinstance(message, ToolResult):
+            seen.append(f"result {message.call_id}")
+    return "<analysis>scratch</analysis><summary>" + " | ".join(dict.fromkeys(seen)) + "</summary>"
+
+
 def _halves(text: str) -> list[str]:
     middle = len(text) // 2
     return [piece for piece in (text[:middle], text[middle:]) if piece]
@@ -126,6 +166,13 @@ class ScriptedModel(MockModelCaps):
     async def stream(
         self, request: ModelRequest, publish: Callable[[RuntimeEvent], None] | None = None
     ) -> ModelResponse:
+        if request.system == compactor_system():
+            compaction = ModelCall(script="@compact", step=0, gate=None, request=request)
+            self.calls.append(compaction)
+            if self._before_response is not None:
+                await self._before_response(compaction)
+            answer = AssistantMessage(text=compaction_answer(request.messages))
+            return ModelResponse(message=answer, tokens=TOKENS, spend=SPEND, stop_reason="model_finished")
         loaded, index = current_script(request.messages)
         steps = loaded["steps"]
         step: Step = steps[index] if index < len(steps) else "@summary"
@@ -139,6 +186,10 @@ class ScriptedModel(MockModelCaps):
             await self._before_response(model_call)
         if "fail" in step:
             raise RuntimeError(step["fail"])
+        if step.get("overflow") and not has_summary(request.messages):
+            raise PromptTooLongError(
+                "prompt is too long: 210000 tokens > 200000", actual_tokens=210_000, limit_tokens=200_000
+            )
         text = step.get("text") or ""
         if text == "@summary":
             text = summary(request.messages)

@@ -5,21 +5,24 @@ through the `InvocationLog` (real model and tool calls across every Worker
 process) and the Step shape from the Flow's history.
 """
 
+import json
 from pathlib import Path
 
 import pytest
 from sagent.types.runtime import ToolResult
 
-from dex_agents import OUTCOME_UNKNOWN_TOOL_RESULT, AgentSessionFlow, AgentSnapshot, MessageRole
+from dex_agents import OUTCOME_UNKNOWN_TOOL_RESULT, AgentSessionFlow, AgentSnapshot, MessageRole, ToolCallStatus
 from dex_agents.adapters.sagent import _codec
 from dex_agents.domain.events import ReasoningDeltaPayload, TextDeltaPayload
+from dex_agents.domain.snapshot import TurnStatus
+from dex_agents.domain.turn_control import TURN_CANCELLED_NOTE_HEADER, cancel_rejection_message
 from dex_agents.testing import (
     EXECUTE_COMPLETED_EVENT,
     AgentTestStack,
     session_is_idle,
     wait_for_agent_snapshot,
 )
-from tests.sagent.order_agent import gate, invocations
+from tests.sagent.order_agent import build_flows, gate, invocations
 from tests.sagent.scripted_model import call, script
 
 pytestmark = pytest.mark.integration
@@ -263,3 +266,93 @@ async def test_text_and_reasoning_stream_live_from_model_steps(stack: AgentTestS
         ("text_delta", "All "),
         ("text_delta", "good."),
     ]
+
+
+async def test_a_message_steered_during_a_tool_step_reaches_the_next_model_call(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    sessions = stack.sessions(flow)
+    await sessions.start_session("s", script([call("a", "read_tool", gate="g")], "@context", name="steer"))
+    await gate("g").wait_until_reached()
+
+    assert await sessions.send_user_message("s", "Also: when was it delivered?", delivery="steer") is True
+    await wait_for_agent_snapshot(
+        sessions, "s", lambda s: s.queued_messages or None, description="the steered message to wait its turn"
+    )
+    gate("g").release()
+    snapshot = await idle(stack, flow, "s")
+
+    seen = json.loads(answer(snapshot))
+    assert seen["users"][-1] == "Also: when was it delivered?", "after the tool result, in the same model call"
+    assert [(m.role, m.text) for m in snapshot.messages[2:4]] == [
+        (MessageRole.TOOL, None),
+        (MessageRole.USER, "Also: when was it delivered?"),
+    ]
+    assert [invocations().count("model", "steer", step=n) for n in range(3)] == [1, 1, 0]
+    assert snapshot.state is not None
+    assert snapshot.state.turn_count == 1, "the steered message joined the running turn"
+
+
+async def test_a_cancel_at_an_approval_ends_the_turn_and_the_next_turn_works(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    sessions = stack.sessions(flow)
+    await sessions.start_session("s", script([call("r1", "refund_order", order_id="7")], name="one"))
+    await wait_for_agent_snapshot(sessions, "s", lambda s: s.pending_interrupts or None, description="an approval")
+
+    assert await sessions.cancel_turn("s", "wrong order") is True
+    result = await sessions.wait_for_turn("s", "turn-1", timeout=60)
+
+    assert result.status is TurnStatus.CANCELLED
+    (outcome,) = result.tool_outcomes
+    assert (outcome.status, outcome.rejection_message) == (
+        ToolCallStatus.REJECTED,
+        cancel_rejection_message("wrong order"),
+    )
+    note = result.messages[-1]
+    assert note.text is not None
+    assert note.text.startswith(f"{TURN_CANCELLED_NOTE_HEADER} (reason: wrong order).")
+    assert invocations().count("model", "one") == 1, "no model call after the cancel"
+
+    await sessions.send_user_message("s", script([call("f1", "find_order", order_id="7")], "@context", name="two"))
+    second = await idle(stack, flow, "s", turns=2)
+
+    (merged,) = json.loads(answer(second))["users"][:1]
+    assert TURN_CANCELLED_NOTE_HEADER in merged, "the next turn's model reads the note"
+    assert [(e["name"], e["key"]) for e in invocations().entries() if e["kind"] == "tool"] == [
+        ("find_order", "s/turn-2/f1")
+    ], "the cancelled refund never ran"
+    assert invocations().count("model", "one") == 1
+
+
+@pytest.mark.parametrize("flow", [build_flows()[1]], ids=["compacting"])
+async def test_a_long_session_compacts_through_sagents_compactor_and_keeps_every_message(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    await stack.start_worker()
+    sessions = stack.sessions(flow)
+    await sessions.start_session(
+        "s", script([call("f1", "find_order", order_id="7")], "Order 7 was delivered.", name="one")
+    )
+    await idle(stack, flow, "s")
+    for n in range(2, 6):
+        await sessions.send_user_message("s", script(f"answer {n} " + "x" * 400, name=f"turn{n}"))
+        await idle(stack, flow, "s", turns=n)
+    await sessions.send_user_message("s", script("@context", name="last"))
+    snapshot = await idle(stack, flow, "s", turns=6)
+
+    state = snapshot.state
+    assert state is not None
+    assert state.summary_count >= 1
+    assert (await executed(stack, "s")).count("CompactHistory") == state.summary_count
+    assert invocations().count("model", "@compact") == state.summary_count, "one sagent compaction per summary"
+    seen = json.loads(answer(snapshot))
+    assert seen["users"][0].startswith("Another language model was working on this task")
+    assert "script one" in seen["users"][0], "the compacted first turn lives on in the summary"
+    page = await sessions.list_agent_messages("s", after_sequence=0, limit=500)
+    assert [m.sequence for m in page.messages] == list(range(1, state.message_count + 1))
+    kept = _codec.decode_entry(page.messages[2].framework_item)
+    assert isinstance(kept, ToolResult)
+    assert (kept.call_id, kept.content) == ("f1", "order 7 delivered"), "compacted messages stay readable"

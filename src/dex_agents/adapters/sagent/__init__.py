@@ -11,6 +11,8 @@ Public API:
   key ``"<session ID>/<turn ID>/<tool call ID>"``, or ``None`` outside a tool Step.
 - `SagentModelError`: how a failed model request fails its ``RunModel``
   attempt (with sagent's ``retryable`` classification).
+- `SagentCompactionError`: how a compaction whose sagent ``Compactor`` fell
+  back (no summary) fails its ``CompactHistory`` attempt.
 
 Each model call is one ``RunModel`` Step making one request through the
 agent's rich ``Model`` (no sagent retry loop: Dex retries the Step); each tool
@@ -38,18 +40,36 @@ next ``RunModel`` merges them, and the turn's last stored message carries it
 to the next turn (`dex_agents.adapters.sagent._codec`). sagent's
 process-global fallback is never used.
 
+Long sessions: the runner is a `HistoryCompactor`; ``compact`` runs the
+agent's ``compactor`` (else sagent's ``SummaryCompactor()``) over the previous
+summary and the covered entries, and stores sagent's continuation message as
+the summary, which opens every later request before the model's window. A
+request the provider refuses as too long (``PromptTooLongError``,
+``RequestTooLargeError``, the model's ``is_context_overflow``) raises
+`ContextOverflowError`, so the session compacts and retries.
+
 Not carried (see README, "A sagent agent as a durable session"): background
 jobs, in-process sub-agents and messaging (``AgentSpawn``, ``AgentSend``,
-``AgentSelf``, ``BackgroundTask`` are refused), sagent's own loop (steering,
-halt, model switch, ``max_tool_call_rounds``, ``max_budget_usd``), compaction
-through sagent's Compactor, result bounding to Worker-local files, and a tool
-result's attachments, diff, hint and summary (the model reads ``content``).
+``AgentSelf``, ``BackgroundTask`` are refused), sagent's own loop (its inbox,
+halt, model switch, ``max_tool_call_rounds``, ``max_budget_usd``; the session's
+steering and ``cancel_turn`` work: a steered message reaches the next model
+call as a ``UserMessage`` after the tool results), sagent's compaction trigger
+and post-compaction enrichment (compaction itself runs through sagent's
+``Compactor``: `SagentRunner.compact`), result bounding to Worker-local files,
+and a tool result's attachments, diff, hint and summary (the model reads
+``content``).
 """
 
 import sagent.agent  # noqa: F401 - sagent's own import order: sagent.agent before its other modules
 
 from dex_agents.adapters.sagent.flow import sagent_session_flow
 from dex_agents.adapters.sagent.idempotency import deferred_tool_idempotency_key
-from dex_agents.adapters.sagent.runner import SagentModelError, SagentRunner
+from dex_agents.adapters.sagent.runner import SagentCompactionError, SagentModelError, SagentRunner
 
-__all__ = ["SagentModelError", "SagentRunner", "deferred_tool_idempotency_key", "sagent_session_flow"]
+__all__ = [
+    "SagentCompactionError",
+    "SagentModelError",
+    "SagentRunner",
+    "deferred_tool_idempotency_key",
+    "sagent_session_flow",
+]

@@ -1,6 +1,6 @@
 """`SagentRunner`: the runner contract for a sagent agent.
 
-The runner imports only the application's runner contract and the domain; it
+The runner imports only the application's runner contract and compaction port and the domain; it
 knows nothing of Dex. It is stateless between calls: every model and tool
 Step builds a fresh ``Agent`` from the factory (sagent agents hold mutable
 per-conversation state: runtime tape, cost tracker, ``ToolState``, background
@@ -8,9 +8,15 @@ registry), so nothing is shared across sessions or concurrent Steps.
 
 - `SagentRunner.build_user_message`: one ``UserMessage``
   (`dex_agents.adapters.sagent._codec`).
-- `SagentRunner.run_model_step`: the history is every stored message plus the
+- `SagentRunner.run_model_step`: the history is the summary, if any (one
+  ``UserMessage``, `summary_message`), the model's window (``turn.messages``) plus the
   turn's entries so far (the run state), followed by one ``ToolResult`` per
-  answered call, built from its final record. One model request through the
+  answered call, built from its final record (`tool_result`), then one
+  ``UserMessage`` per message steered into the turn since its last model call
+  (`AgentTurnContext.steered_messages`, oldest first; a ``RunModel`` that hands
+  out a later wave keeps them in the run state until the model call after the
+  last wave). They stay in the turn's entries, so the turn stores them where
+  the model saw them, as ``user`` messages. One model request through the
   public rich ``Model`` protocol: ``ModelRequest(history, agent.system_prompt(),
   agent.live_tools(), agent.max_response_tokens)`` through sagent's
   ``materialize_request`` (tool-result budget, adjacent user entries merged),
@@ -24,6 +30,13 @@ registry), so nothing is shared across sessions or concurrent Steps.
   (`dex_agents.adapters.sagent._effects`); the following ``RunModel`` hands out
   the next wave without a model call, until every call is answered. A
   response without tool calls returns `TurnCompleted` with the turn's entries.
+  A request the provider refuses as too long (`is_context_overflow`) raises
+  `ContextOverflowError`: the session compacts and retries once.
+- `SagentRunner.compact` (the `HistoryCompactor` port): sagent's own
+  ``Compactor`` (the agent's, else ``SummaryCompactor()``) over the previous
+  summary and the covered entries; the splice's payload, rendered as text
+  (`render_payload`), is the new summary. A fallback splice raises
+  `SagentCompactionError`.
 - `SagentRunner.execute_deferred_tool_call`: the agent's own tool object
   (``agent.tools_map[name]``), its arguments checked by sagent's
   ``validate_tool_input`` against its ``directive_schema``, run with sagent's
@@ -43,17 +56,28 @@ Usage: ``ModelResponse.tokens`` (a ``TokenCount``) gives ``input_tokens``
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import attrs
 from sagent.agent.agent import Agent
 from sagent.agent.retry import is_retryable, validate_model_response
 from sagent.agent.runtime import current_call_id_var
 from sagent.agent.state import ToolState, current_agent_var, tool_state_context
+from sagent.compaction.summary import SummaryCompactor
 from sagent.lib.tool_validation import validate_tool_input
 from sagent.request_materialization import materialize_request
-from sagent.types.model import ModelRequest, ModelResponse, StreamInterruptedError
+from sagent.types.compactor import Compactor
+from sagent.types.exceptions import ContextOverflowError as SagentContextOverflowError
+from sagent.types.model import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    PromptTooLongError,
+    RequestTooLargeError,
+    StreamInterruptedError,
+)
 from sagent.types.runtime import (
+    AgentSendMessage,
     AssistantMessage,
     ModelResponsePartial,
     ModelResponseThinking,
@@ -63,14 +87,23 @@ from sagent.types.runtime import (
     ToolResultKind,
     UserMessage,
 )
+from sagent.types.tape import TapeRef
 
 from dex_agents.adapters.sagent import _codec, _effects
 from dex_agents.adapters.sagent.idempotency import IDEMPOTENCY_KEY
-from dex_agents.application.runner import AgentTurnContext, DeferredToolExecution, ToolExecutionResult
+from dex_agents.application.compaction import CompactionSummary
+from dex_agents.application.runner import (
+    AgentTurnContext,
+    ContextOverflowError,
+    DeferredToolExecution,
+    ToolExecutionResult,
+)
 from dex_agents.domain.errors import DexAgentsError, RunnerContractError, ToolExecutionError
 from dex_agents.domain.failure_note import describe_tool_call_outcome
-from dex_agents.domain.messages import FrameworkMessage
+from dex_agents.domain.history import HistorySummary
+from dex_agents.domain.messages import AgentMessage, FrameworkMessage
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
+from dex_agents.domain.turn_control import cancel_rejection_message
 from dex_agents.domain.turns import (
     AgentTurnOutcome,
     DeferredToolCall,
@@ -98,6 +131,108 @@ class SagentModelError(DexAgentsError):
 
 class BackgroundResultError(DexAgentsError):
     """A tool answered with a non-final (background) result in its Step: a Step failure."""
+
+
+class SagentCompactionError(DexAgentsError):
+    """sagent's Compactor gave no summary (its fallback splice): the ``CompactHistory`` attempt fails.
+
+    The session's failure route then leaves the history as it was.
+    """
+
+
+COMPACTION_SESSION = "dex-agents-compaction"
+"""The tape namespace of the refs a compaction mints (the splice itself is never stored)."""
+
+
+TOOL_STATE_LINE = "[sagent tool state] "
+"""How a stored summary's first line starts when it carries the session's tool state (JSON follows)."""
+
+
+def split_summary(text: str) -> tuple[str, dict[str, object] | None]:
+    """Return a stored summary's text for the model and the tool state its first line carries, if any.
+
+    `SagentRunner.compact` puts the newest tool state of what it covers on
+    the summary's first line, so a compaction that covers every completed
+    turn does not lose it (Edit/Write's read cache, the Bash working
+    directory); the model never reads that line. A line that does not parse
+    (a summary cut short by the session's size limit) carries nothing.
+    """
+    if not text.startswith(TOOL_STATE_LINE):
+        return text, None
+    line, _, rest = text.partition("\n\n")
+    try:
+        loaded = json.loads(line.removeprefix(TOOL_STATE_LINE))
+    except ValueError:
+        return rest, None
+    return rest, loaded if isinstance(loaded, dict) else None
+
+
+def summary_message(summary: HistorySummary) -> UserMessage:
+    """Return the stored summary as the first entry of the model's history, in place of what it covers.
+
+    The text is what `SagentRunner.compact` returned, without its tool-state
+    line: sagent's own continuation message (it says it is a handoff summary).
+    """
+    return UserMessage(text=split_summary(summary.text)[0])
+
+
+def render_payload(payload: Sequence[object]) -> str:
+    """Return a compaction splice's payload as one text: its user messages as they are, other entries labelled.
+
+    sagent's ``SummaryCompactor`` answers with one continuation ``UserMessage``
+    (the summary, with any trailing user messages it kept merged in); a
+    compactor that keeps a tail of calls and results has them written out, so
+    nothing it kept is lost from the stored summary.
+    """
+    parts: list[str] = []
+    for entry in payload:
+        match entry:
+            case UserMessage() | AgentSendMessage():
+                parts.append(entry.text)
+            case AssistantMessage():
+                calls = "".join(
+                    f"\n[tool call {call.id}] {call.name} {json.dumps(dict(call.args), ensure_ascii=False)}"
+                    for call in entry.tool_calls
+                )
+                parts.append(f"[assistant] {entry.text}{calls}")
+            case ToolResult():
+                parts.append(f"[tool result {entry.call_id}{' error' if entry.is_error else ''}] {entry.content}")
+            case _:
+                parts.append(str(entry))
+    return "\n\n".join(part for part in parts if part.strip())
+
+
+class _MeteredModel:
+    """The agent's model, counting the usage of every response a compaction gets through it."""
+
+    def __init__(self, model: Model) -> None:
+        self._model = model
+        self.usage = AgentUsage()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+    async def stream(
+        self, request: ModelRequest, publish: Callable[[RuntimeEvent], None] | None = None
+    ) -> ModelResponse:
+        response = await self._model.stream(request=request, publish=publish)
+        self.usage = self.usage + agent_usage(response)
+        return response
+
+    async def buffer(self, request: ModelRequest) -> ModelResponse:
+        response = await self._model.buffer(request)
+        self.usage = self.usage + agent_usage(response)
+        return response
+
+
+def is_context_overflow(error: BaseException, model: Model) -> bool:
+    """Whether ``error`` is the provider refusing the request's context (sagent's classification)."""
+    if isinstance(error, PromptTooLongError | RequestTooLargeError | SagentContextOverflowError):
+        return True
+    try:
+        return isinstance(error, Exception) and bool(model.is_context_overflow(error))
+    except Exception:  # noqa: BLE001 - a classifier that fails says nothing
+        return False
 
 
 def agent_usage(response: ModelResponse) -> AgentUsage:
@@ -132,6 +267,12 @@ class RunState:
     """The wave handed out last."""
     tool_state: dict[str, object]
     """The session's tool state when that wave was handed out."""
+    steered: tuple[str, ...] = ()
+    """User messages steered into the turn while waves were handed out (``framework_item`` texts, oldest first).
+
+    A ``RunModel`` that hands out a wave makes no model call, so the steered
+    messages it got wait here for the model call after the last wave's results.
+    """
 
     def encode(self) -> str:
         """Return the state as JSON text."""
@@ -142,6 +283,7 @@ class RunState:
                 "waves": [list(wave) for wave in self.waves],
                 "issued": list(self.issued),
                 "tool_state": self.tool_state,
+                "steered": list(self.steered),
             }
         )
 
@@ -163,6 +305,7 @@ class RunState:
                 waves=tuple(_str_list(wave) for wave in loaded["waves"]),
                 issued=_str_list(loaded["issued"]),
                 tool_state=state,
+                steered=_str_list(loaded.get("steered", [])),
             )
         except (ValueError, KeyError, TypeError) as error:
             raise RunnerContractError(f"not a sagent run state: {text[:60]!r}") from error
@@ -170,6 +313,9 @@ class RunState:
 
 NOT_APPROVED = "The tool call was not approved"
 """How the model's error result for a rejected or expired approval starts (the reason follows)."""
+
+_CANCELLED = cancel_rejection_message(None)
+"""How a rejection or cancelled call's text starts when the turn's cancel stopped it."""
 
 
 def tool_result(record: AgentToolCall) -> ToolResult:
@@ -180,17 +326,29 @@ def tool_result(record: AgentToolCall) -> ToolResult:
     | ``succeeded``      | ``content=output``                                               |
     | ``failed``         | ``is_error``, ``content=error`` (what the tool or sagent said)   |
     | ``rejected``, ``expired`` | ``is_error``, ``content="<NOT_APPROVED>: <reason>"``      |
+    | ``rejected`` by a cancel, ``cancelled`` | ``is_error``, the cancel's text (and reason) |
     | ``outcome_unknown``, ``not_applied`` | ``is_error``, the session's standard text      |
+
+    A turn's cancel ends it before its next model call, so the model reads the
+    cancel's results only if a runner is asked for that call anyway; the
+    mapping keeps every final status answerable.
     """
     match record.status:
         case ToolCallStatus.SUCCEEDED:
             return ToolResult(call_id=record.tool_call_id, content=record.output or "")
         case ToolCallStatus.FAILED if record.error is not None:
             return ToolResult(call_id=record.tool_call_id, content=record.error, is_error=True)
+        case ToolCallStatus.REJECTED if describe_tool_call_outcome(record).startswith(_CANCELLED):
+            return ToolResult(call_id=record.tool_call_id, content=describe_tool_call_outcome(record), is_error=True)
         case ToolCallStatus.REJECTED | ToolCallStatus.EXPIRED:
             text = f"{NOT_APPROVED}: {describe_tool_call_outcome(record)}"
             return ToolResult(call_id=record.tool_call_id, content=text, is_error=True)
-        case ToolCallStatus.FAILED | ToolCallStatus.OUTCOME_UNKNOWN | ToolCallStatus.NOT_APPLIED:
+        case (
+            ToolCallStatus.FAILED
+            | ToolCallStatus.OUTCOME_UNKNOWN
+            | ToolCallStatus.NOT_APPLIED
+            | ToolCallStatus.CANCELLED
+        ):
             return ToolResult(call_id=record.tool_call_id, content=describe_tool_call_outcome(record), is_error=True)
         case _:
             raise RunnerContractError(
@@ -241,17 +399,23 @@ class SagentRunner:
         """Hand out the next wave of calls, or make one model request."""
         agent = self._agent()
         history: list[Any] = _codec.decode_entries(message.framework_item for message in turn.messages)
+        if turn.summary is not None:
+            history.insert(0, summary_message(turn.summary))
+        steered = [_codec.encode_entry(UserMessage(text=message.text)) for message in turn.steered_messages]
         if turn.framework_run_state is None:
-            entries: list[str] = []
-            base = _codec.latest_tool_state(turn.messages) or _effects.snapshot_of(ToolState())
+            entries: list[str] = [*steered]
+            carried = None if turn.summary is None else split_summary(turn.summary.text)[1]
+            base = _codec.latest_tool_state(turn.messages) or carried or _effects.snapshot_of(ToolState())
         else:
             run = RunState.decode(turn.framework_run_state)
             ended = [self._ended_state(turn.recorded_tool_call(call_id)) for call_id in run.issued]
             base = _effects.merge_tool_states(run.tool_state, [state for state in ended if state is not None])
             if run.waves:
-                return self._next_wave(turn, run, base)
+                return self._next_wave(turn, attrs.evolve(run, steered=(*run.steered, *steered)), base)
             results = [tool_result(turn.recorded_tool_call(call_id)) for call_id in run.calls]
-            entries = [*run.entries, *(_codec.encode_entry(result) for result in results)]
+            # Steered messages join after every result of the response (never between a call and its
+            # result), where sagent's own runtime puts a user message its inbox took during a tool batch.
+            entries = [*run.entries, *(_codec.encode_entry(result) for result in results), *run.steered, *steered]
         history.extend(_codec.decode_entries(entries))
         agent.tool_state = _effects.tool_state_from(base)
         response = await self._request(agent, history, turn)
@@ -329,9 +493,11 @@ class SagentRunner:
             if isinstance(entry, AssistantMessage)
             for call in entry.tool_calls
         }
-        ran_tools = bool(names)
+        # Every turn that ran tools, or inherited a non-empty state, carries it: the model's window
+        # (after a compaction) then still holds the newest state in its latest completed turn.
+        carries = bool(names) or tool_state != _effects.snapshot_of(ToolState())
         stored = [_codec.framework_message(entry, tool_names=names) for entry in turn_entries]
-        stored.append(_codec.framework_message(message, tool_state=tool_state if ran_tools else None))
+        stored.append(_codec.framework_message(message, tool_state=tool_state if carries else None))
         return TurnCompleted(stored, usage)
 
     @staticmethod
@@ -369,6 +535,10 @@ class SagentRunner:
             except StreamInterruptedError as error:
                 raise SagentModelError(f"the model's stream was cut: {error}", retryable=True) from error
             except Exception as error:
+                if is_context_overflow(error, agent.model):
+                    raise ContextOverflowError(
+                        f"the provider refused the context ({type(error).__name__}: {error})"
+                    ) from error
                 retryable = is_retryable(error, agent.model)
                 raise SagentModelError(
                     f"the model request failed ({type(error).__name__}: {error})", retryable=retryable
@@ -376,6 +546,51 @@ class SagentRunner:
         finally:
             current_agent_var.reset(token)
         return response
+
+    async def compact(self, messages: Sequence[AgentMessage], previous_summary: str | None) -> CompactionSummary:
+        """Summarise history for ``CompactHistory`` through sagent's own ``Compactor``.
+
+        The agent's ``compactor``, else sagent's ``SummaryCompactor()``, gets
+        the previous summary (a ``UserMessage``, as the model read it) and the
+        covered messages' entries as its context, an empty tape and the
+        agent's model; the splice's payload becomes the new summary
+        (`render_payload`), after a first line carrying the newest tool state
+        of the covered messages or the previous summary (`split_summary`). The
+        usage of the responses it got through the agent's model is recorded
+        with the session's.
+
+        Raises:
+            SagentCompactionError: the compactor fell back (no summary), so the
+                history stays as it was.
+        """
+        agent = self._agent()
+        compactor: Compactor = agent.compactor if agent.compactor is not None else SummaryCompactor()
+        earlier, earlier_state = split_summary(previous_summary or "")
+        tool_state = _codec.latest_tool_state(messages) or earlier_state
+        context: list[Any] = [] if previous_summary is None else [UserMessage(text=earlier)]
+        context.extend(_codec.decode_entries(message.framework_item for message in messages))
+        model = _MeteredModel(agent.model)
+        minted = iter(range(1 << 62))
+
+        def mint_ref() -> TapeRef:
+            return TapeRef(session_id=COMPACTION_SESSION, ordinal=next(minted))
+
+        token = current_agent_var.set(agent)
+        try:
+            with tool_state_context(agent.tool_state):
+                splice = await compactor.compact((), context, cast(Model, model), mint_ref)
+        finally:
+            current_agent_var.reset(token)
+        if splice.fallback_reason or splice.strategy.endswith("fallback"):
+            raise SagentCompactionError(
+                f"sagent's compactor gave no summary ({splice.strategy}: {splice.fallback_reason or 'no reason'})"
+            )
+        text = render_payload(splice.payload)
+        if not text.strip():
+            raise SagentCompactionError("sagent's compactor returned an empty summary")
+        if tool_state is not None:
+            text = f"{TOOL_STATE_LINE}{json.dumps(tool_state, separators=(',', ':'))}\n\n{text}"
+        return CompactionSummary(text, usage=model.usage)
 
     async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
         """Run one call through the agent's own tool object, with the session's tool state."""
