@@ -153,7 +153,9 @@ async def test_worker_killed_during_an_idempotent_write_reruns_it_with_the_same_
     await idle(stack, flow, "s")
     runs = [e for e in invocations().entries() if e["kind"] == "tool"]
     assert [e["key"] for e in runs] == ["s/turn-1/c1", "s/turn-1/c1"]
-    assert [e["attempt"] for e in runs] == [1, 2]
+    # A Worker killed before the engine read any frame of the attempt (a listening Worker's frames may still be in
+    # flight) gets the same attempt redelivered (FakeDexConfig.redeliver_before_first_output); else a new attempt.
+    assert [e["attempt"] for e in runs] in ([1, 1], [1, 2])
 
 
 async def test_worker_killed_during_a_non_idempotent_write_records_outcome_unknown_and_never_reruns_it(

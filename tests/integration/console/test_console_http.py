@@ -101,6 +101,10 @@ async def test_a_redirect_after_an_answer_stays_inside_the_console(tmp_path: Pat
         assert answered.headers["location"] == "/sessions/s-1?notice=not-pending"
 
 
+RUNNING_TURN = 13
+"""The turn the mid-turn page opens on, after twelve answered ones."""
+
+
 async def test_a_page_opened_mid_turn_reads_the_running_turn_from_its_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -108,7 +112,9 @@ async def test_a_page_opened_mid_turn_reads_the_running_turn_from_its_start(
     async with console_stack(build_order_flow(), tmp_path) as stack:
         sessions = stack.sessions
         await sessions.start_session("s-1")
-        for turn in range(1, 6):  # five answered turns: over one page (100) of events
+        # Answered turns enough for over one page (100) of events: about ten events each, since live deltas
+        # are coalesced per Step attempt.
+        for turn in range(1, RUNNING_TURN):
             receipt = await sessions.submit_user_message("s-1", "What is order 8?")
             assert (await sessions.wait_for_turn("s-1", receipt, timeout=60)).turn_id == f"turn-{turn}"
         await sessions.send_user_message("s-1", "Refund order 7 and tell the customer.")
@@ -117,15 +123,15 @@ async def test_a_page_opened_mid_turn_reads_the_running_turn_from_its_start(
         earlier, token = 0, ""
         while True:
             message = await sessions.read_agent_event("s-1", token)
-            if message.event.turn_id == "turn-6":
+            if message.event.turn_id == f"turn-{RUNNING_TURN}":
                 break
             earlier, token = earlier + 1, message.resume_token
         assert earlier > 100  # the first turn's start is not on the newest page
 
-        start = await sessions.resume_token_before_turn("s-1", "turn-6")
+        start = await sessions.resume_token_before_turn("s-1", f"turn-{RUNNING_TURN}")
         assert start == token
         first = await sessions.read_agent_event("s-1", start)
-        assert (first.event.type, first.event.turn_id) == (AgentEventType.TURN_STARTED, "turn-6")
+        assert (first.event.type, first.event.turn_id) == (AgentEventType.TURN_STARTED, f"turn-{RUNNING_TURN}")
         assert await sessions.resume_token_before_turn("s-1", "turn-1") == ""  # the oldest retained event
         first_of_all = await sessions.read_agent_event("s-1", "")
         assert (first_of_all.event.type, first_of_all.event.turn_id) == (AgentEventType.TURN_STARTED, "turn-1")
@@ -135,10 +141,10 @@ async def test_a_page_opened_mid_turn_reads_the_running_turn_from_its_start(
         match = re.search(r'data-events="([^"]+)"', page.body.decode())
         assert match is not None
         events_path = html.unescape(match.group(1))
-        assert "shown_turns=5" in events_path
+        assert f"shown_turns={RUNNING_TURN - 1}" in events_path
         streamed = await read_sse(stack.url, events_path, count=1)
         assert json.loads(streamed[0].data)["type"] == "turn_started"
-        assert json.loads(streamed[0].data)["turn"] == "turn-6"
+        assert json.loads(streamed[0].data)["turn"] == f"turn-{RUNNING_TURN}"
 
 
 async def _pending(sessions: AgentSessionClient, session_id: str) -> bool:
