@@ -300,7 +300,9 @@ class _Handlers:
                 session_id,
                 snapshot,
                 messages=messages,
-                latest=page.next_after_sequence is None,
+                # The default view is the newest page even when its read ended early (a turn committed between
+                # the message index and the page): the page's refresh then reads the newest page again.
+                latest=not explicit or page.next_after_sequence is None,
                 live=live,
                 csrf=self.security.csrf_token,
                 flow_type=self.backend.flow_type,
