@@ -160,10 +160,19 @@ async def wait_worker_serving(
     raise RuntimeError("the Worker stopped before it served") from error
 
 
+_PROBE_CHANNEL_OPTIONS = (
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 250),
+)
+"""The probe usually connects before the Worker's server is bound: gRPC's default first backoff (1 s) would
+then delay every listening Worker's start by a second."""
+
+
 async def _wait_listening(options: dex.WorkerOptions, timeout: float) -> None:
     target = options.worker_target
     address = target.address if target is not None and target.address else options.bind_address
-    async with grpc.aio.insecure_channel(address) as channel:
+    async with grpc.aio.insecure_channel(address, options=_PROBE_CHANNEL_OPTIONS) as channel:
         await asyncio.wait_for(channel.channel_ready(), timeout)
 
 
