@@ -15,6 +15,7 @@ from rich.console import Console
 from dex_agents.cli.chat import AfterQuit, ChatSession
 from dex_agents.cli.shop import STATE_ENV, read_outbox, read_refunds
 from dex_agents.cli.terminal import ScriptedLines
+from dex_agents.testing import wait_until
 from tests.integration.cli.support import ASSISTANT, ORDER_FLOW, PROMPT, YOU, OrderStack, cli_env, command, strip_ansi
 
 pytestmark = pytest.mark.integration
@@ -86,8 +87,12 @@ async def test_quit_on_a_server_leaves_the_session_running_and_says_so(stack: Or
     assert "left session chat-q; it keeps running on the server" in printed
     assert "never read" not in printed
     assert not chat.stopped
-    snapshot = await stack.sessions.get_agent_snapshot("chat-q")
-    assert snapshot.state is not None  # still there to join
+
+    # Still there to join: the session answers, and its start Step (which may still be running) writes its state.
+    async def started() -> object:
+        return (await stack.sessions.get_agent_snapshot("chat-q")).state
+
+    assert await wait_until("chat-q's state", started)
 
 
 def read_until(fd: int, needle: str, screen: list[str], timeout: float = 30) -> None:
