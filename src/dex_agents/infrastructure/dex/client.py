@@ -265,18 +265,7 @@ class AgentSessionClient:
                 )
             )
         request = CancelTurnRequest(reason=reason)
-        give_up = time.monotonic() + LOCK_CONFLICT_RETRY.total_seconds()
-        pause = _LOCK_CONFLICT_PAUSE
-        while True:
-            try:
-                result = await self._call(self._flow.cancel_turn, session_id, request)
-            except dex.RpcLockConflictError:
-                if time.monotonic() >= give_up:
-                    raise
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, _LOCK_CONFLICT_MAX_PAUSE)
-                continue
-            return bool(result)
+        return bool(await self._call_through_lock_conflicts(self._flow.cancel_turn, session_id, request))
 
     async def submit_user_message(
         self,
@@ -514,18 +503,7 @@ class AgentSessionClient:
             call_digest=call_digest,
         )
         _raise_if(request_refusal(request, self._flow.options))
-        give_up = time.monotonic() + LOCK_CONFLICT_RETRY.total_seconds()
-        pause = _LOCK_CONFLICT_PAUSE
-        while True:
-            try:
-                result = await self._call(self._flow.resolve_interrupt, session_id, request)
-            except dex.RpcLockConflictError:
-                if time.monotonic() >= give_up:
-                    raise
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, _LOCK_CONFLICT_MAX_PAUSE)
-                continue
-            return bool(result)
+        return bool(await self._call_through_lock_conflicts(self._flow.resolve_interrupt, session_id, request))
 
     async def get_agent_snapshot(self, session_id: str) -> AgentSnapshot:
         """Return the session's snapshot (works for a stopped session too).
@@ -622,6 +600,24 @@ class AgentSessionClient:
     @staticmethod
     def _check_session_id(session_id: str) -> None:
         _raise_if(id_refusal(session_id, field="session_id", what="the session ID"))
+
+    async def _call_through_lock_conflicts(
+        self,
+        rpc: Callable[[dex.Context, InputT], Awaitable[dex.RPCResult[bool]]],
+        session_id: str,
+        request: InputT,
+    ) -> bool:
+        """Invoke a locking RPC, retrying lock conflicts (backing off) for `LOCK_CONFLICT_RETRY`, then re-raising."""
+        give_up = time.monotonic() + LOCK_CONFLICT_RETRY.total_seconds()
+        pause = _LOCK_CONFLICT_PAUSE
+        while True:
+            try:
+                return await self._call(rpc, session_id, request)
+            except dex.RpcLockConflictError:
+                if time.monotonic() >= give_up:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, _LOCK_CONFLICT_MAX_PAUSE)
 
     async def _call(
         self,
