@@ -403,7 +403,7 @@ async def test_a_tool_step_heartbeats_in_the_background_while_the_tool_runs(
         await stack.start_worker()
         await stack.sessions(flow).start_session("s", turn(tool("c1", "read_tool", gate="g")))
         await gate("g").wait_until_reached()
-        # tool_call_started and the awaited heartbeat are two frames; more can only come from the background beat.
+        # tool_call_started is one frame (a CallTool awaits no heartbeat); more can only come from the background beat.
         await wait_until("background heartbeats", lambda: stack.fake.progress_frames("s", "CallTool-1") >= 5)
         gate("g").release()
         await idle(stack, flow, "s")

@@ -8,9 +8,10 @@
   ``external``, so the model response that asks for tools ends the run with
   `DeferredToolRequests`; arguments are still validated against the real
   schema. It strips the output tool call from a response that also holds
-  other tool calls, and writes ``text_delta`` and ``reasoning_delta`` events
-  as the model streams (an ``on_event`` listener makes the run stream; a
-  model that cannot stream is served by `dex_agents.adapters.pydantic_ai._streaming`).
+  other tool calls. The model's text and reasoning reach the live events
+  through `dex_agents.adapters.pydantic_ai._streaming.DeltaForwardingCapability`
+  (the run itself does not stream), or, for an agent whose runs stream anyway,
+  through `StreamingModelStepCapability`'s ``on_event`` listener.
 - `ToolStepCapability` (every tool Step): same ordering; records the tools'
   original definitions and turns the ``ModelRequestNode`` that follows the
   tool call into ``End(FinalResult(parts))``, so the run ends normally
@@ -144,27 +145,41 @@ class ModelStepCapability(AbstractCapability[Any]):
         self.record.output_tool_names.update(names)
         return without_output_calls(response, names)
 
-    @on_event(PartStartEvent, PartDeltaEvent)
-    async def _stream_text(self, ctx: RunContext[Any], event: AgentStreamEvent) -> None:
-        if self.events is None:
-            return
-        match event:
-            case PartStartEvent(part=TextPart(content=text)) | PartDeltaEvent(delta=TextPartDelta(content_delta=text)):
-                if text:
-                    self.events.write_text_delta(text)
-            case (
-                PartStartEvent(part=ThinkingPart(content=text))
-                | PartDeltaEvent(delta=ThinkingPartDelta(content_delta=text))
-            ):
-                if text:
-                    self.events.write_reasoning_delta(text)
-            case _:
-                pass
-
     @classmethod
     def get_serialization_name(cls) -> str | None:
         """Opt out of agent specs."""
         return None
+
+
+def forward_delta(events: AgentEventWriter, event: object) -> None:
+    """Write a text or reasoning delta (or a part's first text) of a model stream as a live event."""
+    match event:
+        case PartStartEvent(part=TextPart(content=text)) | PartDeltaEvent(delta=TextPartDelta(content_delta=text)):
+            if text:
+                events.write_text_delta(text)
+        case (
+            PartStartEvent(part=ThinkingPart(content=text))
+            | PartDeltaEvent(delta=ThinkingPartDelta(content_delta=text))
+        ):
+            if text:
+                events.write_reasoning_delta(text)
+        case _:
+            pass
+
+
+@dataclass
+class StreamingModelStepCapability(ModelStepCapability):
+    """`ModelStepCapability` for a run that streams anyway: deltas come from the run's events.
+
+    Listening to the run's events makes Pydantic AI stream the whole run, so this is used only when the
+    agent itself streams its runs (an event handler or an event hook); otherwise
+    `dex_agents.adapters.pydantic_ai._streaming.DeltaForwardingCapability` streams the model request alone.
+    """
+
+    @on_event(PartStartEvent, PartDeltaEvent)
+    async def _stream_text(self, ctx: RunContext[Any], event: AgentStreamEvent) -> None:
+        if self.events is not None:
+            forward_delta(self.events, event)
 
 
 @dataclass

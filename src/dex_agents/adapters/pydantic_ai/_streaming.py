@@ -1,7 +1,21 @@
-"""A model Step on a model that cannot stream: one non-streamed request, replayed as a stream.
+"""How a model Step's text and reasoning reach the live events while the model streams.
 
-The model Step listens to the run's events (live ``text_delta`` and
-``reasoning_delta``), which makes Pydantic AI stream every model request. A
+**Usually** (`DeltaForwardingCapability`): the run does not stream. Listening to
+a run's events makes Pydantic AI stream the whole run through every
+capability's event-stream wrappers, which doubled the Worker CPU of a
+``RunModel`` (issue 14). Instead, the capability (innermost, like the fallback
+below) swaps the model serving each non-streamed request for
+`DeltaForwardingModel`: its ``request`` makes the wrapped model's streamed
+request, writes every text and reasoning delta as it arrives, and returns the
+complete response, so the run, its hooks and the response are those of a
+non-streamed request. A model that cannot stream serves one ``request``,
+replayed as one delta per part.
+
+**When the agent streams its runs anyway** (an ``event_stream_handler`` or a
+capability or hook that listens to events: `run_streams`), the model Step
+listens to the run's events instead
+(`dex_agents.adapters.pydantic_ai._capabilities.StreamingModelStepCapability`),
+and `NonStreamingFallbackCapability` serves a model that cannot stream. A
 model that cannot stream, such as a ``FunctionModel`` without
 ``stream_function`` (the usual way to test an agent) or a custom ``Model``
 without ``request_stream``, would fail every ``RunModel``.
@@ -18,8 +32,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic_ai import Agent
+from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelResponse, PartStartEvent, TextPart, ThinkingPart
 from pydantic_ai.models import (
     CompletedStreamedResponse,
     Model,
@@ -31,6 +47,10 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
+
+from dex_agents.adapters.pydantic_ai._capabilities import forward_delta
+from dex_agents.application.event_writer import AgentEventWriter
+from dex_agents.domain.errors import RunnerContractError
 
 
 class CompletedStreamModel(WrapperModel):
@@ -78,6 +98,82 @@ class NonStreamingFallbackCapability(AbstractCapability[Any]):
         if not request_context.streaming or can_stream(request_context.model):
             return request_context
         return replace(request_context, model=CompletedStreamModel(request_context.model))
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        """Opt out of agent specs."""
+        return None
+
+
+def run_streams(agent: AbstractAgent[Any, Any]) -> bool:
+    """Whether the agent's runs stream whatever the model Step adds (an event handler or event listener).
+
+    Asked before every model Step, so an ``agent.override(root_capability=...)`` counts. Anything but a
+    plain ``Agent`` counts as streaming: its runs may add handlers this check cannot see.
+    """
+    if type(agent) is not Agent or agent.event_stream_handler is not None:
+        return True
+    try:
+        base, _ = agent._base_run_capability()  # noqa: SLF001 - the capability layer the run itself uses
+    except AttributeError:
+        return True
+    return base.has_on_event or base.has_wrap_run_event_stream
+
+
+class DeltaForwardingModel(WrapperModel):
+    """Serves a non-streamed request with a streamed one, writing text and reasoning deltas as they arrive."""
+
+    def __init__(self, wrapped: Model, events: AgentEventWriter) -> None:
+        """Wrap the model that serves the request; ``events`` gets the deltas."""
+        super().__init__(wrapped)
+        self.events = events
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        """Stream the wrapped model's response, forwarding deltas; return the whole response."""
+        if not can_stream(self.wrapped):
+            response = await self.wrapped.request(messages, model_settings, model_request_parameters)
+            for index, part in enumerate(response.parts):
+                if isinstance(part, TextPart | ThinkingPart):
+                    forward_delta(self.events, PartStartEvent(index=index, part=part))
+            return response
+        async with self.wrapped.request_stream(messages, model_settings, model_request_parameters) as stream:
+            async for event in stream:
+                forward_delta(self.events, event)
+            return stream.get()
+
+
+@dataclass
+class DeltaForwardingCapability(AbstractCapability[Any]):
+    """Serves every non-streamed model request of the run with `DeltaForwardingModel`."""
+
+    events: AgentEventWriter | None = None
+    """Where the deltas go; ``None``: nowhere, the request is left alone."""
+
+    def get_ordering(self) -> CapabilityOrdering | None:
+        """Return the innermost position: its ``prepare_model_request`` runs last."""
+        return CapabilityOrdering(position="innermost")
+
+    async def prepare_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Replace the serving model of a non-streamed request.
+
+        Raises:
+            RunnerContractError: the run streams after all (`run_streams` missed a listener), which
+                would lose the live text; never expected.
+        """
+        if request_context.streaming:
+            raise RunnerContractError(
+                "the model Step's run streams although no event listener was found; its live text would be lost"
+            )
+        if self.events is None:
+            return request_context
+        return replace(request_context, model=DeltaForwardingModel(request_context.model, self.events))
 
     @classmethod
     def get_serialization_name(cls) -> str | None:

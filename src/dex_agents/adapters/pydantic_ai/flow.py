@@ -34,6 +34,7 @@ def pydantic_ai_session_flow(
     compaction: CompactionPolicy | None = None,
     compactor: HistoryCompactor | None = None,
     tool_result_budget_chars: int | None = DEFAULT_TOOL_RESULT_BUDGET_CHARS,
+    direct_tool_calls: bool = True,
 ) -> AgentSessionFlow:
     """Build the `AgentSessionFlow` that runs ``agent`` as durable sessions.
 
@@ -51,6 +52,8 @@ def pydantic_ai_session_flow(
         compactor: how history is summarised; one request to the agent's model by default.
         tool_result_budget_chars: characters of earlier turns' tool results the model reads
             whole; older ones are shortened in its view (``None``: never).
+        direct_tool_calls: let a tool Step call a plain function tool of a plain agent without
+            an agent run (same result; see `PydanticAIRunner`); ``False``: always run the agent.
 
     Raises:
         ValueError: the agent cannot run in Step mode (see `PydanticAIRunner`), or
@@ -62,6 +65,7 @@ def pydantic_ai_session_flow(
         model=model,
         compactor=compactor,
         tool_result_budget_chars=tool_result_budget_chars,
+        direct_tool_calls=direct_tool_calls,
     )
     options = AgentSessionOptions(
         compaction=compaction or CompactionPolicy(),

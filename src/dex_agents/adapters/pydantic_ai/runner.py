@@ -7,11 +7,15 @@ its arguments, so any call may run again after a crash.
 - `PydanticAIRunner.build_user_message`: one ``ModelRequest`` holding the
   prompt (see `dex_agents.adapters.pydantic_ai._history`).
 - `PydanticAIRunner.run_model_step`: runs the agent with `ModelStepCapability`
-  (every function tool external, output call stripped beside other calls,
-  live text), `NonStreamingFallbackCapability` (a model that cannot stream
-  serves one non-streamed request, replayed as events; see
-  `dex_agents.adapters.pydantic_ai._streaming`) and `ReinjectSystemPrompt`
-  (unless the agent has its own). The turn's first model call runs
+  (every function tool external, output call stripped beside other calls),
+  `DeltaForwardingCapability` (the run does not stream; each model request is
+  served by the model's streaming API, its text and reasoning written as live
+  events as they arrive; a model that cannot stream serves one request,
+  replayed as one delta per part) and `ReinjectSystemPrompt` (unless the agent
+  has its own). An agent whose runs stream anyway (an event handler or event
+  listener) gets `StreamingModelStepCapability` and
+  `NonStreamingFallbackCapability` instead: see
+  `dex_agents.adapters.pydantic_ai._streaming`. The turn's first model call runs
   ``user_prompt=<turn text>`` over the replayed earlier turns; a later one
   resumes the run state with `DeferredToolResults` built from the final
   records, plus the user messages steered into the turn since then as the
@@ -23,7 +27,12 @@ its arguments, so any call may run again after a crash.
   answered a tool call that no Dex Step ran (other than its own ``retried``
   answers and output tool returns) fails the attempt with
   `RunnerContractError`.
-- `PydanticAIRunner.execute_deferred_tool_call`: runs the agent over a
+- `PydanticAIRunner.execute_deferred_tool_call`: for a plain function tool of
+  a plain agent (no capabilities of its own, no other toolsets, not an approved
+  call: `dex_agents.adapters.pydantic_ai._direct_tool` lists the rules), calls
+  the tool through Pydantic AI's ``ToolManager`` with the context a run would
+  give it, without an agent run (``direct_tool_calls=False`` turns this off).
+  Otherwise, runs the agent over a
   history holding only the call (``ModelResponse([ToolCallPart])``) with
   `ToolStepCapability` and `RevealToolCapability`, the idempotency key in the
   run metadata, the session ID as ``conversation_id`` and, for an approved
@@ -51,7 +60,7 @@ import attrs
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.capabilities import AbstractCapability, ReinjectSystemPrompt
-from pydantic_ai.exceptions import ModelRetry, UnexpectedModelBehavior
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, UnexpectedModelBehavior
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 from pydantic_ai.models import KnownModelName, Model
 from pydantic_ai.tools import ToolDefinition
@@ -67,6 +76,7 @@ from dex_agents.adapters.pydantic_ai._capabilities import (
     ModelStepCapability,
     ModelStepRecord,
     RevealToolCapability,
+    StreamingModelStepCapability,
     ToolDefinitions,
     ToolStepCapability,
 )
@@ -77,13 +87,20 @@ from dex_agents.adapters.pydantic_ai._compaction import (
     shorten_old_tool_results,
     summary_request,
 )
+from dex_agents.adapters.pydantic_ai._direct_tool import DirectToolCache
 from dex_agents.adapters.pydantic_ai._results import (
+    ASKED_FOR_APPROVAL,
     EXTERNAL_TOOL,
+    DeferredToolStepError,
     deferred_tool_results,
     tool_step_output,
     typed_call_ids,
 )
-from dex_agents.adapters.pydantic_ai._streaming import NonStreamingFallbackCapability
+from dex_agents.adapters.pydantic_ai._streaming import (
+    DeltaForwardingCapability,
+    NonStreamingFallbackCapability,
+    run_streams,
+)
 from dex_agents.adapters.pydantic_ai.idempotency import IDEMPOTENCY_KEY_METADATA_KEY
 from dex_agents.adapters.pydantic_ai.reconcile import ReconcileCall, find_reconcile_probe, tool_has_probe
 from dex_agents.application.compaction import CompactionSummary, HistoryCompactor
@@ -196,6 +213,7 @@ class PydanticAIRunner(Generic[DepsT]):
         model: Model | KnownModelName | str | None = None,
         compactor: HistoryCompactor | None = None,
         tool_result_budget_chars: int | None = DEFAULT_TOOL_RESULT_BUDGET_CHARS,
+        direct_tool_calls: bool = True,
     ) -> None:
         """Check the agent and keep what every run needs.
 
@@ -211,6 +229,11 @@ class PydanticAIRunner(Generic[DepsT]):
                 the model reads whole, newest first; older ones are shortened
                 in the model's view with a notice (stored history is unchanged).
                 ``None``: never shorten.
+            direct_tool_calls: let a tool Step call a plain function tool of a
+                plain agent through Pydantic AI's tool manager instead of a whole
+                agent run (same validation, retries and result; about 25 times
+                less Worker CPU; see `dex_agents.adapters.pydantic_ai._direct_tool`).
+                ``False``: every tool Step runs the agent.
 
         Raises:
             ValueError: the agent has output validators but no `DeferredToolRequests`
@@ -229,6 +252,7 @@ class PydanticAIRunner(Generic[DepsT]):
         if tool_result_budget_chars is not None and tool_result_budget_chars < 0:
             raise ValueError(f"tool_result_budget_chars must not be negative, got {tool_result_budget_chars!r}")
         self._tool_result_budget_chars = tool_result_budget_chars
+        self._direct_tools = DirectToolCache(agent, model) if direct_tool_calls else None
 
     @property
     def agent(self) -> AbstractAgent[DepsT, Any]:
@@ -250,10 +274,11 @@ class PydanticAIRunner(Generic[DepsT]):
         if turn.summary is not None:
             history.insert(0, summary_request(turn.summary))
         record = ModelStepRecord()
-        capabilities: list[AbstractCapability[Any]] = [
-            ModelStepCapability(events=turn.events, record=record),
-            NonStreamingFallbackCapability(),
-        ]
+        capabilities: list[AbstractCapability[Any]] = (
+            [StreamingModelStepCapability(events=turn.events, record=record), NonStreamingFallbackCapability()]
+            if run_streams(self._agent)
+            else [ModelStepCapability(record=record), DeltaForwardingCapability(events=turn.events)]
+        )
         if self._reinject_system_prompt:
             capabilities.append(ReinjectSystemPrompt())
         deps = await self._deps(turn.flow_id)
@@ -321,13 +346,28 @@ class PydanticAIRunner(Generic[DepsT]):
         return await ModelSummaryCompactor(model).compact(messages, previous_summary)
 
     async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
-        """Run one tool call through the agent, stopping before any model request."""
+        """Run one tool call, directly or through the agent, stopping before any model request.
+
+        Directly (Pydantic AI's tool manager, no agent run) when nothing but the tool could take part in
+        the run: see `dex_agents.adapters.pydantic_ai._direct_tool`.
+        """
         record = call.tool_call
         tools = ToolDefinitions()
         part = ToolCallPart(record.tool_name, record.arguments, tool_call_id=record.tool_call_id)
         approved = record.status is ToolCallStatus.APPROVED
         deps = await self._deps(call.flow_id)
+        direct = (
+            None if self._direct_tools is None else self._direct_tools.direct_tool(record.tool_name, approved=approved)
+        )
         try:
+            if direct is not None:
+                return_part = await direct.call(
+                    part,
+                    deps=deps,
+                    conversation_id=call.flow_id,
+                    metadata={IDEMPOTENCY_KEY_METADATA_KEY: call.idempotency_key},
+                )
+                return ToolExecutionResult(tool_step_output([return_part], record, tools))
             result = await self._agent.run(
                 None,
                 message_history=[ModelResponse(parts=[part])],
@@ -341,6 +381,13 @@ class PydanticAIRunner(Generic[DepsT]):
                 metadata={IDEMPOTENCY_KEY_METADATA_KEY: call.idempotency_key},
                 capabilities=[ToolStepCapability(tools=tools), RevealToolCapability(tool_name=record.tool_name)],
             )
+        except ApprovalRequired as error:
+            raise ToolExecutionError(ASKED_FOR_APPROVAL) from error
+        except CallDeferred as error:
+            raise DeferredToolStepError(
+                f"tool {record.tool_name!r} raised CallDeferred in its Step (call {record.tool_call_id!r}); "
+                "its work may have happened"
+            ) from error
         except UnexpectedModelBehavior as error:
             if _ran_out_of_retries(error, record.tool_name):
                 cause = error.__cause__

@@ -5,8 +5,12 @@ calls: 3 attempts, failure route ``RecordToolFailure``.
 ``CallSingleAttemptTool`` runs ``non_idempotent_write`` and ``unclassified``
 calls: exactly 1 attempt, failure route ``RecordToolOutcomeUnknown``.
 
-Before the runner is called, ``CallTool`` writes ``tool_call_started`` and
-awaits a heartbeat. ``CallSingleAttemptTool`` runs the tool at most once,
+Before the runner is called, ``CallTool`` writes ``tool_call_started``: the
+Step's first output, which is what narrows the engine's window for handing the
+same attempt to another Worker (any output frame counts, a Stream write as
+well as a heartbeat). It awaits no separate heartbeat (issue 14: one frame less
+per tool call); a ``read`` or ``idempotent_write`` call may run again anyway.
+``CallSingleAttemptTool`` runs the tool at most once,
 whatever the engine's redelivery rule (an engine may hand an attempt whose
 Worker vanished to another Worker at the same attempt, before or after its
 first output):
@@ -125,7 +129,6 @@ class _ToolCallStep(Wired):
     async def _announce(self, call: StepCall, record: AgentToolCall) -> str | None:
         """Write ``tool_call_started`` before the tool runs; return why it must not run, or ``None``."""
         self.events.write_tool_call_started(record.tool_call_id, record.tool_name)
-        await self.heartbeat()
         return None
 
 

@@ -222,6 +222,53 @@ async def test_text_and_thinking_stream_as_live_events_while_the_model_streams()
     assert {(e.turn_id, e.step_execution_id, e.attempt) for e in sink.events} == {("turn-1", "run-model-1", 1)}
 
 
+THINK_AND_TEXT = script(
+    {"think": "Let me think.", "text": "Looking it up.", "calls": [call("c1", "find_order", order_id="7")]}
+)
+STREAMED_DELTAS = [
+    (AgentEventType.REASONING_DELTA, "Let me"),
+    (AgentEventType.REASONING_DELTA, " think."),
+    (AgentEventType.TEXT_DELTA, "Looking"),
+    (AgentEventType.TEXT_DELTA, " it up."),
+]
+
+
+def deltas_of(sink: RecordingEventSink) -> list[tuple[AgentEventType, str]]:
+    return [
+        (e.type, e.payload.text) for e in sink.events if isinstance(e.payload, TextDeltaPayload | ReasoningDeltaPayload)
+    ]
+
+
+async def test_an_agent_with_its_own_event_stream_capability_gets_the_model_events_and_the_session_its_deltas() -> None:
+    seen: list[str] = []
+
+    async def handler(ctx: RunContext[None], events: AsyncIterable[AgentStreamEvent]) -> None:
+        seen.extend([type(event).__name__ async for event in events])
+
+    outcome, sink = await first_step(
+        order_agent(ScriptedModel(), capabilities=[ProcessEventStream(handler)]), THINK_AND_TEXT
+    )
+
+    assert isinstance(outcome, ToolCallsRequested)
+    assert deltas_of(sink) == STREAMED_DELTAS
+    assert "PartDeltaEvent" in seen
+
+
+async def test_an_agent_with_an_event_hook_gets_the_model_events_and_the_session_its_deltas() -> None:
+    agent = order_agent(ScriptedModel())
+    seen: list[str] = []
+
+    @agent.on_event
+    async def on_any(ctx: RunContext[None], event: AgentStreamEvent) -> None:
+        seen.append(type(event).__name__)
+
+    outcome, sink = await first_step(agent, THINK_AND_TEXT)
+
+    assert isinstance(outcome, ToolCallsRequested)
+    assert deltas_of(sink) == STREAMED_DELTAS
+    assert "PartDeltaEvent" in seen
+
+
 def test_usage_maps_requests_cached_and_reasoning_tokens() -> None:
     usage = RunUsage(
         requests=2, input_tokens=100, cache_read_tokens=40, output_tokens=20, output_reasoning_tokens=7, tool_calls=3

@@ -1,0 +1,197 @@
+"""The tool Step's direct path: one function tool called through Pydantic AI's ``ToolManager``, no agent run.
+
+A tool Step otherwise runs the whole agent over a one-call history (see
+`PydanticAIRunner.execute_deferred_tool_call`). Pydantic AI prepares every run
+(capability resolution, the agent graph, the run's event stream), which costs
+the Worker about 2.5 ms per tool Step, several times the tool call itself
+(issue 14; ``docs/performance.md``). For an agent whose run could do nothing
+but validate the arguments and call the function, the Step does what that
+run's ``CallToolsNode`` does, with the same Pydantic AI code:
+
+- ``ToolManager.for_run_step`` over the agent's function toolset, then
+  ``ToolManager.handle_call``: argument validation (the tool's schema and its
+  ``args_validator``), the call, ``ModelRetry`` and validation errors turned
+  into a ``retried`` return within the tool's retry budget (past it, the same
+  ``UnexpectedModelBehavior`` the run raises), ``ToolFailed`` into a ``failed``
+  return, ``ApprovalRequired`` and ``CallDeferred`` raised as in the run;
+- ``build_tool_return_part``: the return part the model would read.
+
+The tool's `RunContext` carries what a run's would: the deps, the model, the
+session ID as ``conversation_id``, the run metadata (the idempotency key), a
+history holding only the call, fresh usage, a fresh ``run_id``, and ``tool_call_id``,
+``tool_name``, ``retry``, ``max_retries`` as ``ToolManager`` sets them.
+``tests/unit/adapters/pydantic_ai/test_direct_tool.py`` runs every case both
+ways and compares what the tool saw and what the Step returned.
+
+`direct_tool` answers ``None`` (take the full run) unless everything that
+could make the run behave differently is absent:
+
+- the agent is exactly ``pydantic_ai.Agent`` (no subclass, no ``WrapperAgent``),
+  with no ``agent.override(...)`` in effect;
+- its capabilities are only the ones every agent gets (``ToolSearch``, the
+  pending-message drain): no user capability, hook, event handler, toolset or
+  dynamic toolset; no instrumentation (the agent's or ``Agent.instrument_all``);
+  no tool timeout or concurrency limit;
+- the tool is a plain function tool of the agent itself: no ``prepare``
+  function, not ``requires_approval``, not ``defer_loading``, no timeout;
+- the call is not an approved one (an approval goes through the run);
+- the model resolves to a ``Model`` without a run (a model name that cannot be
+  built here takes the run, which raises what it always raised).
+"""
+
+from dataclasses import dataclass
+from typing import Any, cast
+
+from pydantic_ai import Agent
+from pydantic_ai._agent_graph import resolve_run_id
+from pydantic_ai._run_context import RunContext
+from pydantic_ai._tool_execution import build_tool_return_part, tool_bound_retry_part
+from pydantic_ai.capabilities import ToolSearch
+from pydantic_ai.exceptions import ToolFailedError, ToolRetryError
+from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
+from pydantic_ai.models import Model
+from pydantic_ai.tool_manager import ToolManager
+from pydantic_ai.tools import Tool
+from pydantic_ai.usage import RunUsage
+
+_DEFAULT_CAPABILITY_NAMES = frozenset({"PendingMessageDrainCapability"})
+"""Capabilities Pydantic AI gives every agent, besides ``ToolSearch``; they take no part in a tool call."""
+
+_OVERRIDES = (
+    "_override_deps",
+    "_override_model",
+    "_override_toolsets",
+    "_override_tools",
+    "_override_instructions",
+    "_override_root_capability",
+    "_override_tool_retries",
+    "_override_metadata",
+    "_override_workspace",
+    "_override_native_tools",
+    "_override_output_retries",
+    "_override_model_settings",
+    "_override_name",
+)
+
+
+def _plain_capabilities(agent: Agent[Any, Any]) -> bool:
+    root = getattr(agent, "_root_capability", None)
+    capabilities = getattr(root, "capabilities", None)
+    if capabilities is None:
+        return False
+    for capability in capabilities:
+        if isinstance(capability, ToolSearch):
+            if type(capability) is not ToolSearch or capability.defer_loading:
+                return False
+        elif type(capability).__name__ not in _DEFAULT_CAPABILITY_NAMES:
+            return False
+    return True
+
+
+def _plain_agent(agent: object) -> bool:
+    """Whether the agent's run can only validate and call a function tool (see the module docstring)."""
+    if type(agent) is not Agent:
+        return False
+    typed: Agent[Any, Any] = agent
+    try:
+        return (
+            _plain_capabilities(typed)
+            and not typed._user_toolsets  # noqa: SLF001 - see the module docstring: Pydantic AI has no public view
+            and not typed._dynamic_toolsets  # noqa: SLF001
+            and not typed._cap_toolsets  # noqa: SLF001
+            and typed._event_stream_handler is None  # noqa: SLF001
+            and not typed._event_hooks._registry  # noqa: SLF001
+            and typed._instrument is None  # noqa: SLF001
+            and not Agent._instrument_default  # noqa: SLF001
+            and typed._tool_timeout is None  # noqa: SLF001
+            and typed._concurrency_limiter is None  # noqa: SLF001
+            and typed._function_toolset.timeout is None  # noqa: SLF001
+            and all(getattr(typed, name).get() is None for name in _OVERRIDES)
+        )
+    except AttributeError:
+        # Another Pydantic AI version: its run is the only path known to be right.
+        return False
+
+
+def _plain_tool(tool: Tool[Any]) -> bool:
+    return tool.prepare is None and not tool.requires_approval and not tool.defer_loading and tool.timeout is None
+
+
+@dataclass(frozen=True)
+class DirectTool:
+    """One tool call the Step may make without an agent run."""
+
+    agent: Agent[Any, Any]
+    model: Model
+
+    async def call(
+        self, part: ToolCallPart, *, deps: object, conversation_id: str, metadata: dict[str, Any]
+    ) -> ToolReturnPart:
+        """Validate and call the tool; return the part the model would read.
+
+        Raises:
+            pydantic_ai.exceptions.UnexpectedModelBehavior: the tool ran out of retries.
+            pydantic_ai.exceptions.ApprovalRequired: the tool asked for approval while it ran.
+            pydantic_ai.exceptions.CallDeferred: the tool deferred itself.
+            Exception: whatever the tool raised, as the run would.
+        """
+        toolset = self.agent._function_toolset  # noqa: SLF001
+        ctx: RunContext[Any] = RunContext(
+            deps=deps,
+            model=self.model,
+            usage=RunUsage(),
+            agent=self.agent,
+            messages=[ModelResponse(parts=[part])],
+            conversation_id=conversation_id,
+            metadata=metadata,
+            run_step=1,
+            run_id=resolve_run_id(None, None),
+            max_retries=self.agent._max_tool_retries,  # noqa: SLF001
+        )
+        manager = await ToolManager(
+            toolset=toolset,
+            default_max_retries=self.agent._max_tool_retries,  # noqa: SLF001
+        ).for_run_step(ctx)
+        try:
+            result = await manager.handle_call(part)
+        except ToolRetryError as error:
+            return tool_bound_retry_part(error)
+        except ToolFailedError as error:
+            return error.tool_failed
+        tool_def = manager.get_tool_def(part.tool_name)
+        return_part, _, _ = build_tool_return_part(
+            result, call=part, tool_kind=tool_def.tool_kind if tool_def is not None else None
+        )
+        return return_part
+
+
+class DirectToolCache:
+    """Decides once per agent whether its tool Steps may skip the run (the module docstring's rules)."""
+
+    def __init__(self, agent: object, model: object) -> None:
+        """Remember the agent and the runner's model override (``None``: the agent's own)."""
+        self._agent = agent
+        self._model_choice = model
+        self._model: Model | None = None
+        self._model_failed = False
+
+    def _resolve_model(self, agent: Agent[Any, Any]) -> Model | None:
+        if self._model is None and not self._model_failed:
+            try:
+                self._model = agent._get_model_outside_run(self._model_choice)  # type: ignore[arg-type] # noqa: SLF001
+            except Exception:  # noqa: BLE001 - any failure: the run reports it as it always did
+                self._model_failed = True
+        return self._model
+
+    def direct_tool(self, tool_name: str, *, approved: bool) -> DirectTool | None:
+        """Return how to call ``tool_name`` directly, or ``None`` when the call needs the full run."""
+        if approved or not _plain_agent(self._agent):
+            return None
+        agent = cast(Agent[Any, Any], self._agent)
+        tool = agent._function_toolset.tools.get(tool_name)  # noqa: SLF001
+        if tool is None or not _plain_tool(tool):
+            return None
+        model = self._resolve_model(agent)
+        if model is None:
+            return None
+        return DirectTool(agent=agent, model=model)
