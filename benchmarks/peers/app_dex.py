@@ -1,4 +1,4 @@
-"""Configurations ``dex`` and ``dex-inproc``: the same agent as a dex-agents session on fake Dex.
+"""Configurations ``dex``, ``dex-inproc`` and ``dex-floor``: the same agent as a dex-agents session on fake Dex.
 
 The agent is `benchmarks.peers.scenario.make_agent`'s, run through the Pydantic AI adapter
 (`pydantic_ai_session_flow`), with ``work`` classified ``read`` (a ``CallTool`` Step, no
@@ -16,6 +16,8 @@ charges that tail to the turn (see ``docs/benchmarks.md``).
   plus a CPU probe) and the dex Worker (``python -m benchmarks.peers.dex_worker``, i.e.
   ``run_agent_worker``) each in its own child process; the Client in the worker process.
 - ``dex-inproc``: fake Dex, the ``AsyncWorker`` and the Client in the worker process.
+- ``dex-floor``: ``dex`` with `benchmarks.peers.floor_runner.FloorRunner` in place of the agent: the
+  same Steps, events and stored messages with no framework work (the binding's own cost).
 
 Both use a listening Worker on a free loopback port (`WorkerMode.LISTEN`, the faster mode:
 fake Dex calls it once per task); ``DEX_AGENTS_WORKER_MODE=pull`` in the environment measures pull
@@ -36,6 +38,7 @@ from typing import IO
 import dex
 from dex.dexpb import dex_pb2 as pb
 
+from benchmarks.peers.floor_runner import build_floor_flow
 from benchmarks.peers.procstat import CpuProbe, proc_mem_kib
 from benchmarks.peers.runners import Describe, Runner
 from benchmarks.peers.scenario import TOOL_NAME, make_agent
@@ -74,8 +77,14 @@ reads the latest summary and the messages after it, so a growing session's model
 (issue 11). The summary is the default compactor's: one request to the agent's own (scripted) model."""
 
 
-def build_flow() -> AgentSessionFlow:
-    """The session Flow of the bench agent (the Worker child builds the same one)."""
+FLOOR_ENV = "PEERBENCH_DEX_FLOOR"
+"""Set to ``1`` in the Worker child of ``dex-floor``: it serves `benchmarks.peers.floor_runner`'s Flow."""
+
+
+def build_flow(*, floor: bool = False) -> AgentSessionFlow:
+    """The session Flow of the bench agent (the Worker child builds the same one); ``floor``: no framework."""
+    if floor:
+        return build_floor_flow(FLOW_TYPE, CompactionPolicy(context_budget_tokens=CONTEXT_BUDGET_TOKENS))
     return pydantic_ai_session_flow(
         make_agent("bench_dex"),
         flow_type=FLOW_TYPE,
@@ -118,8 +127,9 @@ def stored_state_bytes(events: list[pb.FlowHistoryEvent]) -> tuple[int, int]:
 class _DexRunner(Runner):
     """Turn logic shared by both dex-agents configurations."""
 
-    def __init__(self) -> None:
-        self.flow = build_flow()
+    def __init__(self, *, floor: bool = False) -> None:
+        self.floor = floor
+        self.flow = build_flow(floor=floor)
         self.address = ""
         self._container: AgentContainer | None = None
         self._client: dex.AsyncClient | None = None
@@ -292,9 +302,14 @@ class _Child:
 
 
 class DexProcessRunner(_DexRunner):
-    """``dex``: fake Dex and the Worker in their own child processes; the Client here."""
+    """``dex``: fake Dex and the Worker in their own child processes; the Client here.
 
-    name = "dex"
+    ``dex-floor`` (``floor=True``): the same, serving `benchmarks.peers.floor_runner.FloorRunner`.
+    """
+
+    def __init__(self, *, floor: bool = False) -> None:
+        super().__init__(floor=floor)
+        self.name = "dex-floor" if floor else "dex"
 
     async def start(self, args: argparse.Namespace) -> None:
         self._choose_mode(args)
@@ -316,6 +331,7 @@ class DexProcessRunner(_DexRunner):
                 READY_FILE_ENV: str(ready),
                 WORKER_MODE_ENV: self.worker_mode.value,
                 LISTEN_ADDRESS_ENV: self.listen_address,
+                FLOOR_ENV: "1" if self.floor else "",
             },
         )
         for _ in range(600):

@@ -51,7 +51,16 @@ from benchmarks.peers.results import (
 )
 from benchmarks.peers.steps import DEX_CONFIGS, DEX_TASK_SLOTS, check_steps
 
-ALL_CONFIGS = ("plain", "dbos", "temporal", "temporal-tuned", "temporal-tuned-nosandbox", "dex", "dex-inproc")
+ALL_CONFIGS = (
+    "plain",
+    "dbos",
+    "temporal",
+    "temporal-tuned",
+    "temporal-tuned-nosandbox",
+    "dex",
+    "dex-inproc",
+    "dex-floor",
+)
 DEFAULT_CONFIGS = ",".join(ALL_CONFIGS)
 
 # The dev server has ONE history shard. Its transfer-queue reader is rate limited per shard

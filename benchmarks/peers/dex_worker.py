@@ -4,7 +4,9 @@ Started by `benchmarks.peers.app_dex.DexProcessRunner` with the server address a
 the environment (``dex_agents.testing.stack`` conventions) and a CPU probe pipe.
 """
 
-from benchmarks.peers.app_dex import MAX_CONCURRENT_TASKS, build_flow
+import os
+
+from benchmarks.peers.app_dex import FLOOR_ENV, MAX_CONCURRENT_TASKS, build_flow
 from benchmarks.peers.procstat import serve_cpu_probe_from_env
 from dex_agents.testing import run_agent_worker
 
@@ -12,7 +14,7 @@ from dex_agents.testing import run_agent_worker
 def main() -> None:
     """Serve the bench agent's Flow until SIGTERM."""
     serve_cpu_probe_from_env()
-    run_agent_worker([build_flow()], max_concurrent_tasks=MAX_CONCURRENT_TASKS)
+    run_agent_worker([build_flow(floor=os.environ.get(FLOOR_ENV) == "1")], max_concurrent_tasks=MAX_CONCURRENT_TASKS)
 
 
 if __name__ == "__main__":

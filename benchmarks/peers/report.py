@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.peers.steps import DEX_CONFIGS
+from benchmarks.peers.steps import DEX_CONFIGS, DEX_PROCESS_CONFIGS
 
 Sample = dict[str, Any]
 
@@ -22,6 +22,7 @@ LABELS = {
     "temporal-tuned-nosandbox": "Temporal tuned, no sandbox",
     "dex": "**dex-agents**, fake Dex + Worker in own processes",
     "dex-inproc": "**dex-agents**, fake Dex + Worker + Client in one process",
+    "dex-floor": "dex-agents binding alone: `dex` with a framework-free scripted runner (not a peer)",
 }
 
 
@@ -90,7 +91,7 @@ def role_cpu(config: str, sample: Sample, idle: dict[str, dict[str, float]]) -> 
         corrected = {
             role: value - rates.get(role, 0.0) * idle_span for role, value in cycle.items() if role not in ("span", "t")
         }
-        if config == "dex":
+        if config in DEX_PROCESS_CONFIGS:
             out.update(worker=corrected.get("worker"), server=corrected.get("server"), client=corrected.get("self"))
         else:
             out["worker"] = corrected.get("self")
@@ -250,7 +251,7 @@ def _rss(results: dict[str, Any], c: str) -> str:
     if not mem:
         return "-"
     children = mem.get("children", {})
-    if c == "dex":
+    if c in DEX_PROCESS_CONFIGS:
         return (
             f"client {mib(mem.get('max_rss_kib'))}, Worker {mib(children.get('worker', {}).get('VmHWM'))}, "
             f"server {mib(children.get('server', {}).get('VmHWM'))}"
@@ -344,10 +345,10 @@ def render_markdown(
             worker = f"{worker} (floor)"
         elif c == "dex-inproc":
             worker = f"{worker} (all in one)"
-        elif c != "dex":
+        elif c not in DEX_PROCESS_CONFIGS:
             worker = f"{worker} (in process)"
         server = ms(cpu["server"], 2)
-        if c == "dex" and cpu["server"] is not None and row.get("recorded_steps"):
+        if c in DEX_PROCESS_CONFIGS and cpu["server"] is not None and row.get("recorded_steps"):
             server += f" ({ms(row['cpu_turn']['server'] / row['recorded_steps'], 2)} per recorded)"
         lines.append(
             f"| {LABELS.get(c, c)} | {check} | {ms(w['median'])} | {ms(w['min'])} / {ms(w['max'])} | {ms(w['p90'])} "

@@ -2,7 +2,9 @@
 
 from typing import Any
 
-DEX_CONFIGS = ("dex", "dex-inproc")
+DEX_CONFIGS = ("dex", "dex-inproc", "dex-floor")
+DEX_PROCESS_CONFIGS = ("dex", "dex-floor")
+"""Configurations whose fake Dex and Worker are child processes of their own (CPU measured per role)."""
 DEX_TASK_SLOTS = 16
 """The dex Worker's task slots: a turn's M parallel tool Steps plus the slot Dex keeps for RPCs."""
 

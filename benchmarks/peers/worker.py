@@ -42,10 +42,10 @@ def make_runner(name: str) -> Runner:
         from benchmarks.peers.app_temporal import TemporalRunner
 
         return TemporalRunner(name, sandboxed=name != "temporal-tuned-nosandbox")
-    if name == "dex":
+    if name in ("dex", "dex-floor"):
         from benchmarks.peers.app_dex import DexProcessRunner
 
-        return DexProcessRunner()
+        return DexProcessRunner(floor=name == "dex-floor")
     if name == "dex-inproc":
         from benchmarks.peers.app_dex import DexInProcessRunner
 

@@ -27,6 +27,8 @@ EXPECTED = {
     # steering and cancelling a running turn (issue 15)
     "CANCELLED_TOOL_RESULT", "CancelTurnRequest", "MessageDelivery", "SteeredLanding", "TURN_CANCELLED_NOTE_HEADER",
     "TurnCancelRequest",
+    # the run state as a map instance, so only the Steps that read it load it (issue 14)
+    "FRAMEWORK_RUN_STATES",
     # Worker modes (issue 14): pull or listening Workers, and waiting until one serves
     "WorkerMode", "wait_worker_serving",
 }  # fmt: skip

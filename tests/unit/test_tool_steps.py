@@ -81,7 +81,7 @@ async def test_the_runner_gets_the_record_the_idempotency_key_and_the_attempt() 
     assert {(e.turn_id, e.step_execution_id, e.attempt) for e in session.sink.events} == {("turn-1", "CallTool-5", 2)}
 
 
-async def test_the_tool_step_writes_started_and_beats_before_the_tool_runs() -> None:
+async def test_the_tool_step_writes_started_as_its_first_output_and_awaits_no_heartbeat_before_the_tool_runs() -> None:
     seen: list[tuple[tuple[AgentEventType, ...], int]] = []
     session = await with_pending_call(READ, "")
 
@@ -91,6 +91,20 @@ async def test_the_tool_step_writes_started_and_beats_before_the_tool_runs() -> 
 
     session.scripted.script_tool("c1", tool)
     await session.call_tool("c1")
+
+    assert seen == [((AgentEventType.TOOL_CALL_STARTED,), 0)]
+
+
+async def test_a_single_attempt_tool_step_writes_started_and_beats_before_the_tool_runs() -> None:
+    seen: list[tuple[tuple[AgentEventType, ...], int]] = []
+    session = await with_pending_call(NON_IDEMPOTENT_NO_APPROVAL, "")
+
+    def tool(call: DeferredToolExecution) -> str:
+        seen.append((session.sink.types, session.heartbeat.count))
+        return "ok"
+
+    session.scripted.script_tool("c1", tool)
+    await session.call_single_attempt_tool("c1")
 
     assert seen == [((AgentEventType.TOOL_CALL_STARTED,), 1)]
 

@@ -166,6 +166,8 @@ class ScriptedAgentRunner:
         steps = script(prompt)
         steered = [message.text for message in turn.steered_messages]
         invocations().record("model", turn.turn_id, attempt=turn.attempt, resuming=turn.is_resuming, steered=steered)
+        if turn.is_resuming:
+            invocations().record("run_state", turn.turn_id, bytes=len(turn.framework_run_state or ""))
         invocations().record(
             "window",
             turn.turn_id,
@@ -212,9 +214,8 @@ class ScriptedAgentRunner:
                 )
                 for tool in steps["tools"]
             ]
-            return ToolCallsRequested(
-                framework_run_state=json.dumps({"asked": len(calls)}), tool_calls=calls, usage=usage
-            )
+            run_state = json.dumps({"asked": len(calls), "pad": "r" * int(steps.get("run_state_pad", 0))})
+            return ToolCallsRequested(framework_run_state=run_state, tool_calls=calls, usage=usage)
         if steps.get("fail_model") == "after_tools":
             raise RuntimeError("the model failed after the tools")
         outcomes = {

@@ -225,6 +225,26 @@ async def test_two_tool_steps_of_one_response_run_at_the_same_time(
     assert set(answer(snapshot)) == {"c1", "c2"}
 
 
+async def test_a_large_run_state_reaches_the_resumed_model_step_and_no_tool_step_fetches_it(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    if stack.fake is None:
+        pytest.skip("counts fake Dex's LoadBlobs answers")
+    await stack.start_worker()
+    tools = [tool(f"c{n}", "read_tool") for n in range(1, 5)]
+    # 4 KiB: over the 1 KiB blob threshold, so a Step that loads the run state fetches it by LoadBlobs.
+    await stack.sessions(flow).start_session("s", turn(*tools, run_state_pad=4096))
+    snapshot = await idle(stack, flow, "s")
+
+    assert set(answer(snapshot)) == {"c1", "c2", "c3", "c4"}
+    (resumed,) = [entry for entry in invocations().entries() if entry["kind"] == "run_state"]
+    assert resumed["bytes"] > 4096
+    # Only the resumed RunModel loads the run state (an AttributeMap instance); as a plain Attribute it went
+    # to every tool Step and ResumeTurn of the batch too, each fetching the new blob.
+    assert stack.fake.blob_loads("s") == 1
+    assert stack.fake.attribute("s", "FRAMEWORK_RUN_STATE") is None
+
+
 async def test_model_failing_three_times_after_tools_ran_records_the_turn_failure_note(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:

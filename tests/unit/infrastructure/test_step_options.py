@@ -50,6 +50,9 @@ def test_run_model_has_the_spec_timeouts_retries_loads_and_failure_route(flow: A
     assert options.heartbeat_timeout == timedelta(minutes=2)
     assert options.execute_retry == dex.RetryPolicy(maximum_attempts=3, total_duration=timedelta(minutes=30))
     assert options.execute_load_attribute_maps == (AGENT_MESSAGES, AGENT_HISTORY_SUMMARIES, AGENT_TOOL_CALLS)
+    assert [(load.attribute_map.name, load.instance) for load in options.execute_load_attribute_map_instances] == [
+        ("FRAMEWORK_RUN_STATES", "current")
+    ]
     assert options._execute_failure_target is not None
     assert options._execute_failure_target.__name__ == "RecordTurnFailureStep"
 
@@ -67,6 +70,7 @@ def test_a_window_movement_loads_exactly_the_window_and_repeats_every_option(
         ("AGENT_MESSAGES", "000000000041"),
         ("AGENT_MESSAGES", "000000000042"),
         ("AGENT_MESSAGES", "000000000043"),
+        ("FRAMEWORK_RUN_STATES", "current"),
         ("AGENT_HISTORY_SUMMARIES", "000000000002"),
     ]
     # Both end a cancelled turn (which clears the turn's records); RunModel also hands them to the runner.

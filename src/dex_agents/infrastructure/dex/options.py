@@ -27,8 +27,13 @@ from dex_agents.infrastructure.dex.persistence import (
     AGENT_HISTORY_SUMMARIES,
     AGENT_MESSAGES,
     AGENT_TOOL_CALLS,
+    FRAMEWORK_RUN_STATES,
     PENDING_INTERRUPTS,
+    RUN_STATE_KEY,
 )
+
+RUN_STATE_LOAD = FRAMEWORK_RUN_STATES.load(RUN_STATE_KEY)
+"""The run state's one map instance: loaded by ``RunModel`` and ``CompactHistory`` only."""
 
 SYNC = dex.StepOptions(wait_for_durability=dex.StepDurability.SYNC, execute_durability=dex.StepDurability.SYNC)
 """Synchronous durability for both methods."""
@@ -80,11 +85,15 @@ def _base(step: StepName) -> dex.StepOptions:
         case StepName.RUN_MODEL:
             # Used only by a movement that names no window: every message, as before windows.
             everything = (AGENT_MESSAGES, AGENT_HISTORY_SUMMARIES, AGENT_TOOL_CALLS)
-            return replace(options, execute_load_attribute_maps=everything)
+            return replace(
+                options, execute_load_attribute_maps=everything, execute_load_attribute_map_instances=(RUN_STATE_LOAD,)
+            )
         case StepName.COMPACT_HISTORY:
             # The turn's tool-call records too: a cancelled turn ends there (`end_cancelled_turn` clears them).
             everything = (AGENT_MESSAGES, AGENT_HISTORY_SUMMARIES, AGENT_TOOL_CALLS)
-            return replace(options, execute_load_attribute_maps=everything)
+            return replace(
+                options, execute_load_attribute_maps=everything, execute_load_attribute_map_instances=(RUN_STATE_LOAD,)
+            )
         case (
             StepName.RESUME_TURN
             | StepName.RECORD_TURN_FAILURE
@@ -126,11 +135,12 @@ class StepOptionsTable:
         """Return the options of a movement to a window Step: exactly the window's messages and summary loaded.
 
         The rest repeats the Step's own options (Dex replaces them); both also
-        load every tool-call record of the turn (``RunModel`` gives them to the
+        load the run state and every tool-call record of the turn (``RunModel`` gives them to the
         runner; either may end a cancelled turn, which clears them).
         """
         assert step in WINDOW_STEPS, f"{step} reads no window"
         loads = [AGENT_MESSAGES.load(message_sequence_key(sequence)) for sequence in window.sequences]
+        loads.append(RUN_STATE_LOAD)
         if window.summary_number is not None:
             loads.append(AGENT_HISTORY_SUMMARIES.load(summary_key(window.summary_number)))
         maps = (AGENT_TOOL_CALLS,)

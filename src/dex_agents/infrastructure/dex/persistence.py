@@ -5,7 +5,8 @@
 | `AGENT_STATE`           | Attribute                          | `AgentState`                 |
 | `AGENT_MESSAGES`        | AttributeMap, key 12-digit sequence | `AgentMessage`              |
 | `AGENT_HISTORY_SUMMARIES` | AttributeMap, key 12-digit number | `HistorySummary`            |
-| `FRAMEWORK_RUN_STATE`   | Attribute                          | text, only while tools run   |
+| `FRAMEWORK_RUN_STATES`  | AttributeMap, key `current`        | text, only while tools run   |
+| `FRAMEWORK_RUN_STATE`   | Attribute (read only, see below)   | text, left by earlier versions |
 | `AGENT_TOOL_CALLS`      | AttributeMap, key tool-call ID     | `AgentToolCall`, active turn |
 | `PENDING_INTERRUPTS`    | Attribute                          | `list[AgentInterrupt]`       |
 | `AGENT_USAGE`           | Attribute                          | `AgentUsage`                 |
@@ -19,6 +20,16 @@
 
 Attributes and Channels are shared objects; Dex needs a distinct Stream object
 per Flow type, so `agent_events_stream` makes one for each.
+
+The run state lives in an AttributeMap, not an Attribute, because Dex hands
+every plain Attribute to every task: as a plain Attribute the run state (a
+turn's messages so far, several KiB, offloaded to a blob over 1 KiB) went to
+each tool Step of the turn, which then fetched it with ``LoadBlobs`` without
+reading it (issue 14: about 20 ``LoadBlobs`` calls per 5x4 turn). As a map
+instance only the Steps that read it load it (`RUN_STATE_KEY`, the movements
+to ``RunModel`` and ``CompactHistory``). A run state stored in the old plain
+Attribute `FRAMEWORK_RUN_STATE` by an earlier version is still read, and
+cleared by the next write.
 """
 
 import dex
@@ -35,7 +46,11 @@ from dex_agents.domain.usage import AgentUsage
 AGENT_STATE: dex.Attribute[AgentState] = dex.Attribute("AGENT_STATE", AgentState)
 AGENT_MESSAGES: dex.AttributeMap[AgentMessage] = dex.AttributeMap("AGENT_MESSAGES", AgentMessage)
 AGENT_HISTORY_SUMMARIES: dex.AttributeMap[HistorySummary] = dex.AttributeMap("AGENT_HISTORY_SUMMARIES", HistorySummary)
+FRAMEWORK_RUN_STATES: dex.AttributeMap[str] = dex.AttributeMap("FRAMEWORK_RUN_STATES", str)
+RUN_STATE_KEY = "current"
+"""The one instance of `FRAMEWORK_RUN_STATES`: the run state of the turn waiting for tools."""
 FRAMEWORK_RUN_STATE: dex.Attribute[str] = dex.Attribute("FRAMEWORK_RUN_STATE", str)
+"""Where earlier versions stored the run state; still read, and cleared by the next write."""
 AGENT_TOOL_CALLS: dex.AttributeMap[AgentToolCall] = dex.AttributeMap("AGENT_TOOL_CALLS", AgentToolCall)
 PENDING_INTERRUPTS: dex.Attribute[list[AgentInterrupt]] = dex.Attribute("PENDING_INTERRUPTS", list[AgentInterrupt])
 AGENT_USAGE: dex.Attribute[AgentUsage] = dex.Attribute("AGENT_USAGE", AgentUsage)

@@ -175,20 +175,29 @@ def _active_turn(context: dex.Context) -> str | None:
 
 @contextlib.asynccontextmanager
 async def _heartbeating(context: dex.AsyncContext, interval: timedelta) -> AsyncIterator[None]:
-    """Beat every ``interval`` until the block ends (the task never outlives the handler)."""
+    """Beat every ``interval`` until the block ends (no beat outlives the handler).
 
-    async def beat() -> None:
-        while True:
-            await asyncio.sleep(interval.total_seconds())
-            await context.heartbeat()
+    A loop timer, not a task: most Steps end long before their first beat, and a timer costs
+    less to arm and cancel than a task costs to start and cancel (issue 14: once per Step).
+    """
+    loop = asyncio.get_running_loop()
+    seconds = interval.total_seconds()
+    beats: list[asyncio.Task[None]] = []
+    timers: list[asyncio.TimerHandle] = []
 
-    task = asyncio.create_task(beat())
+    def beat() -> None:
+        beats.append(loop.create_task(context.heartbeat()))
+        timers[:] = [loop.call_later(seconds, beat)]
+
+    timers.append(loop.call_later(seconds, beat))
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        timers[0].cancel()
+        for task in beats:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 def _heartbeat_fn(context: dex.AsyncContext) -> HeartbeatFn:

@@ -31,9 +31,11 @@ from dex_agents.infrastructure.dex.persistence import (
     AGENT_TOOL_CALLS,
     AGENT_USAGE,
     FRAMEWORK_RUN_STATE,
+    FRAMEWORK_RUN_STATES,
     INTERRUPT_RESOLUTIONS,
     PENDING_INTERRUPTS,
     QUEUED_USER_MESSAGES,
+    RUN_STATE_KEY,
     STEERED_MESSAGES,
     STEERED_USER_MESSAGES,
     TOOL_CALL_RESULTS,
@@ -103,22 +105,28 @@ class DexHistorySummaryStore:
 
 
 class DexRunStateStore:
-    """``FRAMEWORK_RUN_STATE``."""
+    """``FRAMEWORK_RUN_STATES[current]`` (loaded by the Steps that read it), or a legacy ``FRAMEWORK_RUN_STATE``."""
 
     def __init__(self, context: dex.Context) -> None:
         self._context = context
 
     def get(self) -> str | None:
-        """Return the run state, or ``None``."""
-        return FRAMEWORK_RUN_STATE.get(self._context) or None
+        """Return the run state, or ``None``; needs the map instance loaded."""
+        try:
+            current = FRAMEWORK_RUN_STATES.get(self._context, RUN_STATE_KEY)
+        except KeyError:
+            current = ""
+        return current or FRAMEWORK_RUN_STATE.get(self._context) or None
 
     def set(self, run_state: str | None) -> None:
-        """Stage the run state; ``None`` deletes it."""
-        if run_state is None:
+        """Stage the run state; ``None`` deletes it. A legacy Attribute value is cleared either way."""
+        if FRAMEWORK_RUN_STATE.get(self._context):
             FRAMEWORK_RUN_STATE.delete(self._context)
+        if run_state is None:
+            FRAMEWORK_RUN_STATES.delete(self._context, RUN_STATE_KEY)
         else:
-            count_write("FRAMEWORK_RUN_STATE", utf8_size(run_state))
-            FRAMEWORK_RUN_STATE.set(self._context, run_state)
+            count_write("FRAMEWORK_RUN_STATES", utf8_size(run_state))
+            FRAMEWORK_RUN_STATES.set(self._context, RUN_STATE_KEY, run_state)
 
 
 class DexToolCallStore:

@@ -32,6 +32,8 @@ class BlobStore:
     def __init__(self, threshold_bytes: int | None) -> None:
         self._threshold = threshold_bytes
         self._blobs: dict[str, pb.Value] = {}
+        self.loaded: dict[str, int] = {}
+        """``LoadBlobs`` entries answered, by Flow ID: what Workers fetched because their cache lacked it."""
 
     def __len__(self) -> int:
         return len(self._blobs)
@@ -81,6 +83,7 @@ class BlobStore:
         """Answer ``LoadBlobs``: each known blob by its ID; unknown ones are left out, as real Dex does."""
         response = pb.LoadBlobsResponse()
         for entry in request.entries:
+            self.loaded[entry.flow_id] = self.loaded.get(entry.flow_id, 0) + 1
             value = entry.blob_value
             blob_id = value.internal_blob_id_for_string_value or value.internal_blob_id_for_obj_value
             stored = self._blobs.get(blob_id)

@@ -271,6 +271,10 @@ class FakeDex:
         """Return how many heartbeat and Stream frames an active execution sent (all attempts)."""
         return self._engine.progress_frames(flow_id, step_execution_id)
 
+    def blob_loads(self, flow_id: str) -> int:
+        """Return how many blob values Workers fetched with ``LoadBlobs`` for one Flow instance (their cache missed)."""
+        return self._engine.blobs.loaded.get(flow_id, 0)
+
     def attribute(self, flow_id: str, key: str) -> pb.Value | None:
         """Return the raw stored value of one Attribute (``NAME`` or ``NAME/instance``)."""
         return self._engine.attribute(flow_id, key)
