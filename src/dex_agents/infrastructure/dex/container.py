@@ -28,6 +28,10 @@ Two kinds of Worker (`WorkerMode`):
   (a container's external name). The SDK's gRPC server sets no task limit
   (``max_concurrent_tasks`` does not apply) and drains for 5 s on stop.
 
+The blob cache is the SDK's persistent one (``blob_cache_directory``) behind
+`MemoryFrontBlobCache`: reads come from memory when they can, and writes reach
+the disk from a background thread, so a Step never waits for a disk write.
+
 Building a Worker applies `cache_sdk_version` (the pull Worker otherwise reads
 the SDK's package metadata for every task it takes) and binds a Client factory
 to every Flow (`AgentSessionFlow.bind_client`): single-attempt tool Steps read
@@ -44,6 +48,7 @@ import dex
 import grpc  # type: ignore[import-untyped]  # grpcio ships no stubs
 from dependency_injector import containers, providers
 
+from dex_agents.infrastructure.dex.blob_cache import MemoryFrontBlobCache
 from dex_agents.infrastructure.dex.codec import codec_registry
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 from dex_agents.infrastructure.dex.sdk_tuning import cache_sdk_version
@@ -176,6 +181,11 @@ async def _wait_listening(options: dex.WorkerOptions, timeout: float) -> None:
         await asyncio.wait_for(channel.channel_ready(), timeout)
 
 
+def _blob_cache(config: dex.BlobCacheConfig) -> dex.BlobCache:
+    """The SDK's persistent blob cache behind an in-memory front that writes it in the background."""
+    return MemoryFrontBlobCache(dex.open_blob_cache(config))
+
+
 class AgentContainer(containers.DeclarativeContainer):
     """Builds what an application needs to serve and drive agent sessions."""
 
@@ -201,7 +211,7 @@ class AgentContainer(containers.DeclarativeContainer):
     codecs = providers.Singleton(codec_registry)
     registry = providers.Singleton(dex.Registry, flows, codecs, allow_async_handlers=True)
     blob_cache_config = providers.Factory(dex.BlobCacheConfig, blob_cache_directory, blob_cache_bytes)
-    blob_cache = providers.Singleton(dex.open_blob_cache, blob_cache_config)
+    blob_cache = providers.Singleton(_blob_cache, blob_cache_config)
     pull = providers.Factory(_pull_options, max_concurrent_tasks, stop_drain_seconds)
     worker_target = providers.Factory(_worker_target, worker_mode, advertised_address)
     worker_options = providers.Factory(
