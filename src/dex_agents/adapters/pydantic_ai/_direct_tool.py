@@ -166,7 +166,7 @@ class DirectTool:
 
 
 class DirectToolCache:
-    """Decides once per agent whether its tool Steps may skip the run (the module docstring's rules)."""
+    """Decides per call whether a tool Step may skip the run (the module docstring's rules); resolves the model once."""
 
     def __init__(self, agent: object, model: object) -> None:
         """Remember the agent and the runner's model override (``None``: the agent's own)."""
