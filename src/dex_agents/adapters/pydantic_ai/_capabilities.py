@@ -124,8 +124,6 @@ def without_output_calls(response: ModelResponse, output_tool_names: set[str]) -
 class ModelStepCapability(AbstractCapability[Any]):
     """Makes one ``RunModel`` run stop after the model response that asks for tools."""
 
-    events: AgentEventWriter | None = None
-    """Where the model's text and reasoning go as it streams."""
     record: ModelStepRecord = field(default_factory=ModelStepRecord)
     """What the run learned about its tools."""
 
@@ -175,6 +173,9 @@ class StreamingModelStepCapability(ModelStepCapability):
     agent itself streams its runs (an event handler or an event hook); otherwise
     `dex_agents.adapters.pydantic_ai._streaming.DeltaForwardingCapability` streams the model request alone.
     """
+
+    events: AgentEventWriter | None = None
+    """Where the model's text and reasoning go as it streams."""
 
     @on_event(PartStartEvent, PartDeltaEvent)
     async def _stream_text(self, ctx: RunContext[Any], event: AgentStreamEvent) -> None:
