@@ -60,6 +60,7 @@ ALL_CONFIGS = (
     "dex",
     "dex-inproc",
     "dex-floor",
+    "sdk-floor",
 )
 DEFAULT_CONFIGS = ",".join(ALL_CONFIGS)
 

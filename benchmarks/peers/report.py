@@ -23,6 +23,7 @@ LABELS = {
     "dex": "**dex-agents**, fake Dex + Worker in own processes",
     "dex-inproc": "**dex-agents**, fake Dex + Worker + Client in one process",
     "dex-floor": "dex-agents binding alone: `dex` with a framework-free scripted runner (not a peer)",
+    "sdk-floor": "Dex SDK alone: the same Step graph, Steps that do nothing (a lower bound, not a peer)",
 }
 
 
@@ -266,7 +267,7 @@ def _rss(results: dict[str, Any], c: str) -> str:
 
 def _short_steps(c: str, row: dict[str, Any]) -> str:
     """The headline's account of a turn's records: dex-agents' Steps by type, the peers' model + tool."""
-    if c in DEX_CONFIGS:
+    if c in DEX_PROCESS_CONFIGS or c in DEX_CONFIGS:
         return str(row["steps_text"])
     d = row.get("describe", {})
     return f"{d.get('model_steps', '?')} model + {d.get('tool_steps', '?')} tool = {row.get('recorded_steps')}"
@@ -339,7 +340,7 @@ def render_markdown(
             if sus.get("overhead_per_step") is not None:
                 sus_text += f" ({ms(sus['overhead_per_step'], 2)})"
         worker = ms(cpu["worker"], 2)
-        if c in DEX_CONFIGS and cpu["worker"] is not None and row.get("recorded_steps"):
+        if c in (*DEX_CONFIGS, *DEX_PROCESS_CONFIGS) and cpu["worker"] is not None and row.get("recorded_steps"):
             worker += f" ({ms(row['cpu_turn']['worker'] / row['recorded_steps'], 2)} per recorded)"
         if c == "plain":
             worker = f"{worker} (floor)"

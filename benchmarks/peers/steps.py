@@ -3,7 +3,7 @@
 from typing import Any
 
 DEX_CONFIGS = ("dex", "dex-inproc", "dex-floor")
-DEX_PROCESS_CONFIGS = ("dex", "dex-floor")
+DEX_PROCESS_CONFIGS = ("dex", "dex-floor", "sdk-floor")
 """Configurations whose fake Dex and Worker are child processes of their own (CPU measured per role)."""
 DEX_TASK_SLOTS = 16
 """The dex Worker's task slots: a turn's M parallel tool Steps plus the slot Dex keeps for RPCs."""
@@ -45,6 +45,13 @@ def check_steps(config: str, describe: dict[str, Any], k: int, m: int, session_t
         extra = sorted(set(names) - set(order))
         if extra:
             text += " + " + " + ".join(f"{names[n]} {n}" for n in extra)
+        return ok, f"{text} = {sum(names.values())}" + ("" if ok else f" (expected {expected})")
+    if config == "sdk-floor":
+        expected = {"Start": 1, "Model": k + 1, "Tool": k * m, **({"Join": k} if k else {})}
+        ok = names == expected
+        text = " + ".join(
+            f"{names.get(n, 0)} {n}" for n in ("Start", "Model", "Tool", "Join") if n in names or n in expected
+        )
         return ok, f"{text} = {sum(names.values())}" + ("" if ok else f" (expected {expected})")
     model, tool = describe.get("model_steps", 0), describe.get("tool_steps", 0)
     ok = model == k + 1 and tool == k * m and describe.get("recorded_steps", 0) == model + tool

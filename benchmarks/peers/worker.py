@@ -46,6 +46,10 @@ def make_runner(name: str) -> Runner:
         from benchmarks.peers.app_dex import DexProcessRunner
 
         return DexProcessRunner(floor=name == "dex-floor")
+    if name == "sdk-floor":
+        from benchmarks.peers.sdk_floor import SdkFloorRunner
+
+        return SdkFloorRunner()
     if name == "dex-inproc":
         from benchmarks.peers.app_dex import DexInProcessRunner
 

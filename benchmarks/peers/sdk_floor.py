@@ -1,0 +1,270 @@
+"""Configuration ``sdk-floor``: the Dex SDK alone, running the turn's Step graph with Steps that do nothing.
+
+Not a peer and not dex-agents: a lower bound. A raw SDK Flow with the session's task shape for one
+K x M turn and no agent, no binding, no events, no stored state:
+
+- ``Start`` (the turn's start, like ``AwaitUserMessage``) moves to ``Model``;
+- ``Model`` (like ``RunModel``) fans out M ``Tool`` Steps and one ``Join`` K times, then completes the Flow;
+- ``Tool`` (like ``CallTool``) publishes one message to the ``RESULTS`` Channel and ends;
+- ``Join`` (like ``ResumeTurn``) waits in ``wait_for`` for M results, then moves to ``Model``.
+
+The Steps write the live events dex-agents' event contract asks of such a turn, one Stream frame each
+(``turn_started``; per model call ``usage_recorded`` and one ``tool_call_deferred`` per call; per tool
+``tool_call_started`` and ``tool_call_finished``; at the end one ``text_delta`` and ``turn_completed``:
+69 frames for 5x4, as ``dex`` writes), with bodies of about the same size, and read none.
+
+Every method is SYNC, as in the session Flow. Each turn is one Flow started by ``start_flow`` and
+awaited by ``wait_for_flow``. fake Dex and the listening Worker are child processes, as in ``dex``,
+so the Worker's CPU per step is what the SDK (its dispatcher, value mapping and gRPC transport) costs
+for the Steps a durable turn of this shape must make, with nothing of dex-agents in it. Against the
+plain agent's CPU per step in the same run it bounds from below what any binding on this SDK can
+reach (``docs/performance.md``).
+
+``python -m benchmarks.peers.sdk_floor`` is the Worker child (server address, listen address and
+ready file from the environment, as for ``dex``).
+"""
+
+import argparse
+import asyncio
+import collections
+import os
+import re
+import signal
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import dex
+
+from benchmarks.peers.app_dex import _Child
+from benchmarks.peers.procstat import proc_mem_kib, serve_cpu_probe_from_env
+from benchmarks.peers.runners import Describe, Runner
+from dex_agents import wait_worker_serving
+from dex_agents.infrastructure.dex.container import free_loopback_address
+from dex_agents.testing.fake_dex import EXECUTE_COMPLETED_EVENT, read_history_events, step_history
+from dex_agents.testing.stack import LISTEN_ADDRESS_ENV, READY_FILE_ENV, SERVER_ADDRESS_ENV
+
+FLOW_TYPE = "PeerBenchSdkFloor"
+RESULTS = dex.Channel("RESULTS", int)
+EVENTS = dex.Stream("sdk_floor.events", str, 10 * 1024 * 1024)
+_BODY = "x" * 250
+"""About the size of one of dex-agents' tool lifecycle events."""
+
+
+def _event(context: dex.AsyncContext, kind: str) -> None:
+    EVENTS.write(context, f'{{"type": "{kind}", "body": "{_BODY}"}}')
+
+
+SYNC = dex.StepOptions(wait_for_durability=dex.StepDurability.SYNC, execute_durability=dex.StepDurability.SYNC)
+_SHAPE = re.compile(r"k=(\d+)\s+m=(\d+)")
+
+
+_Step: Any = dex.Step
+"""dex 1.23's Step base, typed as ``Any``: its sync ``Context`` signatures do not describe async handlers."""
+
+
+def _shape(state: str) -> tuple[int, int, int]:
+    k, m, done = (int(part) for part in state.split())
+    return k, m, done
+
+
+class Start(_Step):  # type: ignore[misc]
+    """The turn's first Step: reads K and M from the prompt."""
+
+    async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
+        match = _SHAPE.search(input)
+        if match is None:
+            raise ValueError(f"the prompt carries no k= and m=: {input!r}")
+        _event(context, "turn_started")
+        return dex.go_to(Model, f"{match.group(1)} {match.group(2)} 0")
+
+    def get_step_options(self) -> dex.StepOptions:
+        return SYNC
+
+
+class Model(_Step):  # type: ignore[misc]
+    """A model call that asks for M tools K times, then answers."""
+
+    async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
+        k, m, done = _shape(input)
+        _event(context, "usage_recorded")
+        if done >= k:
+            _event(context, "text_delta")
+            _event(context, "turn_completed")
+            return dex.graceful_complete(output="answered")
+        for _ in range(m):
+            _event(context, "tool_call_deferred")
+        tools = [dex.StepMovement.of(Tool, done * 1000 + j, options=SYNC) for j in range(m)]
+        return dex.go_to_many(*tools, dex.StepMovement.of(Join, f"{k} {m} {done + 1}", options=SYNC))
+
+    def get_step_options(self) -> dex.StepOptions:
+        return SYNC
+
+
+class Tool(_Step):  # type: ignore[misc]
+    """A tool call: publishes its result."""
+
+    async def execute(self, context: dex.AsyncContext, input: int) -> dex.StepDecision:
+        _event(context, "tool_call_started")
+        RESULTS.publish(context, input)
+        _event(context, "tool_call_finished")
+        return dex.dead_end()
+
+    def get_step_options(self) -> dex.StepOptions:
+        return SYNC
+
+
+class Join(_Step):  # type: ignore[misc]
+    """The join of one batch of tool calls: waits for M results."""
+
+    async def wait_for(self, context: dex.AsyncContext, input: str) -> dex.Wait:
+        _, m, _ = _shape(input)
+        return dex.Wait.until(RESULTS.for_n(m))
+
+    async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
+        return dex.go_to(Model, input)
+
+    def get_step_options(self) -> dex.StepOptions:
+        return SYNC
+
+
+class SdkFloorFlow(dex.Flow[str]):
+    """One K x M turn as a Flow of do-nothing Steps."""
+
+    def get_flow_type(self) -> str:
+        return FLOW_TYPE
+
+    def get_steps(self) -> dex.StepList[str]:
+        return dex.StepList.start_step(Start()).other_steps(Model(), Tool(), Join())
+
+    def get_persistence_schema(self) -> dex.PersistenceSchema:
+        return dex.PersistenceSchema.of(RESULTS, EVENTS)
+
+
+FLOW = SdkFloorFlow()
+
+
+def _registry() -> dex.Registry:
+    return dex.Registry([FLOW], allow_async_handlers=True)
+
+
+class SdkFloorRunner(Runner):
+    """``sdk-floor``: fake Dex and the raw SDK Worker in their own child processes; the Client here."""
+
+    name = "sdk-floor"
+
+    def __init__(self) -> None:
+        self.address = ""
+        self._cache_dir = tempfile.mkdtemp(prefix="peerbench-sdk-floor-")
+        self._cache: dex.BlobCache | None = None
+        self._client: dex.AsyncClient | None = None
+
+    async def start(self, args: argparse.Namespace) -> None:
+        self._server = _Child("server", os.path.join(args.workdir, "sdk-floor-server.log"))
+        self._worker = _Child("worker", os.path.join(args.workdir, "sdk-floor-worker.log"))
+        await self._server.spawn("benchmarks.peers.fake_dex_server", "--port", "0", stdout=asyncio.subprocess.PIPE)
+        assert self._server.process is not None
+        assert self._server.process.stdout is not None
+        line = await asyncio.wait_for(self._server.process.stdout.readline(), 60)
+        self.address = line.decode().strip()
+        if not self.address.startswith("127.0.0.1:"):
+            raise RuntimeError(f"fake Dex did not print its address (got {line!r}); see {self._server.log_path}")
+        listen = free_loopback_address()
+        ready = Path(args.workdir) / f"sdk-floor-worker-{os.getpid()}.ready"
+        ready.unlink(missing_ok=True)
+        await self._worker.spawn(
+            "benchmarks.peers.sdk_floor",
+            env={SERVER_ADDRESS_ENV: self.address, READY_FILE_ENV: str(ready), LISTEN_ADDRESS_ENV: listen},
+        )
+        for _ in range(600):
+            if ready.exists():
+                break
+            if self._worker.exited() is not None:
+                raise RuntimeError(f"the sdk-floor Worker exited; see {self._worker.log_path}")
+            await asyncio.sleep(0.05)
+        else:
+            raise RuntimeError(f"the sdk-floor Worker did not serve within 30 s; see {self._worker.log_path}")
+        self._cache = dex.open_blob_cache(dex.BlobCacheConfig(os.path.join(self._cache_dir, "client"), 64 << 20))
+        self._client = dex.AsyncClient(
+            _registry(),
+            self._cache,
+            dex.ClientOptions(server_address=self.address, worker_target=dex.WorkerTarget(listen)),
+        )
+
+    async def fresh_turn(self, prompt: str) -> str:
+        assert self._client is not None
+        flow_id = f"sdk-floor-{uuid.uuid4()}"
+        await self._client.start_flow(FLOW, flow_id, prompt)
+        result = await self._client.wait_for_flow(flow_id)
+        if result.status is not dex.FlowStatus.COMPLETED:
+            raise RuntimeError(f"the sdk-floor Flow ended {result.status}")
+        return flow_id
+
+    async def session_turn(self, prompt: str) -> str:
+        # No session state to keep: every turn is a Flow of its own, so a "growing session" stays flat.
+        return await self.fresh_turn(prompt)
+
+    async def describe(self, ref: str, *, session: bool) -> Describe:
+        events = await read_history_events(self.address, ref)
+        steps = collections.Counter(
+            entry.step_type for entry in step_history(events) if entry.event_type == EXECUTE_COMPLETED_EVENT
+        )
+        return {
+            "model_steps": steps.get("Model", 0),
+            "tool_steps": steps.get("Tool", 0),
+            "recorded_steps": sum(steps.values()),
+            "step_names": dict(steps),
+            "history_events": len(events),
+            "history_bytes": sum(event.ByteSize() for event in events),
+        }
+
+    def cpu_marks(self) -> dict[str, float]:
+        return {"worker": self._worker.probe.read(), "server": self._server.probe.read()}
+
+    def memory(self) -> dict[str, dict[str, int]]:
+        return {"worker": proc_mem_kib(self._worker.pid), "server": proc_mem_kib(self._server.pid)}
+
+    def pids(self) -> dict[str, int]:
+        return {"worker": self._worker.pid, "server": self._server.pid}
+
+    async def stop(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+        if self._cache is not None:
+            self._cache.close()
+        await self._worker.stop()
+        await self._server.stop()
+
+
+async def _serve() -> None:
+    address = os.environ[SERVER_ADDRESS_ENV]
+    listen = os.environ[LISTEN_ADDRESS_ENV]
+    directory = tempfile.mkdtemp(prefix="peerbench-sdk-floor-worker-")
+    cache = dex.open_blob_cache(dex.BlobCacheConfig(directory, 64 << 20))
+    worker = dex.AsyncWorker(
+        _registry(),
+        cache,
+        dex.WorkerOptions(server_address=address, bind_address=listen, worker_target=dex.WorkerTarget(listen)),
+    )
+    serving = asyncio.create_task(worker.start())
+    await wait_worker_serving(worker, serving)
+    Path(os.environ[READY_FILE_ENV]).touch()
+    loop = asyncio.get_running_loop()
+    stopped = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopped.set)
+    await stopped.wait()
+    await worker.stop()
+    await serving
+    cache.close()
+
+
+def main() -> None:
+    """Serve the sdk-floor Flow until SIGTERM."""
+    serve_cpu_probe_from_env()
+    asyncio.run(_serve())
+
+
+if __name__ == "__main__":
+    main()
