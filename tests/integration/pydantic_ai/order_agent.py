@@ -55,6 +55,8 @@ STATE_ENV = "PYDANTIC_AI_TEST_STATE"
 DEADLINE_ENV = "PYDANTIC_AI_TEST_INTERRUPT_DEADLINE_SECONDS"
 FLOW_TYPE = "PydanticOrderAgent"
 WRAPPED_FLOW_TYPE = "PydanticWrappedOrderAgent"
+PLAIN_FLOW_TYPE = "PydanticPlainAgent"
+"""A plain agent (no deps, no toolsets, static prompts): its turns run as live runs (one agent run per turn)."""
 
 TOOL_POLICIES = {
     "find_order": ToolPolicy(ToolEffect.READ),
@@ -238,6 +240,26 @@ class AuditedAgent(WrapperAgent[OrderDeps, str]):
 AGENT = build_agent()
 
 
+def build_plain_agent() -> Agent[None, str]:
+    """An agent that qualifies for live runs: plain ``Agent``, one plain tool, a static system prompt."""
+    agent: Agent[None, str] = Agent(
+        ScriptedModel(before_response=before_response).model(), system_prompt="You look orders up."
+    )
+
+    @agent.tool_plain
+    async def lookup(order_id: str, hold: str = "") -> str:
+        """Return the status of an order."""
+        invocations().record("tool", "lookup", key=order_id)
+        if hold:
+            await gate(hold).wait_for_release()
+        return f"order {order_id} delivered"
+
+    return agent
+
+
+PLAIN_AGENT = build_plain_agent()
+
+
 def build_flows() -> list[AgentSessionFlow]:
     deadline = os.environ.get(DEADLINE_ENV)
     return [
@@ -250,5 +272,8 @@ def build_flows() -> list[AgentSessionFlow]:
         ),
         pydantic_ai_session_flow(
             AuditedAgent(AGENT), flow_type=WRAPPED_FLOW_TYPE, tool_policies=TOOL_POLICIES, deps_factory=build_deps
+        ),
+        pydantic_ai_session_flow(
+            PLAIN_AGENT, flow_type=PLAIN_FLOW_TYPE, tool_policies={"lookup": ToolPolicy(ToolEffect.READ)}
         ),
     ]

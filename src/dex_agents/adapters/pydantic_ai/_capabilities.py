@@ -22,7 +22,7 @@
 """
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, on_event
@@ -149,7 +149,17 @@ class ModelStepCapability(AbstractCapability[Any]):
         return None
 
 
-def forward_delta(events: AgentEventWriter, event: object) -> None:
+class DeltaSink(Protocol):
+    """Where a model request's text and reasoning go: an `AgentEventWriter`, or a live run's switch."""
+
+    def write_text_delta(self, text: str) -> None:
+        """Write one text delta."""
+
+    def write_reasoning_delta(self, text: str) -> None:
+        """Write one reasoning delta."""
+
+
+def forward_delta(events: DeltaSink, event: object) -> None:
     """Write a text or reasoning delta (or a part's first text) of a model stream as a live event."""
     match event:
         case PartStartEvent(part=TextPart(content=text)) | PartDeltaEvent(delta=TextPartDelta(content_delta=text)):

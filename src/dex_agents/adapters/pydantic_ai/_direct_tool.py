@@ -88,7 +88,7 @@ def _plain_capabilities(agent: Agent[Any, Any]) -> bool:
     return True
 
 
-def _plain_agent(agent: object) -> bool:
+def plain_agent(agent: object) -> bool:
     """Whether the agent's run can only validate and call a function tool (see the module docstring)."""
     if type(agent) is not Agent:
         return False
@@ -185,7 +185,7 @@ class DirectToolCache:
 
     def direct_tool(self, tool_name: str, *, approved: bool) -> DirectTool | None:
         """Return how to call ``tool_name`` directly, or ``None`` when the call needs the full run."""
-        if approved or not _plain_agent(self._agent):
+        if approved or not plain_agent(self._agent):
             return None
         agent = cast(Agent[Any, Any], self._agent)
         tool = agent._function_toolset.tools.get(tool_name)  # noqa: SLF001

@@ -48,8 +48,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
 
-from dex_agents.adapters.pydantic_ai._capabilities import forward_delta
-from dex_agents.application.event_writer import AgentEventWriter
+from dex_agents.adapters.pydantic_ai._capabilities import DeltaSink, forward_delta
 from dex_agents.domain.errors import RunnerContractError
 
 
@@ -123,7 +122,7 @@ def run_streams(agent: AbstractAgent[Any, Any]) -> bool:
 class DeltaForwardingModel(WrapperModel):
     """Serves a non-streamed request with a streamed one, writing text and reasoning deltas as they arrive."""
 
-    def __init__(self, wrapped: Model, events: AgentEventWriter) -> None:
+    def __init__(self, wrapped: Model, events: DeltaSink) -> None:
         """Wrap the model that serves the request; ``events`` gets the deltas."""
         super().__init__(wrapped)
         self.events = events
@@ -151,7 +150,7 @@ class DeltaForwardingModel(WrapperModel):
 class DeltaForwardingCapability(AbstractCapability[Any]):
     """Serves every non-streamed model request of the run with `DeltaForwardingModel`."""
 
-    events: AgentEventWriter | None = None
+    events: DeltaSink | None = None
     """Where the deltas go; ``None``: nowhere, the request is left alone."""
 
     def get_ordering(self) -> CapabilityOrdering | None:

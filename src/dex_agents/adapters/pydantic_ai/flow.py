@@ -35,6 +35,7 @@ def pydantic_ai_session_flow(
     compactor: HistoryCompactor | None = None,
     tool_result_budget_chars: int | None = DEFAULT_TOOL_RESULT_BUDGET_CHARS,
     direct_tool_calls: bool = True,
+    live_runs: bool = True,
 ) -> AgentSessionFlow:
     """Build the `AgentSessionFlow` that runs ``agent`` as durable sessions.
 
@@ -54,6 +55,8 @@ def pydantic_ai_session_flow(
             whole; older ones are shortened in its view (``None``: never).
         direct_tool_calls: let a tool Step call a plain function tool of a plain agent without
             an agent run (same result; see `PydanticAIRunner`); ``False``: always run the agent.
+        live_runs: let one agent run serve the model Steps of a turn that land on the same Worker
+            (same outcomes and run states; see `PydanticAIRunner`); ``False``: one run per model Step.
 
     Raises:
         ValueError: the agent cannot run in Step mode (see `PydanticAIRunner`), or
@@ -66,6 +69,7 @@ def pydantic_ai_session_flow(
         compactor=compactor,
         tool_result_budget_chars=tool_result_budget_chars,
         direct_tool_calls=direct_tool_calls,
+        live_runs=live_runs,
     )
     options = AgentSessionOptions(
         compaction=compaction or CompactionPolicy(),

@@ -1,8 +1,8 @@
 """`PydanticAIRunner`: the runner contract for a Pydantic AI agent.
 
 The runner imports only the application's runner contract and the domain; it
-knows nothing of Dex. It is stateless between calls and derives every run from
-its arguments, so any call may run again after a crash.
+knows nothing of Dex. Every outcome derives from its arguments alone (a live
+run, below, only saves work), so any call may run again after a crash.
 
 - `PydanticAIRunner.build_user_message`: one ``ModelRequest`` holding the
   prompt (see `dex_agents.adapters.pydantic_ai._history`).
@@ -26,7 +26,14 @@ its arguments, so any call may run again after a crash.
   `TurnCompleted` with the turn's messages. A run in which Pydantic AI
   answered a tool call that no Dex Step ran (other than its own ``retried``
   answers and output tool returns) fails the attempt with
-  `RunnerContractError`.
+  `RunnerContractError`. With live runs (``live_runs=True``, the default), a
+  run that would end with `DeferredToolRequests` may instead wait inside the
+  run for the next ``RunModel`` of its turn; when that Step lands on this
+  runner with exactly the run state the run handed over, the run goes on with
+  the same `DeferredToolResults` (one Pydantic AI run per turn, not per model
+  Step); any other Step resumes the run state as above. Outcomes and run
+  states are the same either way: see
+  `dex_agents.adapters.pydantic_ai._live_runs` for the rules.
 - `PydanticAIRunner.execute_deferred_tool_call`: for a plain function tool of
   a plain agent (no capabilities of its own, no other toolsets, not an approved
   call: `dex_agents.adapters.pydantic_ai._direct_tool` lists the rules), calls
@@ -58,13 +65,13 @@ from typing import Any, Generic, TypeVar, cast
 
 import attrs
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved
-from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.agent import AbstractAgent, AgentRunResult
 from pydantic_ai.capabilities import AbstractCapability, ReinjectSystemPrompt
 from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, UnexpectedModelBehavior
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 from pydantic_ai.models import KnownModelName, Model
 from pydantic_ai.tools import ToolDefinition
-from pydantic_ai.usage import RunUsage
+from pydantic_ai.usage import RunUsage, UsageLimits
 
 from dex_agents.adapters.pydantic_ai import _history
 from dex_agents.adapters.pydantic_ai._agent_checks import (
@@ -88,6 +95,7 @@ from dex_agents.adapters.pydantic_ai._compaction import (
     summary_request,
 )
 from dex_agents.adapters.pydantic_ai._direct_tool import DirectToolCache
+from dex_agents.adapters.pydantic_ai._live_runs import Handoff, LiveRun, LiveRuns, live_runs_possible
 from dex_agents.adapters.pydantic_ai._results import (
     ASKED_FOR_APPROVAL,
     EXTERNAL_TOOL,
@@ -191,6 +199,34 @@ def requested_calls(output: DeferredToolRequests, turn_messages: Sequence[ModelM
     return ordered
 
 
+def _history_key(earlier: Sequence[AgentMessage], turn: AgentTurnContext) -> object:
+    """What a live run's view of earlier turns depends on: their stored messages and the summary."""
+    return (tuple(message.sequence for message in earlier), turn.summary)
+
+
+def _continues(live: LiveRun, turn: AgentTurnContext, history_key: object) -> bool:
+    """Whether ``turn``'s model Step may continue ``live`` (the last rule of `_live_runs`)."""
+    return (
+        live.waiting_here
+        and turn.framework_run_state is not None
+        and turn.framework_run_state == live.state
+        and live.history_key == history_key
+        and not turn.steered_messages
+    )
+
+
+def _usage_since(now: RunUsage, mark: RunUsage) -> AgentUsage:
+    """The usage of a live run since ``mark`` (what earlier Steps reported)."""
+    total, before = agent_usage(now), agent_usage(mark)
+    return AgentUsage(
+        model_calls=total.model_calls - before.model_calls,
+        input_tokens=total.input_tokens - before.input_tokens,
+        output_tokens=total.output_tokens - before.output_tokens,
+        cached_input_tokens=total.cached_input_tokens - before.cached_input_tokens,
+        reasoning_tokens=total.reasoning_tokens - before.reasoning_tokens,
+    )
+
+
 def _ran_out_of_retries(error: UnexpectedModelBehavior, tool_name: str) -> bool:
     """Whether ``error`` is Pydantic AI giving up on the Step's own tool after its ``ModelRetry``s.
 
@@ -214,6 +250,7 @@ class PydanticAIRunner(Generic[DepsT]):
         compactor: HistoryCompactor | None = None,
         tool_result_budget_chars: int | None = DEFAULT_TOOL_RESULT_BUDGET_CHARS,
         direct_tool_calls: bool = True,
+        live_runs: bool = True,
     ) -> None:
         """Check the agent and keep what every run needs.
 
@@ -234,6 +271,9 @@ class PydanticAIRunner(Generic[DepsT]):
                 agent run (same validation, retries and result; about 25 times
                 less Worker CPU; see `dex_agents.adapters.pydantic_ai._direct_tool`).
                 ``False``: every tool Step runs the agent.
+            live_runs: let one agent run serve every model Step of a turn that lands on this
+                runner while the run waits (same outcomes and run states; see
+                `dex_agents.adapters.pydantic_ai._live_runs`). ``False``: every model Step is a new run.
 
         Raises:
             ValueError: the agent has output validators but no `DeferredToolRequests`
@@ -253,6 +293,7 @@ class PydanticAIRunner(Generic[DepsT]):
             raise ValueError(f"tool_result_budget_chars must not be negative, got {tool_result_budget_chars!r}")
         self._tool_result_budget_chars = tool_result_budget_chars
         self._direct_tools = DirectToolCache(agent, model) if direct_tool_calls else None
+        self._live = LiveRuns() if live_runs else None
 
     @property
     def agent(self) -> AbstractAgent[DepsT, Any]:
@@ -264,8 +305,28 @@ class PydanticAIRunner(Generic[DepsT]):
         return _history.user_message(text)
 
     async def run_model_step(self, turn: AgentTurnContext) -> AgentTurnOutcome:
-        """Run the agent up to the end of one model response that asks for tools, or to its output."""
+        """Run the agent up to the end of one model response that asks for tools, or to its output.
+
+        With live runs on, the turn's run may stay alive in this runner between its model Steps and
+        serve the next one: see `dex_agents.adapters.pydantic_ai._live_runs`.
+        """
         earlier = [message for message in turn.messages if message.turn_id != turn.turn_id]
+        history_key = _history_key(earlier, turn)
+        live_possible = self._live is not None and live_runs_possible(
+            self._agent, has_deps_factory=self._deps_factory is not None
+        )
+        if self._live is not None:
+            live = self._live.take((turn.flow_id, turn.turn_id))
+            if live is not None:
+                if live_possible and _continues(live, turn, history_key):
+                    answers = deferred_tool_results(
+                        live.tool_call_ids, turn.tool_calls, typed=typed_call_ids(live.turn_base)
+                    )
+                    # A denial reads differently inside a run than at a resumed run's start: resume those.
+                    if not answers.approvals:
+                        live.resume(answers, turn.events)
+                        return await self._live_stop(live, turn)
+                live.abandon()
         opening = self._opening_message(turn)
         prompt = _history.turn_prompt(opening)
         history = _history.replay(earlier)
@@ -274,10 +335,18 @@ class PydanticAIRunner(Generic[DepsT]):
         if turn.summary is not None:
             history.insert(0, summary_request(turn.summary))
         record = ModelStepRecord()
+        live = None
+        if live_possible:
+            live = LiveRun((turn.flow_id, turn.turn_id), history_key, base=len(history), turn_base=[])
+            live.deltas.target = turn.events
+        streams = live is None and run_streams(self._agent)
         capabilities: list[AbstractCapability[Any]] = (
             [StreamingModelStepCapability(events=turn.events, record=record), NonStreamingFallbackCapability()]
-            if run_streams(self._agent)
-            else [ModelStepCapability(record=record), DeltaForwardingCapability(events=turn.events)]
+            if streams
+            else [
+                ModelStepCapability(record=record),
+                DeltaForwardingCapability(events=turn.events if live is None else live.deltas),
+            ]
         )
         if self._reinject_system_prompt:
             capabilities.append(ReinjectSystemPrompt())
@@ -285,7 +354,7 @@ class PydanticAIRunner(Generic[DepsT]):
         if turn.framework_run_state is None:
             earlier_turn_messages: list[ModelMessage] = []
             supplied: frozenset[str] = frozenset()
-            results = None
+            results: DeferredToolResults | None = None
             user_prompt: _history.UserPrompt | None = prompt
         else:
             state = _history.RunState.decode(turn.framework_run_state)
@@ -298,6 +367,30 @@ class PydanticAIRunner(Generic[DepsT]):
             # CallToolsNode appends a user prompt given with deferred results after the returns).
             steered = [message.text for message in turn.steered_messages]
             user_prompt = "\n\n".join(steered) if steered else None
+        if live is not None:
+            live.turn_base = list(earlier_turn_messages)
+            live.turn_length = len(earlier_turn_messages)
+            live.supplied = supplied
+            live.record = record
+            live.prompt = prompt
+            capabilities.append(live.capability())
+            run_live = live
+
+            def run() -> Awaitable[AgentRunResult[Any]]:
+                return self._agent.run(
+                    user_prompt,
+                    message_history=[*history, *earlier_turn_messages],
+                    deferred_tool_results=results,
+                    output_type=self._output_type,
+                    deps=cast(DepsT, deps),
+                    model=self._model,
+                    conversation_id=turn.flow_id,
+                    capabilities=capabilities,
+                    usage_limits=UsageLimits(request_limit=None),
+                )
+
+            run_live.start(run)
+            return await self._live_stop(run_live, turn)
         try:
             result = await self._agent.run(
                 user_prompt,
@@ -315,9 +408,49 @@ class PydanticAIRunner(Generic[DepsT]):
             raise
         new_messages = result.new_messages()
         check_answered_calls(new_messages, supplied, record.output_tool_names)
-        usage = agent_usage(result.usage)
-        turn_messages = [*earlier_turn_messages, *new_messages]
         output: object = result.output
+        return self._outcome(
+            output, [*earlier_turn_messages, *new_messages], agent_usage(result.usage), turn, record, prompt
+        )
+
+    async def _live_stop(self, live: LiveRun, turn: AgentTurnContext) -> AgentTurnOutcome:
+        """Wait for the live run's next stop and answer the Step as the durable path would."""
+        try:
+            stop = await live.next_stop()
+        except Exception as error:
+            if is_context_overflow(error):
+                raise ContextOverflowError(str(error)) from error
+            raise
+        if isinstance(stop, Handoff):
+            turn_messages = stop.messages[live.base :]
+            output: object = stop.requests
+            usage = stop.usage
+        else:
+            turn_messages = stop.all_messages()[live.base :]
+            output = stop.output
+            usage = stop.usage
+        check_answered_calls(turn_messages[live.turn_length :], live.supplied, live.record.output_tool_names)
+        step_usage = _usage_since(usage, live.usage_mark)
+        outcome = self._outcome(output, turn_messages, step_usage, turn, live.record, live.prompt)
+        if isinstance(stop, Handoff) and isinstance(outcome, ToolCallsRequested) and self._live is not None:
+            live.state = outcome.framework_run_state
+            live.tool_call_ids = tuple(call.tool_call_id for call in outcome.tool_calls)
+            live.supplied = frozenset(live.tool_call_ids)
+            live.turn_base = list(turn_messages)
+            live.turn_length = len(turn_messages)
+            live.usage_mark = usage
+            self._live.keep(live)
+        return outcome
+
+    def _outcome(
+        self,
+        output: object,
+        turn_messages: list[ModelMessage],
+        usage: AgentUsage,
+        turn: AgentTurnContext,
+        record: ModelStepRecord,
+        prompt: _history.UserPrompt,
+    ) -> AgentTurnOutcome:
         if isinstance(output, DeferredToolRequests):
             calls = requested_calls(output, turn_messages)
             approvals = frozenset(call.tool_call_id for call in output.approvals)
