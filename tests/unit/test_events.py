@@ -268,3 +268,12 @@ def test_the_writer_and_recording_sink_keep_every_event_written_from_many_thread
     for thread_number in range(threads_count):
         mine = [t for t in texts if t.startswith(f"{thread_number}:")]
         assert mine == [f"{thread_number}:{index}" for index in range(per_thread)]
+
+
+@pytest.mark.parametrize("event_type", list(AgentEventType))
+def test_the_cheap_size_bound_of_every_event_body_is_at_least_its_json_size_on_the_wire(
+    event_type: AgentEventType,
+) -> None:
+    # fit_event_body trusts the bound to skip measuring: it must never be below the codec's JSON.
+    body = BUILT[event_type]
+    assert ev._longest_bound(body) >= len(json.dumps(wire(body), separators=(",", ":")))

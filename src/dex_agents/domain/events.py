@@ -484,8 +484,7 @@ def fit_event_body(body: AgentEventBody, max_bytes: int) -> tuple[AgentEventBody
         if len(body.text) * _JSON_BYTES_PER_CHARACTER > budget:
             return tuple(attrs.evolve(body, text=piece) for piece in _split(body.text, budget))
         return (body,)
-    data = _json_data(body)
-    if _longest_bound(data) <= budget or _json_size(data) <= budget:
+    if _longest_bound(body) <= budget or _json_size(_json_data(body)) <= budget:
         return (body,)
     texts = _long_texts(body)
     # JSON takes at most 6 bytes a UTF-8 byte (a control character as \\u00XX).
@@ -538,14 +537,32 @@ def _json_size(value: JsonValue) -> int:
     return len(json.dumps(value, separators=(",", ":")))
 
 
-def _longest_bound(value: JsonValue) -> int:
-    """An upper bound of ``value``'s JSON size, cheap for the usual small payloads."""
+_DATETIME_JSON_BYTES = 40
+"""At most what a datetime takes as JSON: an ISO 8601 text with microseconds and offset, quoted."""
+
+
+def _longest_bound(value: object) -> int:
+    """An upper bound of the JSON size of ``value`` (an event body or a part of it), cheap for small bodies.
+
+    Read from the attrs fields directly, without building the JSON data first.
+    """
     if isinstance(value, str):
         return len(value) * _JSON_BYTES_PER_CHARACTER + 2
+    fields = getattr(type(value), "__attrs_attrs__", None)
+    if fields is not None:
+        return (
+            sum(
+                len(field.name) * _JSON_BYTES_PER_CHARACTER + 4 + _longest_bound(getattr(value, field.name))
+                for field in fields
+            )
+            + 2
+        )
     if isinstance(value, Mapping):
-        return sum(len(k) * _JSON_BYTES_PER_CHARACTER + 4 + _longest_bound(v) for k, v in value.items()) + 2
-    if isinstance(value, (list, tuple)):
+        return sum(len(str(k)) * _JSON_BYTES_PER_CHARACTER + 4 + _longest_bound(v) for k, v in value.items()) + 2
+    if isinstance(value, (list, tuple, set, frozenset)):
         return sum(_longest_bound(v) + 1 for v in value) + 2
+    if isinstance(value, datetime):
+        return _DATETIME_JSON_BYTES
     return 32
 
 

@@ -3,7 +3,8 @@
 Without them each ``RunModel`` is a new agent run over the turn's run state: Pydantic AI prepares
 the run (capabilities, toolsets, the graph) and replays the deferred tool results, several times the
 cost of the model request itself (issue 14; ``docs/performance.md``). With them, the model Step
-runs the agent as before plus `LiveHandoffCapability`, whose ``handle_deferred_tool_calls`` hook
+runs the agent as before with `LiveModelStepCapability` (the model Step's capability plus a
+``handle_deferred_tool_calls`` hook, one capability layer rather than two), whose hook
 Pydantic AI calls where the run would end with `DeferredToolRequests`. The hook hands the requests
 and the run's messages to the Step, which answers `ToolCallsRequested` with the same run state as
 ever, and keeps the run waiting in the hook. When the next ``RunModel`` of the turn arrives here and
@@ -37,12 +38,11 @@ import contextlib
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
 from pydantic_ai.agent import AgentRunResult
-from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -54,7 +54,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.tools import RunContext
 from pydantic_ai.usage import RunUsage
 
-from dex_agents.adapters.pydantic_ai._capabilities import DeltaSink, ModelStepRecord
+from dex_agents.adapters.pydantic_ai._capabilities import DeltaSink, ModelStepCapability, ModelStepRecord
 from dex_agents.adapters.pydantic_ai._direct_tool import plain_agent
 from dex_agents.adapters.pydantic_ai._history import UserPrompt
 
@@ -185,9 +185,9 @@ class LiveRun:
         self._task = loop.create_task(running())
         self._task.add_done_callback(_retrieve)
 
-    def capability(self) -> "LiveHandoffCapability":
-        """The capability that hands deferred calls to the Step."""
-        return LiveHandoffCapability(live=self)
+    def capability(self) -> "LiveModelStepCapability":
+        """The model Step's capability for this run: it also hands deferred calls to the Step."""
+        return LiveModelStepCapability(record=self.record, live=self)
 
     async def handle(self, ctx: RunContext[Any], requests: DeferredToolRequests) -> DeferredToolResults | None:
         """The ``handle_deferred_tool_calls`` hook: hand over and wait for the next Step's results, or decline."""
@@ -262,10 +262,10 @@ def _copy_usage(usage: RunUsage) -> RunUsage:
 
 
 @dataclass
-class LiveHandoffCapability(AbstractCapability[Any]):
-    """Hands a run's deferred tool calls to its live run's Step (`LiveRun.handle`)."""
+class LiveModelStepCapability(ModelStepCapability):
+    """`ModelStepCapability` that hands the run's deferred tool calls to its live run's Step (`LiveRun.handle`)."""
 
-    live: LiveRun | None = field(default=None)
+    live: LiveRun | None = None
 
     async def handle_deferred_tool_calls(
         self, ctx: RunContext[Any], *, requests: DeferredToolRequests
@@ -274,11 +274,6 @@ class LiveHandoffCapability(AbstractCapability[Any]):
         if self.live is None:
             return None
         return await self.live.handle(ctx, requests)
-
-    @classmethod
-    def get_serialization_name(cls) -> str | None:
-        """Opt out of agent specs."""
-        return None
 
 
 class LiveRuns:

@@ -337,17 +337,21 @@ class PydanticAIRunner(Generic[DepsT]):
         record = ModelStepRecord()
         live = None
         if live_possible:
+            # A plain agent (what live runs need) never streams its runs: no StreamingModelStepCapability here.
             live = LiveRun((turn.flow_id, turn.turn_id), history_key, base=len(history), turn_base=[])
             live.deltas.target = turn.events
-        streams = live is None and run_streams(self._agent)
-        capabilities: list[AbstractCapability[Any]] = (
-            [StreamingModelStepCapability(events=turn.events, record=record), NonStreamingFallbackCapability()]
-            if streams
-            else [
-                ModelStepCapability(record=record),
-                DeltaForwardingCapability(events=turn.events if live is None else live.deltas),
+            live.record = record
+            capabilities: list[AbstractCapability[Any]] = [
+                live.capability(),
+                DeltaForwardingCapability(events=live.deltas),
             ]
-        )
+        elif run_streams(self._agent):
+            capabilities = [
+                StreamingModelStepCapability(events=turn.events, record=record),
+                NonStreamingFallbackCapability(),
+            ]
+        else:
+            capabilities = [ModelStepCapability(record=record), DeltaForwardingCapability(events=turn.events)]
         if self._reinject_system_prompt:
             capabilities.append(ReinjectSystemPrompt())
         deps = await self._deps(turn.flow_id)
@@ -371,9 +375,7 @@ class PydanticAIRunner(Generic[DepsT]):
             live.turn_base = list(earlier_turn_messages)
             live.turn_length = len(earlier_turn_messages)
             live.supplied = supplied
-            live.record = record
             live.prompt = prompt
-            capabilities.append(live.capability())
             run_live = live
 
             def run() -> Awaitable[AgentRunResult[Any]]:
