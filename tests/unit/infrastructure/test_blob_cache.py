@@ -1,4 +1,4 @@
-"""`MemoryFrontBlobCache`: reads from memory first, writes reach the disk cache behind, in order, and all at close."""
+"""`MemoryFrontBlobCache`: reads from memory first; only what leaves memory reaches the disk cache, behind, in order."""
 
 import threading
 
@@ -13,6 +13,8 @@ class FakeDiskCache:
 
     def __init__(self) -> None:
         self.config = dex.BlobCacheConfig("/unused", 1 << 20)
+        self.hold_puts = threading.Event()
+        self.hold_puts.set()
         self.payloads: dict[str, bytes] = {}
         self.calls: list[tuple[str, str]] = []
         self.closed = False
@@ -25,6 +27,7 @@ class FakeDiskCache:
             return self.payloads.get(blob_id)
 
     def put(self, blob_id: str, payload: bytes) -> bool:
+        self.hold_puts.wait()
         with self._lock:
             self.calls.append(("put", blob_id))
             if self.fail_puts:
@@ -55,16 +58,16 @@ def front(disk: FakeDiskCache, memory_bytes: int = 1000) -> MemoryFrontBlobCache
     return MemoryFrontBlobCache(disk, memory_bytes=memory_bytes)
 
 
-def test_a_put_payload_is_read_from_memory_and_written_to_disk_behind(disk: FakeDiskCache) -> None:
+def test_a_held_payload_is_read_from_memory_and_never_written_to_disk(disk: FakeDiskCache) -> None:
     cache = front(disk)
 
     assert cache.put("a", b"payload") is True
     assert cache.get("a") == b"payload"
     cache.flush()
-
-    assert disk.payloads == {"a": b"payload"}
-    assert ("get", "a") not in disk.calls
     cache.close()
+
+    assert disk.payloads == {}
+    assert disk.calls == []
 
 
 def test_a_payload_only_on_disk_is_read_from_there_once_then_from_memory(disk: FakeDiskCache) -> None:
@@ -79,21 +82,36 @@ def test_a_payload_only_on_disk_is_read_from_there_once_then_from_memory(disk: F
     cache.close()
 
 
-def test_memory_holds_at_most_its_budget_dropping_the_least_recently_used(disk: FakeDiskCache) -> None:
+def test_memory_holds_at_most_its_budget_and_what_it_drops_goes_to_disk(disk: FakeDiskCache) -> None:
     cache = front(disk, memory_bytes=10)
     cache.put("a", b"aaaa")
     cache.put("b", b"bbbb")
     cache.get("a")  # a is now the most recently used
-    cache.put("c", b"cccc")  # 12 bytes: b goes
+    cache.put("c", b"cccc")  # 12 bytes: b goes, to disk
     cache.flush()
-    disk.calls.clear()
 
+    assert disk.payloads == {"b": b"bbbb"}
+    disk.calls.clear()
     assert cache.get("a") == b"aaaa"
     assert cache.get("c") == b"cccc"
     assert disk.calls == []
-    assert cache.get("b") == b"bbbb"  # from disk
+    assert cache.get("b") == b"bbbb"  # from disk; a, now the least recently used, goes to disk
     assert disk.calls == [("get", "b")]
     cache.close()
+    assert disk.payloads == {"a": b"aaaa", "b": b"bbbb"}
+
+
+def test_a_dropped_payload_is_served_from_its_queued_write_until_the_disk_has_it(disk: FakeDiskCache) -> None:
+    cache = front(disk, memory_bytes=4)
+    disk.hold_puts.clear()  # the writer waits inside the disk's put
+    cache.put("a", b"aaaa")
+    cache.put("b", b"bbbb")  # a goes to the disk queue
+
+    assert cache.get("a") == b"aaaa"
+    assert ("get", "a") not in disk.calls
+    disk.hold_puts.set()
+    cache.close()
+    assert disk.payloads == {"a": b"aaaa"}
 
 
 def test_a_payload_larger_than_the_memory_budget_is_not_held_but_still_written(disk: FakeDiskCache) -> None:
@@ -107,38 +125,37 @@ def test_a_payload_larger_than_the_memory_budget_is_not_held_but_still_written(d
 
 
 def test_deletes_reach_the_disk_in_order_with_the_writes_before_them(disk: FakeDiskCache) -> None:
-    cache = front(disk)
+    cache = front(disk, memory_bytes=1)  # every put drops the payload before it
     cache.put("a", b"1")
-    cache.put("b", b"2")
+    cache.put("b", b"2")  # a to disk
     cache.delete("a")
-    cache.put("c", b"3")
+    cache.put("c", b"3")  # b to disk
     cache.delete_all()
     cache.put("d", b"4")
     cache.flush()
 
     assert cache.get("a") is None
     assert cache.get("b") is None
-    assert disk.payloads == {"d": b"4"}
+    assert cache.get("d") == b"4"
+    assert disk.payloads == {}
     assert [call for call in disk.calls if call[0] != "get"] == [
         ("put", "a"),
-        ("put", "b"),
         ("delete", "a"),
-        ("put", "c"),
+        ("put", "b"),
         ("delete_all", ""),
-        ("put", "d"),
     ]
     cache.close()
 
 
-def test_close_writes_everything_queued_then_closes_the_disk_cache_once(disk: FakeDiskCache) -> None:
-    cache = front(disk)
+def test_close_finishes_the_queued_writes_then_closes_the_disk_cache_once(disk: FakeDiskCache) -> None:
+    cache = front(disk, memory_bytes=1)
     for n in range(50):
         cache.put(f"k{n}", b"x")
 
     cache.close()
     cache.close()
 
-    assert len(disk.payloads) == 50
+    assert sorted(disk.payloads) == sorted(f"k{n}" for n in range(49))  # k49 was still held
     assert disk.closed
     assert cache.put("late", b"x") is False
 
@@ -146,21 +163,22 @@ def test_close_writes_everything_queued_then_closes_the_disk_cache_once(disk: Fa
 def test_a_failed_disk_write_is_logged_and_later_writes_still_happen(
     disk: FakeDiskCache, caplog: pytest.LogCaptureFixture
 ) -> None:
-    cache = front(disk)
+    cache = front(disk, memory_bytes=1)
     disk.fail_puts = True
     cache.put("a", b"1")
+    cache.put("b", b"2")  # a to disk: fails
     cache.flush()
     disk.fail_puts = False
-    cache.put("b", b"2")
+    cache.put("c", b"3")  # b to disk
 
-    assert cache.get("a") == b"1"  # memory still serves it
+    assert cache.get("a") is None  # neither held nor on disk: the SDK fetches it again
     cache.close()
     assert disk.payloads == {"b": b"2"}
     assert "blob cache write failed" in caplog.text
 
 
 def test_threads_may_share_one_cache(disk: FakeDiskCache) -> None:
-    cache = front(disk, memory_bytes=1 << 20)
+    cache = front(disk, memory_bytes=1000)  # holds 100 of the 800 payloads
 
     def work(n: int) -> None:
         for i in range(200):
@@ -174,7 +192,7 @@ def test_threads_may_share_one_cache(disk: FakeDiskCache) -> None:
         thread.join()
     cache.close()
 
-    assert len(disk.payloads) == 800
+    assert len(disk.payloads) == 700
 
 
 def test_the_memory_budget_must_be_positive(disk: FakeDiskCache) -> None:

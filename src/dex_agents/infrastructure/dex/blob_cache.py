@@ -1,19 +1,26 @@
-"""`MemoryFrontBlobCache`: a bounded in-memory front for the SDK's persistent blob cache, written behind.
+"""`MemoryFrontBlobCache`: a bounded in-memory front for the SDK's persistent blob cache, which gets what overflows.
 
 Dex sends values over 1 KiB as blob IDs; the SDK's hydrator looks each one up
 in its `dex.BlobCache` and fetches the ones it lacks with ``LoadBlobs``, then
 ``put``s them. The SDK's own cache is on disk: in our measurements a ``put``
-takes about 0.75 ms and a ``get`` about 10 µs, both on the Worker's event loop,
-and a session turn puts every new run state and every new large message
-(issue 14). This cache answers from memory first and hands every write to one
-background thread, in order, so the event loop never waits for the disk while
-the persistent cache still outlives the process (a restarted Worker finds
-what it cached).
+costs about 0.75 ms of CPU and a ``get`` about 10 µs, and a session turn puts
+every new run state and every new large message (issue 14). This cache holds
+payloads in memory (least recently used dropped first) and writes to the disk
+cache only what leaves memory: payloads evicted from the front, and payloads
+larger than its whole budget. Those writes happen on one background thread, in
+order with deletes, so the event loop never waits for the disk; an evicted
+payload is served from its queued write until the write is done.
+
+Writing every put behind (the first version) still cost the Worker about 12%
+of its CPU in a 5x4 peer-bench turn, for payloads that are almost all read from
+memory while they matter. What this gives up: the disk keeps only what
+overflowed memory, so a restarted Worker fetches its recent blobs again with
+``LoadBlobs``, as a new Worker on another machine does.
 
 It keeps the `dex.BlobCache` contract: safe to call from several threads;
 ``put`` admits what fits the memory budget and reports ``True`` (the disk
 cache's own admission decision comes later and is not reported); ``close``
-writes everything still queued, then closes the disk cache.
+finishes the queued disk writes, then closes the disk cache.
 """
 
 import collections
@@ -38,7 +45,7 @@ _Op = (
 
 
 class MemoryFrontBlobCache:
-    """A `dex.BlobCache`: recently used payloads in memory; every write also goes to ``disk``, in the background."""
+    """A `dex.BlobCache`: recently used payloads in memory; what leaves memory goes to ``disk``, in the background."""
 
     def __init__(self, disk: dex.BlobCache, memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
         """Front ``disk`` (now owned by this cache) with at most ``memory_bytes`` of payloads.
@@ -52,6 +59,8 @@ class MemoryFrontBlobCache:
         self._budget = memory_bytes
         self._held = 0
         self._entries: collections.OrderedDict[str, bytes] = collections.OrderedDict()
+        self._pending: dict[str, bytes] = {}
+        """Payloads queued for the disk and not written yet (served from here meanwhile)."""
         self._lock = threading.Lock()
         self._writes: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
         self._closed = False
@@ -70,6 +79,9 @@ class MemoryFrontBlobCache:
             if payload is not None:
                 self._entries.move_to_end(blob_id)
                 return payload
+            payload = self._pending.get(blob_id)
+            if payload is not None:
+                return payload
         payload = self._disk.get(blob_id)
         if payload is not None:
             with self._lock:
@@ -77,22 +89,21 @@ class MemoryFrontBlobCache:
         return payload
 
     def put(self, blob_id: str, payload: bytes) -> bool:
-        """Keep the payload in memory and queue it for the disk cache.
+        """Keep the payload in memory; a payload larger than the whole memory budget goes to the disk cache.
 
-        Returns ``False`` when it is larger than the whole memory budget (the disk cache may still keep it).
+        Returns ``False`` for such a payload (the disk cache may still keep it).
         """
         data = bytes(payload)
         with self._lock:
             if self._closed:
                 return False
-            admitted = self._remember(blob_id, data)
-            self._writes.put(("put", blob_id, data))
-        return admitted
+            return self._remember(blob_id, data)
 
     def delete(self, blob_id: str) -> None:
         """Forget the payload here and, in order with earlier writes, in the disk cache."""
         with self._lock:
             self._forget(blob_id)
+            self._pending.pop(blob_id, None)
             if not self._closed:
                 self._writes.put(("delete", blob_id))
 
@@ -100,12 +111,16 @@ class MemoryFrontBlobCache:
         """Forget every payload here and, in order with earlier writes, in the disk cache."""
         with self._lock:
             self._entries.clear()
+            self._pending.clear()
             self._held = 0
             if not self._closed:
                 self._writes.put(("delete_all",))
 
     def close(self) -> None:
-        """Write what is still queued, stop the writer and close the disk cache; repeated calls are safe."""
+        """Finish the queued disk writes, stop the writer and close the disk cache; repeated calls are safe.
+
+        Payloads still held in memory are not written: the disk keeps only what overflowed.
+        """
         with self._lock:
             if self._closed:
                 return
@@ -124,16 +139,24 @@ class MemoryFrontBlobCache:
         done.wait()
 
     def _remember(self, blob_id: str, payload: bytes) -> bool:
-        if len(payload) > self._budget:
-            self._forget(blob_id)
-            return False
+        """Hold ``payload`` (called with the lock held); what does not fit goes to the disk queue."""
         self._forget(blob_id)
+        if len(payload) > self._budget:
+            self._spill(blob_id, payload)
+            return False
         self._entries[blob_id] = payload
         self._held += len(payload)
         while self._held > self._budget:
-            _, dropped = self._entries.popitem(last=False)
+            dropped_id, dropped = self._entries.popitem(last=False)
             self._held -= len(dropped)
+            self._spill(dropped_id, dropped)
         return True
+
+    def _spill(self, blob_id: str, payload: bytes) -> None:
+        if self._closed:
+            return
+        self._pending[blob_id] = payload
+        self._writes.put(("put", blob_id, payload))
 
     def _forget(self, blob_id: str) -> None:
         old = self._entries.pop(blob_id, None)
@@ -148,7 +171,12 @@ class MemoryFrontBlobCache:
             try:
                 match op:
                     case ("put", blob_id, payload):
-                        self._disk.put(blob_id, payload)
+                        try:
+                            self._disk.put(blob_id, payload)
+                        finally:
+                            with self._lock:
+                                if self._pending.get(blob_id) is payload:
+                                    del self._pending[blob_id]
                     case ("delete", blob_id):
                         self._disk.delete(blob_id)
                     case ("delete_all",):
