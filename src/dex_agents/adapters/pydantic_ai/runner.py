@@ -318,15 +318,21 @@ class PydanticAIRunner(Generic[DepsT]):
         if self._live is not None:
             live = self._live.take((turn.flow_id, turn.turn_id))
             if live is not None:
+                answers = None
                 if live_possible and _continues(live, turn, history_key):
-                    answers = deferred_tool_results(
-                        live.tool_call_ids, turn.tool_calls, typed=typed_call_ids(live.turn_base)
-                    )
-                    # A denial reads differently inside a run than at a resumed run's start: resume those.
-                    if not answers.approvals:
-                        live.resume(answers, turn.events)
-                        return await self._live_stop(live, turn)
-                live.abandon()
+                    try:
+                        answers = deferred_tool_results(
+                            live.tool_call_ids, turn.tool_calls, typed=typed_call_ids(live.turn_base)
+                        )
+                    except BaseException:
+                        live.abandon()
+                        raise
+                # A denial reads differently inside a run than at a resumed run's start: resume those.
+                if answers is None or answers.approvals:
+                    live.abandon()
+                else:
+                    live.resume(answers, turn.events)
+                    return await self._live_stop(live, turn)
         opening = self._opening_message(turn)
         prompt = _history.turn_prompt(opening)
         history = _history.replay(earlier)
@@ -431,9 +437,14 @@ class PydanticAIRunner(Generic[DepsT]):
             turn_messages = stop.all_messages()[live.base :]
             output = stop.output
             usage = stop.usage
-        check_answered_calls(turn_messages[live.turn_length :], live.supplied, live.record.output_tool_names)
-        step_usage = _usage_since(usage, live.usage_mark)
-        outcome = self._outcome(output, turn_messages, step_usage, turn, live.record, live.prompt)
+        try:
+            check_answered_calls(turn_messages[live.turn_length :], live.supplied, live.record.output_tool_names)
+            outcome = self._outcome(
+                output, turn_messages, _usage_since(usage, live.usage_mark), turn, live.record, live.prompt
+            )
+        except BaseException:
+            live.abandon()  # a run waiting at a handoff nobody keeps would wait for ever
+            raise
         if isinstance(stop, Handoff) and isinstance(outcome, ToolCallsRequested) and self._live is not None:
             live.state = outcome.framework_run_state
             live.tool_call_ids = tuple(call.tool_call_id for call in outcome.tool_calls)

@@ -33,6 +33,7 @@ from dex_agents import (
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner
 from dex_agents.adapters.pydantic_ai._history import RunState
 from dex_agents.adapters.pydantic_ai._live_runs import LiveRun, LiveRuns
+from dex_agents.domain.errors import RunnerContractError
 from dex_agents.domain.events import TextDeltaPayload
 from dex_agents.testing import RecordingEventSink, make_tool_call, make_turn_context
 from tests.unit.adapters.pydantic_ai.support import Approval, SessionDriver, Turn
@@ -411,3 +412,25 @@ def test_a_live_run_left_on_another_event_loop_is_not_continued() -> None:
 
     assert isinstance(done, TurnCompleted)
     assert len(run_ids_of(done)) == 2
+
+
+async def test_a_step_without_the_records_of_its_calls_fails_as_the_durable_path_does_and_ends_the_live_run() -> None:
+    runner = PydanticAIRunner(build_agent(batches(1, 1)))
+    messages, outcome = await first_step(runner, RecordingEventSink())
+    live = runner._live
+    assert live is not None
+    kept = live._runs[("session-1", "turn-1")][0]
+    context = make_turn_context(
+        messages=messages, turn_id="turn-1", framework_run_state=outcome.framework_run_state, tool_calls=[]
+    )
+
+    with pytest.raises(RunnerContractError, match="has no record"):
+        await runner.run_model_step(context)
+    task = kept._task
+    assert task is not None
+    await asyncio.wait({task}, timeout=5)
+
+    assert kept.abandoned
+    assert task.cancelled()
+    with pytest.raises(RunnerContractError, match="has no record"):
+        await PydanticAIRunner(build_agent(batches(1, 1)), live_runs=False).run_model_step(context)
