@@ -311,8 +311,3 @@ class LiveRuns:
         live = self.take(key)
         if live is not None:
             live.abandon()
-
-    def clear(self) -> None:
-        """Abandon every live run."""
-        for key in list(self._runs):
-            self.discard(key)
