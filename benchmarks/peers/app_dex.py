@@ -301,6 +301,57 @@ class _Child:
         self._log.close()
 
 
+class ChildProcesses:
+    """Fake Dex and one Worker, each a child process with CPU probe and log (``dex``, ``dex-floor``, ``sdk-floor``)."""
+
+    def __init__(self, workdir: str, prefix: str) -> None:
+        """Log to ``<workdir>/<prefix>-server.log`` and ``<workdir>/<prefix>-worker.log``."""
+        self.workdir = workdir
+        self.prefix = prefix
+        self.server = _Child("server", os.path.join(workdir, f"{prefix}-server.log"))
+        self.worker = _Child("worker", os.path.join(workdir, f"{prefix}-worker.log"))
+        self.address = ""
+
+    async def start(self, worker_module: str, worker_env: dict[str, str]) -> str:
+        """Start fake Dex, then ``worker_module`` with ``worker_env``; wait until it serves; return Dex's address."""
+        await self.server.spawn("benchmarks.peers.fake_dex_server", "--port", "0", stdout=asyncio.subprocess.PIPE)
+        assert self.server.process is not None
+        assert self.server.process.stdout is not None
+        line = await asyncio.wait_for(self.server.process.stdout.readline(), 60)
+        self.address = line.decode().strip()
+        if not self.address.startswith("127.0.0.1:"):
+            raise RuntimeError(f"fake Dex did not print its address (got {line!r}); see {self.server.log_path}")
+        ready = Path(self.workdir) / f"{self.prefix}-worker-{os.getpid()}.ready"
+        ready.unlink(missing_ok=True)
+        await self.worker.spawn(
+            worker_module, env={SERVER_ADDRESS_ENV: self.address, READY_FILE_ENV: str(ready), **worker_env}
+        )
+        for _ in range(600):
+            if ready.exists():
+                return self.address
+            if self.worker.exited() is not None:
+                raise RuntimeError(f"the {self.prefix} Worker exited; see {self.worker.log_path}")
+            await asyncio.sleep(0.05)
+        raise RuntimeError(f"the {self.prefix} Worker did not serve within 30 s; see {self.worker.log_path}")
+
+    def cpu_marks(self) -> dict[str, float]:
+        """CPU seconds so far of each child, by role."""
+        return {"worker": self.worker.probe.read(), "server": self.server.probe.read()}
+
+    def memory(self) -> dict[str, dict[str, int]]:
+        """Peak and current RSS of each child, by role."""
+        return {"worker": proc_mem_kib(self.worker.pid), "server": proc_mem_kib(self.server.pid)}
+
+    def pids(self) -> dict[str, int]:
+        """Process IDs, by role."""
+        return {"worker": self.worker.pid, "server": self.server.pid}
+
+    async def stop(self) -> None:
+        """Stop the Worker, then the server (docs/fake-dex.md)."""
+        await self.worker.stop()
+        await self.server.stop()
+
+
 class DexProcessRunner(_DexRunner):
     """``dex``: fake Dex and the Worker in their own child processes; the Client here.
 
@@ -313,47 +364,26 @@ class DexProcessRunner(_DexRunner):
 
     async def start(self, args: argparse.Namespace) -> None:
         self._choose_mode(args)
-        self._server = _Child("server", os.path.join(args.workdir, "dex-fake-server.log"))
-        self._worker = _Child("worker", os.path.join(args.workdir, "dex-worker.log"))
-        await self._server.spawn("benchmarks.peers.fake_dex_server", "--port", "0", stdout=asyncio.subprocess.PIPE)
-        assert self._server.process is not None
-        assert self._server.process.stdout is not None
-        line = await asyncio.wait_for(self._server.process.stdout.readline(), 60)
-        self.address = line.decode().strip()
-        if not self.address.startswith("127.0.0.1:"):
-            raise RuntimeError(f"fake Dex did not print its address (got {line!r}); see {self._server.log_path}")
-        ready = Path(args.workdir) / f"dex-worker-{os.getpid()}.ready"
-        ready.unlink(missing_ok=True)
-        await self._worker.spawn(
+        self._children = ChildProcesses(args.workdir, "dex")
+        self.address = await self._children.start(
             "benchmarks.peers.dex_worker",
-            env={
-                SERVER_ADDRESS_ENV: self.address,
-                READY_FILE_ENV: str(ready),
+            {
                 WORKER_MODE_ENV: self.worker_mode.value,
                 LISTEN_ADDRESS_ENV: self.listen_address,
                 FLOOR_ENV: "1" if self.floor else "",
             },
         )
-        for _ in range(600):
-            if ready.exists():
-                break
-            if self._worker.exited() is not None:
-                raise RuntimeError(f"the dex Worker exited; see {self._worker.log_path}")
-            await asyncio.sleep(0.05)
-        else:
-            raise RuntimeError(f"the dex Worker did not serve within 30 s; see {self._worker.log_path}")
         self._open_client()
 
     def cpu_marks(self) -> dict[str, float]:
-        return {"worker": self._worker.probe.read(), "server": self._server.probe.read()}
+        return self._children.cpu_marks()
 
     def memory(self) -> dict[str, dict[str, int]]:
-        return {"worker": proc_mem_kib(self._worker.pid), "server": proc_mem_kib(self._server.pid)}
+        return self._children.memory()
 
     def pids(self) -> dict[str, int]:
-        return {"worker": self._worker.pid, "server": self._server.pid}
+        return self._children.pids()
 
     async def stop(self) -> None:
         await self._close_client()
-        await self._worker.stop()  # Workers stop before the server (docs/fake-dex.md)
-        await self._server.stop()
+        await self._children.stop()

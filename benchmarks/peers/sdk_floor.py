@@ -37,8 +37,8 @@ from typing import Any
 
 import dex
 
-from benchmarks.peers.app_dex import _Child
-from benchmarks.peers.procstat import proc_mem_kib, serve_cpu_probe_from_env
+from benchmarks.peers.app_dex import ChildProcesses
+from benchmarks.peers.procstat import serve_cpu_probe_from_env
 from benchmarks.peers.runners import Describe, Runner
 from dex_agents import wait_worker_serving
 from dex_agents.infrastructure.dex.container import free_loopback_address
@@ -161,30 +161,9 @@ class SdkFloorRunner(Runner):
         self._client: dex.AsyncClient | None = None
 
     async def start(self, args: argparse.Namespace) -> None:
-        self._server = _Child("server", os.path.join(args.workdir, "sdk-floor-server.log"))
-        self._worker = _Child("worker", os.path.join(args.workdir, "sdk-floor-worker.log"))
-        await self._server.spawn("benchmarks.peers.fake_dex_server", "--port", "0", stdout=asyncio.subprocess.PIPE)
-        assert self._server.process is not None
-        assert self._server.process.stdout is not None
-        line = await asyncio.wait_for(self._server.process.stdout.readline(), 60)
-        self.address = line.decode().strip()
-        if not self.address.startswith("127.0.0.1:"):
-            raise RuntimeError(f"fake Dex did not print its address (got {line!r}); see {self._server.log_path}")
+        self._children = ChildProcesses(args.workdir, "sdk-floor")
         listen = free_loopback_address()
-        ready = Path(args.workdir) / f"sdk-floor-worker-{os.getpid()}.ready"
-        ready.unlink(missing_ok=True)
-        await self._worker.spawn(
-            "benchmarks.peers.sdk_floor",
-            env={SERVER_ADDRESS_ENV: self.address, READY_FILE_ENV: str(ready), LISTEN_ADDRESS_ENV: listen},
-        )
-        for _ in range(600):
-            if ready.exists():
-                break
-            if self._worker.exited() is not None:
-                raise RuntimeError(f"the sdk-floor Worker exited; see {self._worker.log_path}")
-            await asyncio.sleep(0.05)
-        else:
-            raise RuntimeError(f"the sdk-floor Worker did not serve within 30 s; see {self._worker.log_path}")
+        self.address = await self._children.start("benchmarks.peers.sdk_floor", {LISTEN_ADDRESS_ENV: listen})
         self._cache = dex.open_blob_cache(dex.BlobCacheConfig(os.path.join(self._cache_dir, "client"), 64 << 20))
         self._client = dex.AsyncClient(
             _registry(),
@@ -220,21 +199,20 @@ class SdkFloorRunner(Runner):
         }
 
     def cpu_marks(self) -> dict[str, float]:
-        return {"worker": self._worker.probe.read(), "server": self._server.probe.read()}
+        return self._children.cpu_marks()
 
     def memory(self) -> dict[str, dict[str, int]]:
-        return {"worker": proc_mem_kib(self._worker.pid), "server": proc_mem_kib(self._server.pid)}
+        return self._children.memory()
 
     def pids(self) -> dict[str, int]:
-        return {"worker": self._worker.pid, "server": self._server.pid}
+        return self._children.pids()
 
     async def stop(self) -> None:
         if self._client is not None:
             await self._client.close()
         if self._cache is not None:
             self._cache.close()
-        await self._worker.stop()
-        await self._server.stop()
+        await self._children.stop()
 
 
 async def _serve() -> None:

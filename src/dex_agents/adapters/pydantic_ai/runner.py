@@ -377,30 +377,9 @@ class PydanticAIRunner(Generic[DepsT]):
             # CallToolsNode appends a user prompt given with deferred results after the returns).
             steered = [message.text for message in turn.steered_messages]
             user_prompt = "\n\n".join(steered) if steered else None
-        if live is not None:
-            live.turn_base = list(earlier_turn_messages)
-            live.turn_length = len(earlier_turn_messages)
-            live.supplied = supplied
-            live.prompt = prompt
-            run_live = live
 
-            def run() -> Awaitable[AgentRunResult[Any]]:
-                return self._agent.run(
-                    user_prompt,
-                    message_history=[*history, *earlier_turn_messages],
-                    deferred_tool_results=results,
-                    output_type=self._output_type,
-                    deps=cast(DepsT, deps),
-                    model=self._model,
-                    conversation_id=turn.flow_id,
-                    capabilities=capabilities,
-                    usage_limits=UsageLimits(request_limit=None),
-                )
-
-            run_live.start(run)
-            return await self._live_stop(run_live, turn)
-        try:
-            result = await self._agent.run(
+        def run(usage_limits: UsageLimits | None = None) -> Awaitable[AgentRunResult[Any]]:
+            return self._agent.run(
                 user_prompt,
                 message_history=[*history, *earlier_turn_messages],
                 deferred_tool_results=results,
@@ -409,7 +388,19 @@ class PydanticAIRunner(Generic[DepsT]):
                 model=self._model,
                 conversation_id=turn.flow_id,
                 capabilities=capabilities,
+                usage_limits=usage_limits,
             )
+
+        if live is not None:
+            live.turn_base = list(earlier_turn_messages)
+            live.turn_length = len(earlier_turn_messages)
+            live.supplied = supplied
+            live.prompt = prompt
+            # One run serves several model Steps: a request limit would count them all (a durable run counts its own).
+            live.start(lambda: run(UsageLimits(request_limit=None)))
+            return await self._live_stop(live, turn)
+        try:
+            result = await run()
         except Exception as error:
             if is_context_overflow(error):
                 raise ContextOverflowError(str(error)) from error

@@ -26,6 +26,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from dex_agents import (
     AgentMessage,
+    AgentTurnContext,
     AgentUserMessage,
     ToolCallsRequested,
     TurnCompleted,
@@ -228,6 +229,17 @@ def results_of(outcome: ToolCallsRequested) -> list[Any]:
     return [make_tool_call(c.tool_call_id, c.tool_name, turn_id="turn-1", output="ok") for c in outcome.tool_calls]
 
 
+def second_step(messages: list[AgentMessage], outcome: ToolCallsRequested, **context: Any) -> AgentTurnContext:
+    """The context of the turn's next model Step, every call answered ``ok``."""
+    return make_turn_context(
+        messages=messages,
+        turn_id="turn-1",
+        framework_run_state=outcome.framework_run_state,
+        tool_calls=results_of(outcome),
+        **context,
+    )
+
+
 async def test_the_continued_model_request_writes_its_text_to_the_events_of_the_step_it_serves() -> None:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if sum(isinstance(m, ModelResponse) for m in messages) == 0:
@@ -238,14 +250,7 @@ async def test_the_continued_model_request_writes_its_text_to_the_events_of_the_
     first_sink, second_sink = RecordingEventSink(), RecordingEventSink()
     messages, outcome = await first_step(runner, first_sink)
     done = await runner.run_model_step(
-        make_turn_context(
-            messages=messages,
-            turn_id="turn-1",
-            step_execution_id="run-model-2",
-            framework_run_state=outcome.framework_run_state,
-            tool_calls=results_of(outcome),
-            sink=second_sink,
-        )
+        second_step(messages, outcome, step_execution_id="run-model-2", sink=second_sink)
     )
 
     assert isinstance(done, TurnCompleted)
@@ -298,12 +303,7 @@ async def test_a_step_with_steered_messages_abandons_the_live_run_and_the_messag
 
     runner = PydanticAIRunner(build_agent(respond))
     messages, outcome = await first_step(runner, RecordingEventSink())
-    context = make_turn_context(
-        messages=messages,
-        turn_id="turn-1",
-        framework_run_state=outcome.framework_run_state,
-        tool_calls=results_of(outcome),
-    )
+    context = second_step(messages, outcome)
     steered = AgentUserMessage(text="also check order 9", client_message_id="m2")
     done = await runner.run_model_step(attrs.evolve(context, steered_messages=(steered,)))
 
@@ -324,12 +324,7 @@ async def test_a_model_error_in_a_continued_step_is_raised_and_the_retry_resumes
 
     runner = PydanticAIRunner(build_agent(respond))
     messages, outcome = await first_step(runner, RecordingEventSink())
-    context = make_turn_context(
-        messages=messages,
-        turn_id="turn-1",
-        framework_run_state=outcome.framework_run_state,
-        tool_calls=results_of(outcome),
-    )
+    context = second_step(messages, outcome)
 
     with pytest.raises(RuntimeError, match="the provider is down"):
         await runner.run_model_step(context)
@@ -355,16 +350,7 @@ async def test_a_cancelled_step_cancels_its_live_run() -> None:
     live = runner._live
     assert live is not None
     kept = live._runs[("session-1", "turn-1")][0]
-    step = asyncio.create_task(
-        runner.run_model_step(
-            make_turn_context(
-                messages=messages,
-                turn_id="turn-1",
-                framework_run_state=outcome.framework_run_state,
-                tool_calls=results_of(outcome),
-            )
-        )
-    )
+    step = asyncio.create_task(runner.run_model_step(second_step(messages, outcome)))
     await started.wait()
     step.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -399,14 +385,7 @@ def test_a_live_run_left_on_another_event_loop_is_not_continued() -> None:
     messages, outcome = asyncio.run(first())
 
     async def second() -> TurnCompleted | ToolCallsRequested:
-        return await runner.run_model_step(
-            make_turn_context(
-                messages=messages,
-                turn_id="turn-1",
-                framework_run_state=outcome.framework_run_state,
-                tool_calls=results_of(outcome),
-            )
-        )
+        return await runner.run_model_step(second_step(messages, outcome))
 
     done = asyncio.run(second())
 
