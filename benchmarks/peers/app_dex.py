@@ -364,7 +364,7 @@ class DexProcessRunner(_DexRunner):
 
     async def start(self, args: argparse.Namespace) -> None:
         self._choose_mode(args)
-        self._children = ChildProcesses(args.workdir, "dex")
+        self._children = ChildProcesses(args.workdir, self.name)
         self.address = await self._children.start(
             "benchmarks.peers.dex_worker",
             {
