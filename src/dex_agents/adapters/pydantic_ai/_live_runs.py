@@ -21,8 +21,11 @@ it is indistinguishable from a fresh run over the same state, so the hook declin
 ends with `DeferredToolRequests` as before) unless:
 
 - the agent is a plain ``Agent`` (the tool Step's direct-path rules, `_direct_tool`), the runner has
-  no ``deps_factory`` (a live run keeps its first Step's deps) and the agent has no instruction or
-  system-prompt functions (they would see the run's step count grow across Steps);
+  no ``deps_factory`` (a live run keeps its first Step's deps), and nothing of the agent's that a
+  model Step runs can read the run's context (whose step count, usage, prompt and ``run_id`` differ
+  from a fresh run's): no instruction or system-prompt functions, no output validators, an output
+  type of classes only (no output functions or markers), no tool with a ``prepare`` function or an
+  ``args_validator``;
 - the requests hold only calls (no approvals, no metadata), exactly the tool calls of the last
   model response, and the run so far holds no retry prompt (retry counters would carry over);
 - the next Step brings no steered messages, the same earlier history and summary, the same run
@@ -92,9 +95,22 @@ def live_runs_possible(agent: object, *, has_deps_factory: bool) -> bool:
             all(isinstance(getattr(item, "instruction", item), str) for item in typed._instructions)  # noqa: SLF001
             and not typed._system_prompt_functions  # noqa: SLF001
             and not typed._system_prompt_dynamic_functions  # noqa: SLF001
+            and not typed._output_validators  # noqa: SLF001
+            and _plain_output_type(typed.output_type)
+            and all(
+                tool.prepare is None and tool.args_validator is None
+                for tool in typed._function_toolset.tools.values()  # noqa: SLF001
+            )
         )
     except AttributeError:
         return False
+
+
+def _plain_output_type(output_type: object) -> bool:
+    """Whether the output type is classes only: no output function or marker that could read the run's context."""
+    if isinstance(output_type, (list, tuple)):
+        return all(isinstance(item, type) for item in output_type)
+    return isinstance(output_type, type)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 import pytest
-from pydantic_ai import Agent, ModelMessagesTypeAdapter, ModelRetry
+from pydantic_ai import Agent, DeferredToolRequests, ModelMessagesTypeAdapter, ModelRetry, RunContext
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -23,6 +23,7 @@ from pydantic_ai.messages import (
     ToolCallPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import ToolDefinition
 
 from dex_agents import (
     AgentMessage,
@@ -413,3 +414,53 @@ async def test_a_step_without_the_records_of_its_calls_fails_as_the_durable_path
     assert task.cancelled()
     with pytest.raises(RunnerContractError, match="has no record"):
         await PydanticAIRunner(build_agent(batches(1, 1)), live_runs=False).run_model_step(context)
+
+
+def with_tool_prepare() -> Agent[None, str]:
+    agent = build_agent(batches(2, 1))
+
+    async def keep(ctx: RunContext[None], definition: ToolDefinition) -> ToolDefinition | None:
+        return definition  # could read ctx.run_step, which a live run does not reset
+
+    agent.tool_plain(name="spare", prepare=keep)(work_plain)
+    return agent
+
+
+def with_args_validator() -> Agent[None, str]:
+    agent = build_agent(batches(2, 1))
+
+    def check(ctx: RunContext[None], n: int) -> None:
+        return None
+
+    agent.tool_plain(name="checked", args_validator=check)(work_plain)
+    return agent
+
+
+def with_output_validator() -> Agent[None, Any]:
+    agent: Agent[None, Any] = Agent(
+        FunctionModel(batches(2, 1)), output_type=[str, DeferredToolRequests], instructions="Do the work."
+    )
+    agent.tool_plain(name="work")(work_plain)
+
+    @agent.output_validator
+    def accept(ctx: RunContext[None], output: Any) -> Any:
+        return output
+
+    return agent
+
+
+def work_plain(n: int) -> str:
+    """Do one piece of work."""
+    return f"result {n}"
+
+
+@pytest.mark.parametrize(
+    "build", [with_tool_prepare, with_args_validator, with_output_validator], ids=["prepare", "args", "output"]
+)
+async def test_an_agent_whose_step_code_reads_the_run_context_takes_the_durable_path(
+    build: Callable[[], Agent[None, Any]],
+) -> None:
+    live, durable = await both_ways(build(), ["go"])
+
+    assert [comparable(t) for t in live] == [comparable(t) for t in durable]
+    assert len(run_ids(live[0])) == 3
