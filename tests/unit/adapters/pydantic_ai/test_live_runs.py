@@ -464,3 +464,13 @@ async def test_an_agent_whose_step_code_reads_the_run_context_takes_the_durable_
 
     assert [comparable(t) for t in live] == [comparable(t) for t in durable]
     assert len(run_ids(live[0])) == 3
+
+
+async def test_an_agent_with_a_static_system_prompt_stores_the_same_turns_both_ways() -> None:
+    agent: Agent[None, str] = Agent(FunctionModel(batches(2, 2)), system_prompt="You do the work.")
+    agent.tool_plain(name="work")(work_plain)
+
+    live, durable = await both_ways(agent, ["first", "second", "third"])
+
+    assert [comparable(t) for t in live] == [comparable(t) for t in durable]
+    assert all(len(run_ids(t)) == 1 for t in live)
