@@ -20,12 +20,14 @@ live run was evicted or waited longer than `LIVE_RUN_IDLE_SECONDS`. A live run c
 it is indistinguishable from a fresh run over the same state, so the hook declines (and the run
 ends with `DeferredToolRequests` as before) unless:
 
-- the agent is a plain ``Agent`` (the tool Step's direct-path rules, `_direct_tool`), the runner has
-  no ``deps_factory`` (a live run keeps its first Step's deps), and nothing of the agent's that a
-  model Step runs can read the run's context (whose step count, usage, prompt and ``run_id`` differ
-  from a fresh run's): no instruction or system-prompt functions, no output validators, an output
-  type of classes only (no output functions or markers), no tool with a ``prepare`` function or an
-  ``args_validator``;
+- the agent is a plain ``Agent`` (the tool Step's direct-path rules, `_direct_tool`), and nothing of
+  the agent's that a model Step runs can read the run's context (whose step count, usage, prompt,
+  ``run_id`` and deps differ from a fresh run's): no instruction or system-prompt functions, no
+  output validators, an output type of classes only (no output functions or markers), no tool with
+  a ``prepare`` function or an ``args_validator``. Tools themselves run in tool Steps. So a live run
+  may keep the deps its first Step built: nothing in its model Steps reads them. The runner still
+  calls ``deps_factory`` before every model Step, as the contract says, and a factory that raises
+  fails the Step as it would have;
 - the requests hold only calls (no approvals, no metadata), exactly the tool calls of the last
   model response, and the run so far holds no retry prompt (retry counters would carry over);
 - the next Step brings no steered messages, the same earlier history and summary, the same run
@@ -85,9 +87,9 @@ class SwitchableDeltas:
             self.target.write_reasoning_delta(text)
 
 
-def live_runs_possible(agent: object, *, has_deps_factory: bool) -> bool:
+def live_runs_possible(agent: object) -> bool:
     """Whether the agent's turns may run live (the module docstring's first rule); asked before every model Step."""
-    if has_deps_factory or not plain_agent(agent):
+    if not plain_agent(agent):
         return False
     typed: Agent[Any, Any] = agent  # type: ignore[assignment]  # plain_agent checked the type
     try:

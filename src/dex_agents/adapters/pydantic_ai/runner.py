@@ -312,15 +312,15 @@ class PydanticAIRunner(Generic[DepsT]):
         """
         earlier = [message for message in turn.messages if message.turn_id != turn.turn_id]
         history_key = _history_key(earlier, turn)
-        live_possible = self._live is not None and live_runs_possible(
-            self._agent, has_deps_factory=self._deps_factory is not None
-        )
+        live_possible = self._live is not None and live_runs_possible(self._agent)
         if self._live is not None:
             live = self._live.take((turn.flow_id, turn.turn_id))
             if live is not None:
                 answers = None
                 if live_possible and _continues(live, turn, history_key):
                     try:
+                        # Built as for any model Step (the factory's contract); the live run reads no deps.
+                        await self._deps(turn.flow_id)
                         answers = deferred_tool_results(
                             live.tool_call_ids, turn.tool_calls, typed=typed_call_ids(live.turn_base)
                         )

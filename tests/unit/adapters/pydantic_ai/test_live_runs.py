@@ -172,11 +172,45 @@ async def test_a_run_with_a_retry_prompt_ends_at_its_deferral_and_the_next_step_
     assert len(run_ids(live_turn)) == 2  # the invalid call's retry stays in the first run, which then ends
 
 
-async def test_an_agent_with_a_deps_factory_takes_the_durable_path() -> None:
-    live, durable = await both_ways(build_agent(batches(2, 1)), ["go"], deps_factory=lambda _session: None)
+async def test_an_agent_with_a_deps_factory_runs_live_and_the_factory_runs_before_every_step_as_before() -> None:
+    built: dict[str, int] = {"live": 0, "durable": 0}
+    counting = "live"
 
-    assert [comparable(t) for t in live] == [comparable(t) for t in durable]
-    assert len(run_ids(live[0])) == 3
+    def factory(_session_id: str) -> None:
+        built[counting] += 1
+
+    agent = build_agent(batches(2, 1))
+    live_driver = SessionDriver(PydanticAIRunner(agent, deps_factory=factory))
+    durable_driver = SessionDriver(PydanticAIRunner(agent, deps_factory=factory, live_runs=False))
+    live = await live_driver.turn("go")
+    counting = "durable"
+    durable = await durable_driver.turn("go")
+
+    assert comparable(live) == comparable(durable)
+    assert len(run_ids(live)) == 1
+    assert built == {"live": 5, "durable": 5}  # 3 model Steps and 2 tool Steps each
+
+
+async def test_a_deps_factory_that_raises_in_a_continued_step_fails_it_and_ends_the_live_run() -> None:
+    failing = iter([False, True])
+
+    def factory(_session_id: str) -> None:
+        if next(failing, False):
+            raise ConnectionError("the deps could not be built")
+
+    runner = PydanticAIRunner(build_agent(batches(1, 1)), deps_factory=factory)
+    messages, outcome = await first_step(runner, RecordingEventSink())
+    live = runner._live
+    assert live is not None
+    kept = live._runs[("session-1", "turn-1")][0]
+
+    with pytest.raises(ConnectionError, match="could not be built"):
+        await runner.run_model_step(second_step(messages, outcome))
+    done = await runner.run_model_step(second_step(messages, outcome))
+
+    assert kept.abandoned
+    assert isinstance(done, TurnCompleted)
+    assert len(run_ids_of(done)) == 2
 
 
 async def test_an_agent_with_an_instructions_function_takes_the_durable_path() -> None:
