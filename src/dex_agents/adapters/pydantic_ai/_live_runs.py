@@ -23,8 +23,9 @@ ends with `DeferredToolRequests` as before) unless:
 - the agent is a plain ``Agent`` (the tool Step's direct-path rules, `_direct_tool`), and nothing of
   the agent's that a model Step runs can read the run's context (whose step count, usage, prompt,
   ``run_id`` and deps differ from a fresh run's): no instruction or system-prompt functions, no
-  output validators, an output type of classes only (no output functions or markers), no tool with
-  a ``prepare`` function or an ``args_validator``. Tools themselves run in tool Steps. So a live run
+  output validators, an output type of classes only (no output functions or markers), no model
+  settings or metadata computed from the context, no tool with a ``prepare`` function or an
+  ``args_validator``. Tools themselves run in tool Steps. So a live run
   may keep the deps its first Step built: nothing in its model Steps reads them. The runner still
   calls ``deps_factory`` before every model Step, as the contract says, and a factory that raises
   fails the Step as it would have;
@@ -98,6 +99,8 @@ def live_runs_possible(agent: object) -> bool:
             and not typed._system_prompt_functions  # noqa: SLF001
             and not typed._system_prompt_dynamic_functions  # noqa: SLF001
             and not typed._output_validators  # noqa: SLF001
+            and not callable(typed.model_settings)
+            and not callable(typed._metadata)  # noqa: SLF001
             and _plain_output_type(typed.output_type)
             and all(
                 tool.prepare is None and tool.args_validator is None

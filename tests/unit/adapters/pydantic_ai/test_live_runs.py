@@ -508,3 +508,27 @@ async def test_an_agent_with_a_static_system_prompt_stores_the_same_turns_both_w
 
     assert [comparable(t) for t in live] == [comparable(t) for t in durable]
     assert all(len(run_ids(t)) == 1 for t in live)
+
+
+def with_model_settings_function() -> Agent[None, str]:
+    agent = build_agent(batches(2, 1))
+    agent.model_settings = lambda ctx: {"temperature": 0.0}
+    return agent
+
+
+def with_metadata_function() -> Agent[None, str]:
+    agent: Agent[None, str] = Agent(
+        FunctionModel(batches(2, 1)), instructions="Do the work.", metadata=lambda ctx: {"step": ctx.run_step}
+    )
+    agent.tool_plain(name="work")(work_plain)
+    return agent
+
+
+@pytest.mark.parametrize("build", [with_model_settings_function, with_metadata_function], ids=["settings", "metadata"])
+async def test_an_agent_with_context_computed_settings_or_metadata_takes_the_durable_path(
+    build: Callable[[], Agent[None, str]],
+) -> None:
+    live, durable = await both_ways(build(), ["go"])
+
+    assert [comparable(t) for t in live] == [comparable(t) for t in durable]
+    assert len(run_ids(live[0])) == 3
