@@ -352,7 +352,22 @@ class ChildProcesses:
         await self.server.stop()
 
 
-class DexProcessRunner(_DexRunner):
+class ChildProcessesRunner(Runner):
+    """A runner whose engine is `ChildProcesses` (``self._children``): CPU, memory and PIDs come from there."""
+
+    _children: ChildProcesses
+
+    def cpu_marks(self) -> dict[str, float]:
+        return self._children.cpu_marks()
+
+    def memory(self) -> dict[str, dict[str, int]]:
+        return self._children.memory()
+
+    def pids(self) -> dict[str, int]:
+        return self._children.pids()
+
+
+class DexProcessRunner(ChildProcessesRunner, _DexRunner):
     """``dex``: fake Dex and the Worker in their own child processes; the Client here.
 
     ``dex-floor`` (``floor=True``): the same, serving `benchmarks.peers.floor_runner.FloorRunner`.
@@ -374,15 +389,6 @@ class DexProcessRunner(_DexRunner):
             },
         )
         self._open_client()
-
-    def cpu_marks(self) -> dict[str, float]:
-        return self._children.cpu_marks()
-
-    def memory(self) -> dict[str, dict[str, int]]:
-        return self._children.memory()
-
-    def pids(self) -> dict[str, int]:
-        return self._children.pids()
 
     async def stop(self) -> None:
         await self._close_client()

@@ -37,9 +37,9 @@ from typing import Any
 
 import dex
 
-from benchmarks.peers.app_dex import ChildProcesses
+from benchmarks.peers.app_dex import ChildProcesses, ChildProcessesRunner
 from benchmarks.peers.procstat import serve_cpu_probe_from_env
-from benchmarks.peers.runners import Describe, Runner
+from benchmarks.peers.runners import Describe
 from dex_agents import wait_worker_serving
 from dex_agents.infrastructure.dex.container import free_loopback_address
 from dex_agents.testing.fake_dex import EXECUTE_COMPLETED_EVENT, read_history_events, step_history
@@ -149,7 +149,7 @@ def _registry() -> dex.Registry:
     return dex.Registry([FLOW], allow_async_handlers=True)
 
 
-class SdkFloorRunner(Runner):
+class SdkFloorRunner(ChildProcessesRunner):
     """``sdk-floor``: fake Dex and the raw SDK Worker in their own child processes; the Client here."""
 
     name = "sdk-floor"
@@ -197,15 +197,6 @@ class SdkFloorRunner(Runner):
             "history_events": len(events),
             "history_bytes": sum(event.ByteSize() for event in events),
         }
-
-    def cpu_marks(self) -> dict[str, float]:
-        return self._children.cpu_marks()
-
-    def memory(self) -> dict[str, dict[str, int]]:
-        return self._children.memory()
-
-    def pids(self) -> dict[str, int]:
-        return self._children.pids()
 
     async def stop(self) -> None:
         if self._client is not None:

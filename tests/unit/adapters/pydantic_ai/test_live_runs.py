@@ -488,18 +488,6 @@ def work_plain(n: int) -> str:
     return f"result {n}"
 
 
-@pytest.mark.parametrize(
-    "build", [with_tool_prepare, with_args_validator, with_output_validator], ids=["prepare", "args", "output"]
-)
-async def test_an_agent_whose_step_code_reads_the_run_context_takes_the_durable_path(
-    build: Callable[[], Agent[None, Any]],
-) -> None:
-    live, durable = await both_ways(build(), ["go"])
-
-    assert [comparable(t) for t in live] == [comparable(t) for t in durable]
-    assert len(run_ids(live[0])) == 3
-
-
 async def test_an_agent_with_a_static_system_prompt_stores_the_same_turns_both_ways() -> None:
     agent: Agent[None, str] = Agent(FunctionModel(batches(2, 2)), system_prompt="You do the work.")
     agent.tool_plain(name="work")(work_plain)
@@ -524,9 +512,19 @@ def with_metadata_function() -> Agent[None, str]:
     return agent
 
 
-@pytest.mark.parametrize("build", [with_model_settings_function, with_metadata_function], ids=["settings", "metadata"])
-async def test_an_agent_with_context_computed_settings_or_metadata_takes_the_durable_path(
-    build: Callable[[], Agent[None, str]],
+@pytest.mark.parametrize(
+    "build",
+    [
+        with_tool_prepare,
+        with_args_validator,
+        with_output_validator,
+        with_model_settings_function,
+        with_metadata_function,
+    ],
+    ids=["prepare", "args", "output", "settings", "metadata"],
+)
+async def test_an_agent_whose_step_code_reads_the_run_context_takes_the_durable_path(
+    build: Callable[[], Agent[None, Any]],
 ) -> None:
     live, durable = await both_ways(build(), ["go"])
 
