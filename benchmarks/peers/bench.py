@@ -61,6 +61,7 @@ ALL_CONFIGS = (
     "dex-inproc",
     "dex-floor",
     "sdk-floor",
+    "sdk-floor-agent",
 )
 DEFAULT_CONFIGS = ",".join(ALL_CONFIGS)
 

@@ -20,8 +20,15 @@ for the Steps a durable turn of this shape must make, with nothing of dex-agents
 plain agent's CPU per step in the same run it bounds from below what any binding on this SDK can
 reach (``docs/performance.md``).
 
+Configuration ``sdk-floor-agent`` is the same Flow whose ``Start`` Step first runs the plain agent's
+whole turn (``agent.run`` of the bench agent, as ``plain`` does, on the Worker). Its Worker CPU per
+step is therefore the SDK's floor plus the plain agent's own work, measured in the same process and
+under the same contention as ``dex``'s Worker: the least any durable Pydantic AI binding of this Step
+graph can cost, before it stores, records or resumes anything (``docs/performance.md``).
+
 ``python -m benchmarks.peers.sdk_floor`` is the Worker child (server address, listen address and
-ready file from the environment, as for ``dex``).
+ready file from the environment, as for ``dex``; ``PEERBENCH_SDK_FLOOR_AGENT=1`` for
+``sdk-floor-agent``).
 """
 
 import argparse
@@ -40,6 +47,7 @@ import dex
 from benchmarks.peers.app_dex import ChildProcesses, ChildProcessesRunner
 from benchmarks.peers.procstat import serve_cpu_probe_from_env
 from benchmarks.peers.runners import Describe
+from benchmarks.peers.scenario import make_agent
 from dex_agents import wait_worker_serving
 from dex_agents.infrastructure.dex.container import free_loopback_address
 from dex_agents.testing.fake_dex import EXECUTE_COMPLETED_EVENT, read_history_events, step_history
@@ -50,6 +58,11 @@ RESULTS = dex.Channel("RESULTS", int)
 EVENTS = dex.Stream("sdk_floor.events", str, 10 * 1024 * 1024)
 _BODY = "x" * 250
 """About the size of one of dex-agents' tool lifecycle events."""
+
+
+AGENT_ENV = "PEERBENCH_SDK_FLOOR_AGENT"
+"""Set to ``1`` in the Worker child of ``sdk-floor-agent``: ``Start`` runs the plain agent's turn first."""
+_AGENT = make_agent("sdk-floor-agent") if os.environ.get(AGENT_ENV) == "1" else None
 
 
 def _event(context: dex.AsyncContext, kind: str) -> None:
@@ -76,6 +89,10 @@ class Start(_Step):  # type: ignore[misc]
         match = _SHAPE.search(input)
         if match is None:
             raise ValueError(f"the prompt carries no k= and m=: {input!r}")
+        if _AGENT is not None:
+            result = await _AGENT.run(input)
+            if not result.output.startswith("done:"):
+                raise RuntimeError(f"the plain agent answered {result.output!r}")
         _event(context, "turn_started")
         return dex.go_to(Model, f"{match.group(1)} {match.group(2)} 0")
 
@@ -150,20 +167,21 @@ def _registry() -> dex.Registry:
 
 
 class SdkFloorRunner(ChildProcessesRunner):
-    """``sdk-floor``: fake Dex and the raw SDK Worker in their own child processes; the Client here."""
+    """``sdk-floor`` or ``sdk-floor-agent``: fake Dex and the raw SDK Worker in child processes; the Client here."""
 
-    name = "sdk-floor"
-
-    def __init__(self) -> None:
+    def __init__(self, *, with_agent: bool = False) -> None:
+        self.name = "sdk-floor-agent" if with_agent else "sdk-floor"
+        self._with_agent = with_agent
         self.address = ""
         self._cache_dir = tempfile.mkdtemp(prefix="peerbench-sdk-floor-")
         self._cache: dex.BlobCache | None = None
         self._client: dex.AsyncClient | None = None
 
     async def start(self, args: argparse.Namespace) -> None:
-        self._children = ChildProcesses(args.workdir, "sdk-floor")
+        self._children = ChildProcesses(args.workdir, self.name)
         listen = free_loopback_address()
-        self.address = await self._children.start("benchmarks.peers.sdk_floor", {LISTEN_ADDRESS_ENV: listen})
+        worker_env = {LISTEN_ADDRESS_ENV: listen, AGENT_ENV: "1" if self._with_agent else ""}
+        self.address = await self._children.start("benchmarks.peers.sdk_floor", worker_env)
         self._cache = dex.open_blob_cache(dex.BlobCacheConfig(os.path.join(self._cache_dir, "client"), 64 << 20))
         self._client = dex.AsyncClient(
             _registry(),

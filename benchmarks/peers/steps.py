@@ -3,7 +3,8 @@
 from typing import Any
 
 DEX_CONFIGS = ("dex", "dex-inproc", "dex-floor")
-DEX_PROCESS_CONFIGS = ("dex", "dex-floor", "sdk-floor")
+DEX_PROCESS_CONFIGS = ("dex", "dex-floor", "sdk-floor", "sdk-floor-agent")
+SDK_FLOOR_CONFIGS = ("sdk-floor", "sdk-floor-agent")
 """Configurations whose fake Dex and Worker are child processes of their own (CPU measured per role)."""
 DEX_TASK_SLOTS = 16
 """The dex Worker's task slots: a turn's M parallel tool Steps plus the slot Dex keeps for RPCs."""
@@ -46,7 +47,7 @@ def check_steps(config: str, describe: dict[str, Any], k: int, m: int, session_t
         if extra:
             text += " + " + " + ".join(f"{names[n]} {n}" for n in extra)
         return ok, f"{text} = {sum(names.values())}" + ("" if ok else f" (expected {expected})")
-    if config == "sdk-floor":
+    if config in SDK_FLOOR_CONFIGS:
         expected = {"Start": 1, "Model": k + 1, "Tool": k * m, **({"Join": k} if k else {})}
         ok = names == expected
         text = " + ".join(

@@ -46,10 +46,10 @@ def make_runner(name: str) -> Runner:
         from benchmarks.peers.app_dex import DexProcessRunner
 
         return DexProcessRunner(floor=name == "dex-floor")
-    if name == "sdk-floor":
+    if name in ("sdk-floor", "sdk-floor-agent"):
         from benchmarks.peers.sdk_floor import SdkFloorRunner
 
-        return SdkFloorRunner()
+        return SdkFloorRunner(with_agent=name == "sdk-floor-agent")
     if name == "dex-inproc":
         from benchmarks.peers.app_dex import DexInProcessRunner
 
