@@ -62,6 +62,7 @@ ALL_CONFIGS = (
     "dex-floor",
     "sdk-floor",
     "sdk-floor-agent",
+    "sdk-floor-store",
 )
 DEFAULT_CONFIGS = ",".join(ALL_CONFIGS)
 

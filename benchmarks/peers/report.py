@@ -25,6 +25,7 @@ LABELS = {
     "dex-floor": "dex-agents binding alone: `dex` with a framework-free scripted runner (not a peer)",
     "sdk-floor": "Dex SDK alone: the same Step graph, Steps that do nothing (a lower bound, not a peer)",
     "sdk-floor-agent": "`sdk-floor` + the plain `agent.run` in its first Step (the floor of any binding, not a peer)",
+    "sdk-floor-store": "`sdk-floor` + reads and writes of what a session stores, same sizes (not a peer)",
 }
 
 

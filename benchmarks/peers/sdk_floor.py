@@ -26,14 +26,25 @@ step is therefore the SDK's floor plus the plain agent's own work, measured in t
 under the same contention as ``dex``'s Worker: the least any durable Pydantic AI binding of this Step
 graph can cost, before it stores, records or resumes anything (``docs/performance.md``).
 
+Configuration ``sdk-floor-store`` is ``sdk-floor`` whose Steps also read and write what a session stores,
+with the SDK's Attributes and AttributeMaps and at about the sizes the ``dex`` turn stores them (on fake
+Dex, its task requests average about 10% more bytes than ``dex``'s and its results about 40% fewer): the
+session state, usage and interrupts; one tool-call record per call, written when the model asks for it and
+twice by its tool Step, the batch's records loaded by the join and the next model call; the run state,
+growing by a model response and its results per model call; the turn's messages at its end. The Steps' reads
+and writes follow the binding's ports (the state read twice per Step, as the binding does for the events'
+turn and the use case). Against ``sdk-floor`` it shows what the SDK alone costs for the values the spec has
+a session keep, before any of dex-agents' code.
+
 ``python -m benchmarks.peers.sdk_floor`` is the Worker child (server address, listen address and
 ready file from the environment, as for ``dex``; ``PEERBENCH_SDK_FLOOR_AGENT=1`` for
-``sdk-floor-agent``).
+``sdk-floor-agent``, ``PEERBENCH_SDK_FLOOR_STORE=1`` for ``sdk-floor-store``).
 """
 
 import argparse
 import asyncio
 import collections
+import dataclasses
 import os
 import re
 import signal
@@ -48,6 +59,7 @@ from benchmarks.peers.app_dex import ChildProcesses, ChildProcessesRunner
 from benchmarks.peers.procstat import serve_cpu_probe_from_env
 from benchmarks.peers.runners import Describe
 from benchmarks.peers.scenario import make_agent
+from benchmarks.peers.steps import SDK_FLOOR_CONFIGS
 from dex_agents import wait_worker_serving
 from dex_agents.infrastructure.dex.container import free_loopback_address
 from dex_agents.testing.fake_dex import EXECUTE_COMPLETED_EVENT, read_history_events, step_history
@@ -63,6 +75,49 @@ _BODY = "x" * 250
 AGENT_ENV = "PEERBENCH_SDK_FLOOR_AGENT"
 """Set to ``1`` in the Worker child of ``sdk-floor-agent``: ``Start`` runs the plain agent's turn first."""
 _AGENT = make_agent("sdk-floor-agent") if os.environ.get(AGENT_ENV) == "1" else None
+
+
+STORE_ENV = "PEERBENCH_SDK_FLOOR_STORE"
+"""Set to ``1`` in the Worker child of ``sdk-floor-store``: the Steps also read and write what a session stores."""
+_STORE = os.environ.get(STORE_ENV) == "1"
+STATE = dex.Attribute("STATE", str)
+USAGE = dex.Attribute("USAGE", str)
+INTERRUPTS = dex.Attribute("INTERRUPTS", str)
+RUN_STATE = dex.AttributeMap("RUN_STATE", str)
+RECORDS = dex.AttributeMap("RECORDS", str)
+MESSAGES = dex.AttributeMap("MESSAGES", str)
+# Sizes of dex-agents' stored JSON values in a 5x4 turn of the bench agent (measured on fake Dex's task requests).
+_STATE_VALUE = "s" * 300
+_USAGE_VALUE = "u" * 130
+_RECORD_VALUE = "r" * 480
+_MESSAGE_VALUE = "m" * 600
+_RUN_STATE_STEP = 1000
+"""Bytes the encoded run state grows by per model response and its tool results."""
+_TURN_MESSAGES = 11
+"""Messages a 5x4 turn stores at its end (the responses and requests after the prompt)."""
+
+
+def _load(*loads: dex.AttributeMapLoad) -> dex.StepOptions:
+    return dataclasses.replace(SYNC, execute_load_attribute_maps=(RECORDS,), execute_load_attribute_map_instances=loads)
+
+
+def _own_record(n: int) -> dex.StepOptions:
+    return dataclasses.replace(SYNC, execute_load_attribute_map_instances=(RECORDS.load(str(n)),))
+
+
+def _read_session(context: dex.AsyncContext) -> None:
+    """What every session Step reads: the state (twice: once for its events' turn), usage and interrupts."""
+    STATE.get(context)
+    STATE.get(context)
+    USAGE.get(context)
+    INTERRUPTS.get(context)
+
+
+def _read_records(context: dex.AsyncContext) -> int:
+    keys = RECORDS.get_all_instance_keys(context)
+    for key in keys:
+        RECORDS.get(context, key)
+    return len(keys)
 
 
 def _event(context: dex.AsyncContext, kind: str) -> None:
@@ -94,6 +149,14 @@ class Start(_Step):  # type: ignore[misc]
             if not result.output.startswith("done:"):
                 raise RuntimeError(f"the plain agent answered {result.output!r}")
         _event(context, "turn_started")
+        if _STORE:
+            STATE.set(context, _STATE_VALUE)
+            USAGE.set(context, _USAGE_VALUE)
+            INTERRUPTS.set(context, "[]")
+            MESSAGES.set(context, "0", _MESSAGE_VALUE)
+            return dex.go_to_many(
+                dex.StepMovement.of(Model, f"{match.group(1)} {match.group(2)} 0", options=_load(MESSAGES.load("0")))
+            )
         return dex.go_to(Model, f"{match.group(1)} {match.group(2)} 0")
 
     def get_step_options(self) -> dex.StepOptions:
@@ -105,13 +168,31 @@ class Model(_Step):  # type: ignore[misc]
 
     async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
         k, m, done = _shape(input)
+        if _STORE:
+            _read_session(context)
+            _read_records(context)
+            MESSAGES.get(context, "0")
+            if done:
+                RUN_STATE.get(context, "run")
+            USAGE.set(context, _USAGE_VALUE)
+            STATE.set(context, _STATE_VALUE)
         _event(context, "usage_recorded")
         if done >= k:
+            if _STORE:
+                for sequence in range(1, _TURN_MESSAGES + 1):
+                    MESSAGES.set(context, str(sequence), _MESSAGE_VALUE)
             _event(context, "text_delta")
             _event(context, "turn_completed")
             return dex.graceful_complete(output="answered")
         for _ in range(m):
             _event(context, "tool_call_deferred")
+        if _STORE:
+            RUN_STATE.set(context, "run", "x" * (300 + _RUN_STATE_STEP * (done + 1)))
+            for j in range(m):
+                RECORDS.set(context, str(done * 1000 + j), _RECORD_VALUE)
+            tools = [dex.StepMovement.of(Tool, n, options=_own_record(n)) for n in range(done * 1000, done * 1000 + m)]
+            join = dex.StepMovement.of(Join, f"{k} {m} {done + 1}", options=_load())
+            return dex.go_to_many(*tools, join)
         tools = [dex.StepMovement.of(Tool, done * 1000 + j, options=SYNC) for j in range(m)]
         return dex.go_to_many(*tools, dex.StepMovement.of(Join, f"{k} {m} {done + 1}", options=SYNC))
 
@@ -124,6 +205,11 @@ class Tool(_Step):  # type: ignore[misc]
 
     async def execute(self, context: dex.AsyncContext, input: int) -> dex.StepDecision:
         _event(context, "tool_call_started")
+        if _STORE:
+            _read_session(context)
+            RECORDS.get(context, str(input))
+            RECORDS.set(context, str(input), _RECORD_VALUE)
+            RECORDS.set(context, str(input), _RECORD_VALUE)
         RESULTS.publish(context, input)
         _event(context, "tool_call_finished")
         return dex.dead_end()
@@ -140,6 +226,12 @@ class Join(_Step):  # type: ignore[misc]
         return dex.Wait.until(RESULTS.for_n(m))
 
     async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
+        if _STORE:
+            _read_session(context)
+            _read_records(context)
+            STATE.set(context, _STATE_VALUE)
+            window = _load(MESSAGES.load("0"), RUN_STATE.load("run"))
+            return dex.go_to_many(dex.StepMovement.of(Model, input, options=window))
         return dex.go_to(Model, input)
 
     def get_step_options(self) -> dex.StepOptions:
@@ -156,7 +248,7 @@ class SdkFloorFlow(dex.Flow[str]):
         return dex.StepList.start_step(Start()).other_steps(Model(), Tool(), Join())
 
     def get_persistence_schema(self) -> dex.PersistenceSchema:
-        return dex.PersistenceSchema.of(RESULTS, EVENTS)
+        return dex.PersistenceSchema.of(RESULTS, EVENTS, STATE, USAGE, INTERRUPTS, RUN_STATE, RECORDS, MESSAGES)
 
 
 FLOW = SdkFloorFlow()
@@ -169,9 +261,9 @@ def _registry() -> dex.Registry:
 class SdkFloorRunner(ChildProcessesRunner):
     """``sdk-floor`` or ``sdk-floor-agent``: fake Dex and the raw SDK Worker in child processes; the Client here."""
 
-    def __init__(self, *, with_agent: bool = False) -> None:
-        self.name = "sdk-floor-agent" if with_agent else "sdk-floor"
-        self._with_agent = with_agent
+    def __init__(self, name: str = "sdk-floor") -> None:
+        assert name in SDK_FLOOR_CONFIGS, name
+        self.name = name
         self.address = ""
         self._cache_dir = tempfile.mkdtemp(prefix="peerbench-sdk-floor-")
         self._cache: dex.BlobCache | None = None
@@ -180,7 +272,11 @@ class SdkFloorRunner(ChildProcessesRunner):
     async def start(self, args: argparse.Namespace) -> None:
         self._children = ChildProcesses(args.workdir, self.name)
         listen = free_loopback_address()
-        worker_env = {LISTEN_ADDRESS_ENV: listen, AGENT_ENV: "1" if self._with_agent else ""}
+        worker_env = {
+            LISTEN_ADDRESS_ENV: listen,
+            AGENT_ENV: "1" if self.name == "sdk-floor-agent" else "",
+            STORE_ENV: "1" if self.name == "sdk-floor-store" else "",
+        }
         self.address = await self._children.start("benchmarks.peers.sdk_floor", worker_env)
         self._cache = dex.open_blob_cache(dex.BlobCacheConfig(os.path.join(self._cache_dir, "client"), 64 << 20))
         self._client = dex.AsyncClient(

@@ -23,6 +23,7 @@ import time
 from typing import Any
 
 from benchmarks.peers.runners import Runner
+from benchmarks.peers.steps import SDK_FLOOR_CONFIGS
 
 SETTLE_S = 0.2
 """How long a describing turn waits for the engine to go idle before its closing CPU marks."""
@@ -46,10 +47,10 @@ def make_runner(name: str) -> Runner:
         from benchmarks.peers.app_dex import DexProcessRunner
 
         return DexProcessRunner(floor=name == "dex-floor")
-    if name in ("sdk-floor", "sdk-floor-agent"):
+    if name in SDK_FLOOR_CONFIGS:
         from benchmarks.peers.sdk_floor import SdkFloorRunner
 
-        return SdkFloorRunner(with_agent=name == "sdk-floor-agent")
+        return SdkFloorRunner(name)
     if name == "dex-inproc":
         from benchmarks.peers.app_dex import DexInProcessRunner
 
