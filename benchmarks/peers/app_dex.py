@@ -93,6 +93,28 @@ def build_flow(*, floor: bool = False) -> AgentSessionFlow:
     )
 
 
+async def describe_history(
+    address: str, flow_id: str, *, model_step: str, tool_step: str
+) -> tuple[list[pb.FlowHistoryEvent], Describe]:
+    """Read a Flow's history from fake Dex; return it and what every Dex configuration describes of it.
+
+    The Step counts are what ``read_step_history(address, flow_id)`` returns (executions completed, by
+    Step type), taken from the one read whose size is also reported.
+    """
+    events = await read_history_events(address, flow_id)
+    steps = collections.Counter(
+        entry.step_type for entry in step_history(events) if entry.event_type == EXECUTE_COMPLETED_EVENT
+    )
+    return events, {
+        "model_steps": steps.get(model_step, 0),
+        "tool_steps": steps.get(tool_step, 0),
+        "recorded_steps": sum(steps.values()),
+        "step_names": dict(steps),
+        "history_events": len(events),
+        "history_bytes": sum(event.ByteSize() for event in events),
+    }
+
+
 def stored_state_bytes(events: list[pb.FlowHistoryEvent]) -> tuple[int, int]:
     """Replay the history's Attribute writes; return (bytes, count) of the Attributes stored now.
 
@@ -208,19 +230,10 @@ class _DexRunner(Runner):
         self._token = ""
 
     async def describe(self, ref: str, *, session: bool) -> Describe:
-        # What read_step_history(address, flow_id) returns, from the one read we also size.
-        events = await read_history_events(self.address, ref)
-        steps = collections.Counter(
-            entry.step_type for entry in step_history(events) if entry.event_type == EXECUTE_COMPLETED_EVENT
-        )
+        events, described = await describe_history(self.address, ref, model_step="RunModel", tool_step="CallTool")
         state_bytes, attributes = stored_state_bytes(events)
         return {
-            "model_steps": steps.get("RunModel", 0),
-            "tool_steps": steps.get("CallTool", 0),
-            "recorded_steps": sum(steps.values()),
-            "step_names": dict(steps),
-            "history_events": len(events),
-            "history_bytes": sum(event.ByteSize() for event in events),
+            **described,
             "state_bytes": state_bytes,
             "state_attributes": attributes,
             "live_events": sum(self.turn_events.values()),

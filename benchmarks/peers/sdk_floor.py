@@ -43,7 +43,6 @@ ready file from the environment, as for ``dex``; ``PEERBENCH_SDK_FLOOR_AGENT=1``
 
 import argparse
 import asyncio
-import collections
 import dataclasses
 import os
 import re
@@ -55,14 +54,13 @@ from typing import Any
 
 import dex
 
-from benchmarks.peers.app_dex import ChildProcesses, ChildProcessesRunner
+from benchmarks.peers.app_dex import ChildProcesses, ChildProcessesRunner, describe_history
 from benchmarks.peers.procstat import serve_cpu_probe_from_env
 from benchmarks.peers.runners import Describe
 from benchmarks.peers.scenario import make_agent
 from benchmarks.peers.steps import SDK_FLOOR_CONFIGS
 from dex_agents import wait_worker_serving
 from dex_agents.infrastructure.dex.container import free_loopback_address
-from dex_agents.testing.fake_dex import EXECUTE_COMPLETED_EVENT, read_history_events, step_history
 from dex_agents.testing.stack import LISTEN_ADDRESS_ENV, READY_FILE_ENV, SERVER_ADDRESS_ENV
 
 FLOW_TYPE = "PeerBenchSdkFloor"
@@ -113,11 +111,9 @@ def _read_session(context: dex.AsyncContext) -> None:
     INTERRUPTS.get(context)
 
 
-def _read_records(context: dex.AsyncContext) -> int:
-    keys = RECORDS.get_all_instance_keys(context)
-    for key in keys:
+def _read_records(context: dex.AsyncContext) -> None:
+    for key in RECORDS.get_all_instance_keys(context):
         RECORDS.get(context, key)
-    return len(keys)
 
 
 def _event(context: dex.AsyncContext, kind: str) -> None:
@@ -299,18 +295,8 @@ class SdkFloorRunner(ChildProcessesRunner):
         return await self.fresh_turn(prompt)
 
     async def describe(self, ref: str, *, session: bool) -> Describe:
-        events = await read_history_events(self.address, ref)
-        steps = collections.Counter(
-            entry.step_type for entry in step_history(events) if entry.event_type == EXECUTE_COMPLETED_EVENT
-        )
-        return {
-            "model_steps": steps.get("Model", 0),
-            "tool_steps": steps.get("Tool", 0),
-            "recorded_steps": sum(steps.values()),
-            "step_names": dict(steps),
-            "history_events": len(events),
-            "history_bytes": sum(event.ByteSize() for event in events),
-        }
+        _, described = await describe_history(self.address, ref, model_step="Model", tool_step="Tool")
+        return described
 
     async def stop(self) -> None:
         if self._client is not None:
