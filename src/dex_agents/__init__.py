@@ -34,7 +34,10 @@ Steps (the one table of them; `STEP_POLICIES` holds the same numbers):
   ``RunModel`` (or ``CompactHistory`` first, see below).
 - ``RunModel`` makes one model call (15 min timeout, 2 min heartbeat timeout);
   next ``AwaitUserMessage`` when the turn completed, else one Step per tool
-  call plus ``ResumeTurn``, in parallel. A turn with a cancel request ends
+  call plus ``ResumeTurn``, in parallel. A ``sequential`` call
+  (`DeferredToolCall.sequential`) runs alone, in model order: only the calls
+  before the first one start here, the rest are stored ``queued``
+  (`dex_agents.domain.tool_order`). A turn with a cancel request ends
   here instead, before the model is called (``turn_cancelled``).
 - ``AwaitToolApproval`` waits for a person's answer and the deadline; next
   the call's tool Step, or it ends ``rejected`` or ``expired``.
@@ -54,7 +57,9 @@ Steps (the one table of them; `STEP_POLICIES` holds the same numbers):
   ``outcome_unknown`` (the probe could not tell, or failed 3 attempts: its
   failure route is ``RecordToolOutcomeUnknown``); it ends.
 - ``ResumeTurn`` waits for the tool results and takes the steered messages
-  queued by then; next ``RunModel`` (or ``CompactHistory`` first).
+  queued by then; next ``RunModel`` (or ``CompactHistory`` first), or, while
+  ``queued`` calls are left, the Steps of the next wave (a call needing
+  approval asks for it then) plus ``ResumeTurn`` again.
 - ``RecordTurnFailure`` records the error and a note of the calls that ran and
   clears the turn (or records the turn a failed ``AwaitUserMessage`` would have
   started as failed); ``RecordResumeFailure`` does the same for ``ResumeTurn``

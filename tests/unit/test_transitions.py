@@ -35,10 +35,14 @@ LEGAL_TOOL_CALL_MOVES = {
     (S.RECONCILING, S.OUTCOME_UNKNOWN),
     (S.PENDING, S.CANCELLED),
     (S.APPROVED, S.CANCELLED),
+    (S.QUEUED, S.PENDING),
+    (S.QUEUED, S.AWAITING_APPROVAL),
+    (S.QUEUED, S.CANCELLED),
 }
 """Copied from the Step table: a call runs (pending), or waits for approval first; an unknown
 outcome of a reconcilable call is reconciled to succeeded, not applied or still unknown; a call
-its turn's cancel reaches before it starts is cancelled."""
+its turn's cancel reaches before it starts is cancelled; a call queued behind a sequential call
+starts (pending, or awaiting approval) when its wave comes, or is cancelled."""
 
 TOOL_CALL_PAIRS = list(itertools.product(ToolCallStatus, repeat=2))
 

@@ -154,7 +154,7 @@ def tool_records_as_outcomes(records: Iterable[AgentToolCall]) -> list[ToolOutco
             effect=record.policy.effect.value,
             requires_approval=record.requires_approval,
             approved=None
-            if record.status in (ToolCallStatus.AWAITING_APPROVAL, ToolCallStatus.PENDING)
+            if record.status in (ToolCallStatus.AWAITING_APPROVAL, ToolCallStatus.PENDING, ToolCallStatus.QUEUED)
             else record.status not in (ToolCallStatus.REJECTED, ToolCallStatus.EXPIRED),
             status=record.status.value if record.is_final else None,
             detail=record.output or record.error or record.rejection_message,

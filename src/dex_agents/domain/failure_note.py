@@ -70,7 +70,8 @@ def describe_tool_call_outcome(record: AgentToolCall) -> str:
         case ToolCallStatus.CANCELLED:
             return record.rejection_message or CANCELLED_TOOL_RESULT
         case (
-            ToolCallStatus.PENDING
+            ToolCallStatus.QUEUED
+            | ToolCallStatus.PENDING
             | ToolCallStatus.AWAITING_APPROVAL
             | ToolCallStatus.APPROVED
             | ToolCallStatus.RECONCILING

@@ -20,7 +20,12 @@ A record moves through `TOOL_CALL_TRANSITIONS`; `transition` refuses anything
 else with `InvalidTransitionError`. A call waiting for approval ends
 ``rejected`` when a person said no and ``expired`` when its deadline passed
 unanswered; neither ran. A call its turn's cancel reached before it started
-ends ``cancelled`` (from ``pending`` or ``approved``); it did not run either.
+ends ``cancelled`` (from ``pending``, ``approved`` or ``queued``); it did not run either.
+
+A call that must wait for the calls before it in the model's order (a
+``sequential`` call, or a call after one: `dex_agents.domain.tool_order`)
+starts ``queued``; when its turn comes it moves to ``pending``, or to
+``awaiting_approval`` when it needs approval.
 
 When a turn ends, its records are deleted; what each call came to stays on the
 stored messages as a `ToolOutcome` (`AgentToolCall.outcome`).
@@ -52,9 +57,11 @@ class ToolCallStatus(StrEnum):
 
     ``reconciling``: the outcome was unknown and the tool's reconcile probe is
     asking whether the call took effect. ``not_applied``: the probe found it
-    did not take effect (the model may call it again).
+    did not take effect (the model may call it again). ``queued``: the call
+    waits for the calls before it in the model's order to end.
     """
 
+    QUEUED = "queued"
     PENDING = "pending"
     AWAITING_APPROVAL = "awaiting_approval"
     APPROVED = "approved"
@@ -92,6 +99,9 @@ _RAN = frozenset(
 _STARTABLE = _RAN | {ToolCallStatus.CANCELLED}
 
 TOOL_CALL_TRANSITIONS: Mapping[ToolCallStatus, frozenset[ToolCallStatus]] = {
+    ToolCallStatus.QUEUED: frozenset(
+        {ToolCallStatus.PENDING, ToolCallStatus.AWAITING_APPROVAL, ToolCallStatus.CANCELLED}
+    ),
     ToolCallStatus.PENDING: _STARTABLE,
     ToolCallStatus.AWAITING_APPROVAL: frozenset(
         {ToolCallStatus.APPROVED, ToolCallStatus.REJECTED, ToolCallStatus.EXPIRED}
@@ -279,6 +289,8 @@ class AgentToolCall:
     framework_state: str | None = None
     """Runner-owned text: `DeferredToolCall.framework_state` until the tool Step ends, then the
     ``framework_state`` of its `ToolExecutionResult` or `ToolExecutionError` when it gives one."""
+    sequential: bool = False
+    """Whether the call runs alone: the calls before it end first, and the calls after it start once it ended."""
 
     @property
     def digest(self) -> str:
@@ -305,7 +317,7 @@ class AgentToolCall:
                 return ApprovalStatus.REJECTED
             case ToolCallStatus.EXPIRED:
                 return ApprovalStatus.EXPIRED
-            case ToolCallStatus.AWAITING_APPROVAL | ToolCallStatus.PENDING:
+            case ToolCallStatus.AWAITING_APPROVAL | ToolCallStatus.PENDING | ToolCallStatus.QUEUED:
                 return None
             case ToolCallStatus.CANCELLED:
                 return None if self.approver is None and self.approved_digest is None else ApprovalStatus.APPROVED

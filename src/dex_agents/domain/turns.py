@@ -35,6 +35,9 @@ class DeferredToolCall:
     framework_state: str | None = attrs.field(default=None, kw_only=True)
     """Runner-owned text the call's tool Step gets back as `AgentToolCall.framework_state`
     (the sagent runner's tool state); never shown to people, nor part of the approval digest."""
+    sequential: bool = attrs.field(default=False, kw_only=True)
+    """Whether the call runs alone, in model order: the calls before it end first, and the calls
+    after it start once it ended (`dex_agents.domain.tool_order`)."""
 
 
 def _messages(messages: Iterable[FrameworkMessage]) -> tuple[FrameworkMessage, ...]:

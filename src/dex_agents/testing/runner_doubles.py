@@ -127,6 +127,7 @@ def deferred_tool_call(
     arguments: str = "{}",
     *,
     policy: ToolPolicy | None = None,
+    sequential: bool = False,
 ) -> DeferredToolCall:
     """Return one requested tool call.
 
@@ -135,12 +136,14 @@ def deferred_tool_call(
         tool_name: the tool's name.
         arguments: the arguments as JSON text.
         policy: the call's policy; defaults to ``ToolPolicy(ToolEffect.READ)``.
+        sequential: whether the call runs alone, in model order.
     """
     return DeferredToolCall(
         tool_call_id=tool_call_id,
         tool_name=tool_name,
         arguments=arguments,
         policy=ToolPolicy(ToolEffect.READ) if policy is None else policy,
+        sequential=sequential,
     )
 
 
@@ -255,6 +258,7 @@ def make_tool_call(
     error: str | None = None,
     rejection_message: str | None = None,
     interrupt_id: str | None = None,
+    sequential: bool = False,
 ) -> AgentToolCall:
     """Return a tool-call record.
 
@@ -271,6 +275,7 @@ def make_tool_call(
         error: the error of a failed call or one with an unknown outcome.
         rejection_message: the reason of a rejected call.
         interrupt_id: the call's approval interrupt, if any.
+        sequential: whether the call runs alone, in model order.
     """
     if status is None:
         status = ToolCallStatus.PENDING if output is None else ToolCallStatus.SUCCEEDED
@@ -286,6 +291,7 @@ def make_tool_call(
         error=error,
         rejection_message=rejection_message,
         interrupt_id=interrupt_id,
+        sequential=sequential,
     )
 
 

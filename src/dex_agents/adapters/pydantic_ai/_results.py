@@ -97,7 +97,8 @@ def deferred_tool_results(
             case ToolCallStatus.FAILED | ToolCallStatus.OUTCOME_UNKNOWN | ToolCallStatus.NOT_APPLIED:
                 calls[tool_call_id] = ToolFailed(describe_tool_call_outcome(record))
             case (
-                ToolCallStatus.PENDING
+                ToolCallStatus.QUEUED
+                | ToolCallStatus.PENDING
                 | ToolCallStatus.AWAITING_APPROVAL
                 | ToolCallStatus.APPROVED
                 | ToolCallStatus.RECONCILING

@@ -588,6 +588,7 @@ class PydanticAIRunner(Generic[DepsT]):
             tool_name=call.tool_name,
             arguments=call.args_as_json_str(),
             policy=policy,
+            sequential=definition is not None and definition.sequential,
         )
 
     async def _deps(self, session_id: str) -> object:

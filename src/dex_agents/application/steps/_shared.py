@@ -1,17 +1,21 @@
 """Pieces several Step use cases share."""
 
+from datetime import datetime
+
 from dex_agents.application.compaction import model_movement
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.inputs import text_refusal
 from dex_agents.application.next import End, GoTo, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
+from dex_agents.application.policies import tool_step_name
 from dex_agents.application.ports import MessageLog, SessionStateStore, ToolCallStore, ToolResultPublisher
 from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.domain import events as ev
+from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.session import AgentState
-from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted
+from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted, ToolCallStatus
 from dex_agents.domain.turns import validate_user_message
 
 
@@ -119,3 +123,31 @@ def finish_tool_call(
     tool_calls.put(record)
     results.publish(ToolCallCompleted(tool_call_id=record.tool_call_id, turn_id=record.turn_id, status=record.status))
     events.write(ev.tool_call_finished(record.tool_call_id, record.tool_name, record.status))
+
+
+def start_tool_call(
+    record: AgentToolCall, *, now: datetime, options: AgentSessionOptions, events: AgentEventWriter
+) -> tuple[GoTo, AgentInterrupt | None]:
+    """Return the movement that starts a ``pending`` or ``awaiting_approval`` record, and its new interrupt.
+
+    A call that waits for approval gets its pending interrupt (raised ``now``,
+    with the display deadline ``now`` plus ``interrupt_deadline``) and its
+    ``interrupt_raised`` event here; the caller stores the interrupt.
+    """
+    if record.status is ToolCallStatus.PENDING:
+        return GoTo(step=tool_step_name(record.policy.effect), input=record.tool_call_id), None
+    assert record.status is ToolCallStatus.AWAITING_APPROVAL
+    assert record.interrupt_id is not None
+    deadline = None if options.interrupt_deadline is None else now + options.interrupt_deadline
+    interrupt = AgentInterrupt(
+        interrupt_id=record.interrupt_id,
+        turn_id=record.turn_id,
+        tool_call_id=record.tool_call_id,
+        tool_name=record.tool_name,
+        arguments=record.arguments,
+        raised_at=now,
+        deadline=deadline,
+        call_digest=record.digest,
+    )
+    events.write(ev.interrupt_raised(record.interrupt_id, record.tool_call_id, record.tool_name, deadline))
+    return GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=record.tool_call_id), interrupt

@@ -3,8 +3,18 @@
 Input: the number of results to wait for. Waits for that many
 ``TOOL_CALL_RESULTS`` messages. When every record of the active turn is final,
 the session runs the model again (next: ``RunModel``, or ``CompactHistory``
-first when the context is over budget); if a record is still
+first when the context is over budget); if a started record is still
 unfinished, it waits again for the results still missing.
+
+When the started records are final but ``queued`` ones are left (the later
+waves of a response with ``sequential`` calls, `dex_agents.domain.tool_order`),
+it starts the next wave instead: each of its records becomes ``pending``, or
+``awaiting_approval`` with its interrupt raised, and next are their Steps plus
+``ResumeTurn`` waiting for their results. Nothing else writes those records
+while they are queued, so no Step's write is lost. When the turn was
+cancelled (`TurnCancelRequest`), every queued record is recorded ``cancelled``
+instead (no Step waits for their results, so none is published) and the
+model comes next, which ends the turn.
 
 The same wait takes every steered user message queued by then
 (``STEERED_USER_MESSAGES``, without waiting for one): this is the turn's
@@ -20,13 +30,23 @@ import attrs
 
 from dex_agents.application.compaction import model_movement
 from dex_agents.application.event_writer import AgentEventWriter
-from dex_agents.application.next import Next, WaitAgain
+from dex_agents.application.next import GoTo, GoToMany, Next, StepName, WaitAgain
 from dex_agents.application.options import AgentSessionOptions
-from dex_agents.application.ports import SessionStateStore, SteeredMessageStore, ToolCallStore
+from dex_agents.application.ports import (
+    CancelRequestStore,
+    Clock,
+    InterruptStore,
+    SessionStateStore,
+    SteeredMessageStore,
+    ToolCallStore,
+)
+from dex_agents.application.steps._shared import start_tool_call
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.messages import AgentUserMessage
-from dex_agents.domain.tools import ToolCallCompleted
+from dex_agents.domain.tool_order import next_wave, release
+from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted, ToolCallStatus
+from dex_agents.domain.turn_control import cancel_rejection_message
 
 
 @attrs.frozen(kw_only=True)
@@ -38,6 +58,9 @@ class ResumeTurn(Wired):
     options: AgentSessionOptions
     steered: SteeredMessageStore
     events: AgentEventWriter
+    interrupts: InterruptStore
+    clock: Clock
+    cancel_request: CancelRequestStore
 
     async def execute(self, delivered: Sequence[ToolCallCompleted], steered: Sequence[AgentUserMessage] = ()) -> Next:
         """Go on to the model, or wait for the results still missing; keep ``steered`` for the next model call."""
@@ -52,11 +75,40 @@ class ResumeTurn(Wired):
         state = self.state.get()
         assert state is not None, "the session has not started"
         assert state.active_turn_id is not None, "ResumeTurn needs an active turn"
-        unfinished = sum(
-            1 for record in self.tool_calls.all() if record.turn_id == state.active_turn_id and not record.is_final
-        )
+        records = [record for record in self.tool_calls.all() if record.turn_id == state.active_turn_id]
+        unfinished = sum(1 for r in records if not r.is_final and r.status is not ToolCallStatus.QUEUED)
         if unfinished:
             return WaitAgain(input=unfinished)
+        wave = next_wave(records)
+        if wave:
+            cancel = self.cancel_request.get()
+            if cancel is None or not cancel.applies_to(state.active_turn_id):
+                return self._start(wave)
+            reason = cancel_rejection_message(cancel.reason)
+            for record in records:
+                if record.status is ToolCallStatus.QUEUED:
+                    cancelled = record.cancel(reason)
+                    self.tool_calls.put(cancelled)
+                    self.events.write(ev.tool_call_finished(record.tool_call_id, record.tool_name, cancelled.status))
         resumed = state.resume_model()
         self.state.set(resumed)
         return model_movement(resumed, self.options.compaction)
+
+    def _start(self, wave: Sequence[AgentToolCall]) -> Next:
+        """Start the next wave of queued calls, and wait for their results."""
+        now = self.clock.now()
+        pending = list(self.interrupts.get())
+        movements: list[GoTo] = []
+        for queued in wave:
+            record = release(queued)
+            self.tool_calls.put(record)
+            movement, interrupt = start_tool_call(record, now=now, options=self.options, events=self.events)
+            movements.append(movement)
+            if interrupt is not None:
+                pending.append(interrupt)
+        if len(pending) != len(self.interrupts.get()):
+            # Unlocked, as RunModel's write: every started call of the turn is final, so no interrupt of it
+            # is pending for an RPC to remove; a cancel committed meanwhile is applied by AwaitToolApproval.
+            self.interrupts.set(pending)
+        movements.append(GoTo(step=StepName.RESUME_TURN, input=len(wave)))
+        return GoToMany(movements=movements)

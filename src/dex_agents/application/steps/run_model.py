@@ -26,6 +26,9 @@ A turn with a `TurnCancelRequest` ends here, before the model is called
   approval when its policy requires it, with a pending interrupt) and goes to
   many: per call ``AwaitToolApproval``, ``CallTool`` or
   ``CallSingleAttemptTool``, plus ``ResumeTurn`` with the number of calls.
+  When the response has ``sequential`` calls, only its first wave starts
+  here (`dex_agents.domain.tool_order`): the calls of later waves are stored
+  ``queued``, and ``ResumeTurn`` counts only the first wave's calls.
 """
 
 from collections.abc import Sequence
@@ -38,7 +41,7 @@ from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import GoTo, GoToMany, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
-from dex_agents.application.policies import policy_resolver, tool_step_name
+from dex_agents.application.policies import policy_resolver
 from dex_agents.application.ports import (
     CancelRequestStore,
     Clock,
@@ -53,12 +56,14 @@ from dex_agents.application.ports import (
     UserMessageQueue,
 )
 from dex_agents.application.runner import AgentFrameworkRunner, AgentTurnContext, ContextOverflowError, HeartbeatFn
+from dex_agents.application.steps._shared import start_tool_call
 from dex_agents.application.steps._turn_control import end_cancelled_turn
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
-from dex_agents.domain.interrupts import AgentInterrupt, interrupt_id_for
+from dex_agents.domain.interrupts import interrupt_id_for
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.session import AgentState
+from dex_agents.domain.tool_order import first_wave_size
 from dex_agents.domain.tools import (
     AgentToolCall,
     ToolCallStatus,
@@ -187,38 +192,31 @@ class RunModel(Wired):
     def _defer(self, state: AgentState, turn_id: str, outcome: ToolCallsRequested, earlier: int) -> Next:
         self.run_state.set(outcome.framework_run_state)
         now = self.clock.now()
-        deadline = None if self.options.interrupt_deadline is None else now + self.options.interrupt_deadline
         pending = list(self.interrupts.get())
         movements: list[GoTo] = []
-        for order, requested in enumerate(outcome.tool_calls, start=earlier):
-            record = self._record(turn_id, requested, order)
+        first = first_wave_size([requested.sequential for requested in outcome.tool_calls])
+        for index, requested in enumerate(outcome.tool_calls):
+            record = self._record(turn_id, requested, earlier + index, queued=index >= first)
             self.tool_calls.put(record)
             self.events.write(ev.tool_call_deferred(requested.tool_call_id, requested.tool_name, requested.policy))
-            if record.interrupt_id is None:
-                movements.append(GoTo(step=tool_step_name(record.policy.effect), input=record.tool_call_id))
+            if record.status is ToolCallStatus.QUEUED:
                 continue
-            pending.append(
-                AgentInterrupt(
-                    interrupt_id=record.interrupt_id,
-                    turn_id=turn_id,
-                    tool_call_id=record.tool_call_id,
-                    tool_name=record.tool_name,
-                    arguments=record.arguments,
-                    raised_at=now,
-                    deadline=deadline,
-                    call_digest=record.digest,
-                )
-            )
-            self.events.write(ev.interrupt_raised(record.interrupt_id, record.tool_call_id, record.tool_name, deadline))
-            movements.append(GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=record.tool_call_id))
+            movement, interrupt = start_tool_call(record, now=now, options=self.options, events=self.events)
+            movements.append(movement)
+            if interrupt is not None:
+                pending.append(interrupt)
         self.interrupts.set(pending)
         self.state.set(state.wait_for_tools())
-        movements.append(GoTo(step=StepName.RESUME_TURN, input=len(outcome.tool_calls)))
+        movements.append(GoTo(step=StepName.RESUME_TURN, input=first))
         return GoToMany(movements=movements)
 
     @staticmethod
-    def _record(turn_id: str, requested: DeferredToolCall, order: int) -> AgentToolCall:
-        needs_approval = is_approval_required(requested.policy)
+    def _record(turn_id: str, requested: DeferredToolCall, order: int, *, queued: bool) -> AgentToolCall:
+        if queued:
+            status, needs_approval = ToolCallStatus.QUEUED, False
+        else:
+            needs_approval = is_approval_required(requested.policy)
+            status = ToolCallStatus.AWAITING_APPROVAL if needs_approval else ToolCallStatus.PENDING
         return AgentToolCall(
             tool_call_id=requested.tool_call_id,
             turn_id=turn_id,
@@ -226,7 +224,8 @@ class RunModel(Wired):
             arguments=requested.arguments,
             policy=requested.policy,
             deferral_order=order,
-            status=ToolCallStatus.AWAITING_APPROVAL if needs_approval else ToolCallStatus.PENDING,
+            status=status,
             interrupt_id=interrupt_id_for(turn_id, requested.tool_call_id) if needs_approval else None,
             framework_state=requested.framework_state,
+            sequential=requested.sequential,
         )

@@ -370,3 +370,25 @@ async def test_an_agent_level_event_listener_also_sees_the_tool_events_of_tool_s
 
     await SessionDriver(PydanticAIRunner(agent)).turn(script([call("c1", "find_order", order_id="7")]))
     assert any("FunctionToolResultEvent" in run and "PartStartEvent" not in run for run in runs)
+
+
+async def test_a_call_of_a_sequential_tool_or_a_sequential_toolset_is_deferred_as_sequential() -> None:
+    ordered: FunctionToolset[None] = FunctionToolset(sequential=True)
+
+    @ordered.tool_plain
+    def ledger() -> str:
+        return "ok"
+
+    agent = Agent(ScriptedModel().model(), toolsets=[ordered])
+
+    @agent.tool_plain(sequential=True)
+    def serial() -> str:
+        return "ok"
+
+    @agent.tool_plain
+    def plain() -> str:
+        return "ok"
+
+    outcome, _ = await first_step(agent, script([call("p", "plain"), call("s", "serial"), call("l", "ledger")]))
+    assert isinstance(outcome, ToolCallsRequested)
+    assert [(c.tool_call_id, c.sequential) for c in outcome.tool_calls] == [("p", False), ("s", True), ("l", True)]

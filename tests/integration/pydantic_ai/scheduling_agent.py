@@ -1,0 +1,91 @@
+"""A Pydantic AI agent whose tools show how a session schedules and waits, shared by the tests and their Worker.
+
+The model is `ScriptedModel` (its script is the turn's user prompt). Every
+tool logs ``("start", name)`` and ``("end", name)`` in the `InvocationLog`
+under ``$PYDANTIC_AI_TEST_STATE``; one called with ``hold`` parks at that
+`FileGate` between the two.
+
+- ``work``: a plain tool (parallel); ``serial``: ``sequential=True``;
+  ``ledger``: a tool of a sequential ``FunctionToolset``; ``approve_serial``:
+  sequential and ``requires_approval=True``.
+
+The same `build_agent` runs plainly in the test process, so a test compares
+a plain run's order with a session's.
+"""
+
+import os
+from pathlib import Path
+
+from pydantic_ai import Agent
+from pydantic_ai.toolsets import FunctionToolset
+
+from dex_agents import AgentSessionFlow, ToolEffect, ToolPolicy
+from dex_agents.adapters.pydantic_ai import pydantic_ai_session_flow
+from dex_agents.testing import FileGate, InvocationLog
+from tests.unit.adapters.pydantic_ai.scripted_model import ScriptedModel
+
+STATE_ENV = "PYDANTIC_AI_TEST_STATE"
+FLOW_TYPE = "PydanticSchedulingAgent"
+
+READ = ToolPolicy(ToolEffect.READ)
+TOOL_POLICIES = {
+    "work": READ,
+    "serial": READ,
+    "ledger": READ,
+    "approve_serial": ToolPolicy(ToolEffect.READ, requires_approval=True),
+}
+
+
+def state_dir() -> Path:
+    return Path(os.environ[STATE_ENV])
+
+
+def invocations() -> InvocationLog:
+    return InvocationLog(state_dir() / "invocations.jsonl")
+
+
+def gate(name: str) -> FileGate:
+    return FileGate(state_dir() / "gates", name)
+
+
+async def _run(tool: str, label: str, hold: str) -> str:
+    invocations().record("start", label, tool=tool)
+    if hold:
+        await gate(hold).wait_for_release()
+    invocations().record("end", label, tool=tool)
+    return f"{tool} {label} done"
+
+
+def build_agent() -> Agent[None, str]:
+    ordered: FunctionToolset[None] = FunctionToolset(sequential=True)
+
+    @ordered.tool_plain
+    async def ledger(label: str, hold: str = "") -> str:
+        """Write one ledger line (the toolset runs its tools one at a time)."""
+        return await _run("ledger", label, hold)
+
+    agent: Agent[None, str] = Agent(ScriptedModel().model(), toolsets=[ordered])
+
+    @agent.tool_plain
+    async def work(label: str, hold: str = "") -> str:
+        """Do some work beside other calls."""
+        return await _run("work", label, hold)
+
+    @agent.tool_plain(sequential=True)
+    async def serial(label: str, hold: str = "") -> str:
+        """Do work that must run alone."""
+        return await _run("serial", label, hold)
+
+    @agent.tool_plain(sequential=True, requires_approval=True)
+    async def approve_serial(label: str, hold: str = "") -> str:
+        """Do work that runs alone, once someone approved it."""
+        return await _run("approve_serial", label, hold)
+
+    return agent
+
+
+AGENT = build_agent()
+
+
+def build_flows() -> list[AgentSessionFlow]:
+    return [pydantic_ai_session_flow(AGENT, flow_type=FLOW_TYPE, tool_policies=TOOL_POLICIES)]
