@@ -59,6 +59,13 @@ class ToolDefinitions:
     by_name: dict[str, ToolDefinition] = field(default_factory=dict)
     """Definitions as the agent's toolsets gave them, before any rewrite."""
 
+    def original(self, tool_def: ToolDefinition) -> ToolDefinition:
+        """Return ``tool_def`` with the ``kind`` the agent gave it (the model Step marks function tools external)."""
+        recorded = self.by_name.get(tool_def.name)
+        if recorded is None or recorded.kind == tool_def.kind:
+            return tool_def
+        return replace(tool_def, kind=recorded.kind)
+
     def kind(self, tool_name: str) -> str | None:
         """Return a tool's original ``kind``, or ``None`` when the run never listed it."""
         definition = self.by_name.get(tool_name)
@@ -134,6 +141,16 @@ class ModelStepCapability(AbstractCapability[Any]):
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         """Wrap the run's toolset so every function tool is deferred."""
         return _RecordingToolset(toolset, tools=self.record.tools, defer=True)
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        """Offer the model (and every later hook) the tools as the agent defines them, not marked external."""
+        parameters = request_context.model_request_parameters
+        restored = [self.record.tools.original(tool_def) for tool_def in parameters.function_tools]
+        if all(new is old for new, old in zip(restored, parameters.function_tools, strict=True)):
+            return request_context
+        return replace(request_context, model_request_parameters=replace(parameters, function_tools=restored))
 
     async def after_model_request(
         self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
