@@ -1,0 +1,328 @@
+"""Parity of tool calls: results as values, retries, the tools' RunContext, ``prepare``.
+
+Scenarios follow Pydantic AI's own tests (``tests/test_tools.py`` and the
+durable-execution suites): each runs plainly and as a session, compared by
+`check_parity`.
+"""
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from pydantic import BaseModel
+from pydantic_ai import Agent, BinaryContent, DocumentUrl, ModelRetry, RunContext, ToolFailed, ToolReturn
+from pydantic_ai.capabilities import PrepareTools
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo
+from pydantic_ai.tools import ToolDefinition
+
+from tests.integration.pydantic_ai.parity.harness import Case, ParityStack, Scenario, ScenarioSet, check_parity
+from tests.integration.pydantic_ai.parity.probe import Probe, calls, text, turn_step
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
+
+SCENARIOS = ScenarioSet()
+
+VALUES = "Deliver 2: tool results travel as text"
+RETRIES = "Deliver 3: ModelRetry and ToolFailed reach the model as failed calls"
+CONTEXT = "Deliver 4: the tool Step's RunContext is a fresh run's"
+PREPARE = "Deliver 5: prepare runs again in tool Steps and resumed runs"
+EVENTS = "Deliver 9: an event stream handler sees tool calls and results more than once"
+
+
+def _returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
+    last = messages[-1]
+    return [part for part in last.parts if isinstance(part, ToolReturnPart)]
+
+
+@SCENARIOS.scenario(xfail=VALUES)
+def tool_results_keep_their_types(probe: Probe) -> Scenario:
+    class Order(BaseModel):
+        order_id: str
+        total: float
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(("c1", "count", {}), ("c2", "flag", {}), ("c3", "order", {}), ("c4", "nothing", {}))
+        return text(repr([part.content for part in _returns(messages)]))
+
+    agent = Agent(probe.model(respond), capabilities=probe.capabilities)
+
+    @agent.tool_plain
+    def count() -> int:
+        return 8
+
+    @agent.tool_plain
+    def flag() -> bool:
+        return True
+
+    @agent.tool_plain
+    def order() -> Order:
+        return Order(order_id="7", total=12.5)
+
+    @agent.tool_plain
+    def nothing() -> None:
+        return None
+
+    return Scenario(agent=agent, turns=["call every tool"])
+
+
+@SCENARIOS.scenario(xfail=VALUES)
+def tool_return_content_and_metadata_reach_the_model(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(("c1", "chart", {"city": "Paris"}))
+        return text(f"saw {len(messages[-1].parts)} parts")
+
+    agent = Agent(probe.model(respond), capabilities=probe.capabilities)
+
+    @agent.tool_plain
+    def chart(city: str) -> ToolReturn[str]:
+        return ToolReturn(
+            return_value=f"chart of {city}",
+            content=[f"Here is the chart of {city}:", BinaryContent(b"\x89PNG", media_type="image/png")],
+            metadata={"city": city, "points": 3},
+        )
+
+    return Scenario(agent=agent, turns=["draw"])
+
+
+@SCENARIOS.scenario(xfail=VALUES)
+def multimodal_tool_returns(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(("c1", "picture", {}), ("c2", "manual", {}))
+        return text("looked at both")
+
+    agent = Agent(probe.model(respond), capabilities=probe.capabilities)
+
+    @agent.tool_plain
+    def picture() -> BinaryContent:
+        return BinaryContent(b"\x89PNG\r\n", media_type="image/png")
+
+    @agent.tool_plain
+    def manual() -> list[Any]:
+        return ["the manual:", DocumentUrl(url="https://example.com/manual.pdf")]
+
+    return Scenario(agent=agent, turns=["show me"])
+
+
+@SCENARIOS.scenario(xfail=RETRIES)
+def model_retry_reaches_the_model(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = turn_step(messages)
+        if step == 0:
+            return calls(("c1", "get_weather_in_city", {"city": "CDMX"}))
+        if step == 1:
+            return calls(("c2", "get_weather_in_city", {"city": "Mexico City"}))
+        return text("The weather in Mexico City is sunny.")
+
+    agent = Agent(probe.model(respond), capabilities=probe.capabilities)
+
+    @agent.tool_plain
+    def get_weather_in_city(city: str) -> str:
+        probe.invoked("get_weather_in_city", city=city)
+        if city != "Mexico City":
+            raise ModelRetry("Did you mean Mexico City?")
+        return "sunny"
+
+    return Scenario(agent=agent, turns=["What is the weather in CDMX?"])
+
+
+@SCENARIOS.scenario(xfail=RETRIES)
+def tool_failed_reaches_the_model(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) < 3:
+            return calls((f"c{turn_step(messages)}", "failing_tool", {}))
+        return text("Giving up.")
+
+    agent = Agent(probe.model(respond), retries=1, capabilities=probe.capabilities)
+
+    @agent.tool_plain
+    def failing_tool() -> str:
+        raise ToolFailed("Disk full")
+
+    return Scenario(agent=agent, turns=["Call the failing tool"])
+
+
+@SCENARIOS.scenario(xfail=RETRIES)
+def tool_retries_are_counted_across_the_turn(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = turn_step(messages)
+        if step < 4:
+            return calls((f"c{step}", "always_fail", {}))
+        return text("done")  # never reached: the third retry exceeds the budget
+
+    agent = Agent(probe.model(respond), retries={"tools": 2, "output": 2}, capabilities=probe.capabilities)
+
+    @agent.tool
+    def always_fail(ctx: RunContext[None]) -> str:
+        probe.invoked("always_fail", retry=ctx.retry, max_retries=ctx.max_retries, last_attempt=ctx.last_attempt)
+        raise ModelRetry("Please try again.")
+
+    return Scenario(agent=agent, turns=["Always fail!"], ordered_invocations=True)
+
+
+@SCENARIOS.scenario(xfail=RETRIES)
+def retry_until_the_last_attempt(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = turn_step(messages)
+        if step < 3:
+            return calls((f"c{step}", "always_fail", {}))
+        return text(str(_returns(messages)[0].content))
+
+    agent = Agent(probe.model(respond), retries={"tools": 2, "output": 2}, capabilities=probe.capabilities)
+
+    @agent.tool
+    def always_fail(ctx: RunContext[None]) -> str:
+        probe.invoked("always_fail", retry=ctx.retry, last_attempt=ctx.last_attempt)
+        if ctx.last_attempt:
+            return "I guess you never learn"
+        raise ModelRetry("Please try again.")
+
+    return Scenario(agent=agent, turns=["Always fail!"], ordered_invocations=True)
+
+
+@SCENARIOS.scenario(xfail=CONTEXT)
+def tools_see_the_run_context_of_a_plain_run(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = turn_step(messages)
+        if step < 2:
+            return calls((f"c{step}a", "look", {"what": "a"}), (f"c{step}b", "look", {"what": "b"}))
+        return text("seen")
+
+    agent = Agent(probe.model(respond), capabilities=probe.capabilities)
+
+    @agent.tool
+    def look(ctx: RunContext[None], what: str) -> str:
+        last = ctx.messages[-1]
+        probe.invoked(
+            "look",
+            what=what,
+            prompt=ctx.prompt,
+            run_step=ctx.run_step,
+            retry=ctx.retry,
+            requests=ctx.usage.requests,
+            messages=len(ctx.messages),
+            calls_in_last_response=len(last.parts),
+            tool_call_id=ctx.tool_call_id,
+        )
+        return f"looked at {what}"
+
+    return Scenario(agent=agent, turns=["look twice", "and again"])
+
+
+@dataclass
+class Country:
+    country: str
+
+
+@SCENARIOS.scenario(xfail={"events": EVENTS})
+def deps_reach_run_context_tools(probe: Probe) -> Scenario:
+    class WeatherArgs(BaseModel):
+        city: str
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = turn_step(messages)
+        if step == 0:
+            return calls(("c1", "get_country", {}))
+        if step == 1:
+            return calls(("c2", "get_weather", {"city": "Mexico City"}))
+        return text("Mexico City is sunny")
+
+    agent = Agent(probe.model(respond), deps_type=Country, capabilities=probe.capabilities)
+
+    @agent.tool
+    def get_country(ctx: RunContext[Country]) -> str:
+        probe.invoked("get_country", deps=ctx.deps.country)
+        return ctx.deps.country
+
+    @agent.tool_plain
+    def get_weather(args: WeatherArgs) -> str:
+        probe.invoked("get_weather", city=args.city)
+        return "sunny" if args.city == "Mexico City" else "unknown"
+
+    return Scenario(agent=agent, turns=["the weather in the capital"], deps=Country("Mexico"))
+
+
+@SCENARIOS.scenario(xfail=VALUES)
+def invalid_arguments_are_retried_by_pydantic_ai(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = turn_step(messages)
+        if step == 0:
+            return calls(("c1", "add", {"a": "one", "b": 2}))
+        if step == 1:
+            return calls(("c2", "add", {"a": 1, "b": 2}))
+        return text("3")
+
+    agent = Agent(probe.model(respond), capabilities=probe.capabilities)
+
+    @agent.tool_plain
+    def add(a: int, b: int) -> int:
+        probe.invoked("add", a=a, b=b)
+        return a + b
+
+    return Scenario(agent=agent, turns=["one plus two"])
+
+
+@SCENARIOS.scenario(xfail=PREPARE)
+def prepare_runs_where_a_plain_run_runs_it(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(("c1", "slow_tool", {}))
+        return text(str(_returns(messages)[0].content))
+
+    agent = Agent(probe.model(respond), capabilities=probe.capabilities)
+
+    async def short_timeout(ctx: RunContext[None], tool_def: ToolDefinition) -> ToolDefinition:
+        probe.invoked("prepare", run_step=ctx.run_step, retry=ctx.retry)
+        return replace(tool_def, timeout=0.05, description="A slow tool (prepared).", strict=True)
+
+    @agent.tool(prepare=short_timeout)
+    async def slow_tool(ctx: RunContext[None]) -> str:
+        await asyncio.sleep(1)
+        return "slept"
+
+    return Scenario(agent=agent, turns=["call the slow tool"], ordered_invocations=True)
+
+
+@SCENARIOS.scenario(xfail=PREPARE)
+def prepare_tools_sees_the_retries(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = turn_step(messages)
+        if step < 3:
+            return calls((f"c{step}", "flaky", {}))
+        return text("ok")
+
+    async def prepare_tool_defs(ctx: RunContext[None], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+        probe.invoked("prepare_tools", run_step=ctx.run_step, retries=dict(ctx.retries))
+        return tool_defs
+
+    agent = Agent(
+        probe.model(respond),
+        retries={"tools": 5, "output": 3},
+        capabilities=[*probe.capabilities, PrepareTools(prepare_tool_defs)],
+    )
+
+    @agent.tool
+    def flaky(ctx: RunContext[None]) -> str:
+        probe.invoked("flaky", retry=ctx.retry)
+        if ctx.retry < 2:
+            raise ModelRetry("Please try again.")
+        return "finally"
+
+    return Scenario(agent=agent, turns=["go"], ordered_invocations=True)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def stack() -> AsyncIterator[ParityStack]:
+    async with ParityStack(SCENARIOS) as served:
+        yield served
+
+
+@pytest.mark.parametrize("case", SCENARIOS.params())
+async def test_a_session_behaves_like_a_plain_run(stack: ParityStack, case: Case) -> None:
+    await check_parity(stack, case)
