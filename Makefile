@@ -24,7 +24,7 @@ $(VENV)/.synced: $(UV) pyproject.toml uv.lock
 demo: $(VENV)/.synced
 	$(BIN)/dex-agents demo $(ARGS)
 
-# The web console on the demo (fake Dex and the order agent in-process): http://127.0.0.1:8810
+# The web console on the demo (the dev server and the order agent in-process): http://127.0.0.1:8810
 console: $(VENV)/.synced
 	$(BIN)/dex-agents console --demo $(ARGS)
 

@@ -5,7 +5,7 @@ prints tables and takes about half a minute; it is not a timed test and asserts 
 ``--worker-mode listen`` runs the same with a listening (push) Worker instead of a pull
 Worker; ``--profile FILE`` runs the Worker under pyinstrument (see ``docs/performance.md``).
 
-Set-up: fake Dex runs in this process, the Worker in a child process
+Set-up: the dev server runs in this process, the Worker in a child process
 (``benchmarks._binding_worker``, served by `run_agent_worker` as an application would)
 with the scripted agent of ``benchmarks._binding_agent``: no sleeps, so every number is
 the session machinery's own cost. A stored message is about 0.45 KiB of JSON.
@@ -407,7 +407,7 @@ async def run_in(args: argparse.Namespace, workdir: Path) -> None:
     async with contextlib.AsyncExitStack() as resources:
         stack = await resources.enter_async_context(
             AgentTestStack(
-                workdir / "stack", [flow], WORKER_MODULE, worker_cwd=PROJECT_ROOT, worker_env=env, backend="fake"
+                workdir / "stack", [flow], WORKER_MODULE, worker_cwd=PROJECT_ROOT, worker_env=env, backend="devserver"
             )
         )
         await stack.start_worker()
@@ -458,7 +458,7 @@ async def run_in(args: argparse.Namespace, workdir: Path) -> None:
     print("## Binding benchmark: Worker-side cost per Step as the history grows")
     print(
         f"Python {platform.python_version()} ({sys.implementation.name}), {os.cpu_count()} cores "
-        f"({platform.machine()}), dex-python-sdk {_sdk_version()}; fake Dex in this process, the Worker in a child "
+        f"({platform.machine()}), dex-python-sdk {_sdk_version()}; dev server in this process, the Worker in a child "
         f"process ({args.worker_mode} mode); {measured} Steps measured in {elapsed:.0f} s"
     )
     for section in sections:

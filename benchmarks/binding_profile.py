@@ -3,7 +3,7 @@
 Run ``python -m benchmarks.binding_profile [--messages 20] [--repeat 2000] [--profile out.txt]``.
 Not part of ``python -m benchmarks``: it is the tool behind ``docs/performance.md``.
 
-1. Fake Dex and an in-process pull Worker run one seeded session of the binding
+1. The dev server and an in-process pull Worker run one seeded session of the binding
    benchmark's agent (``benchmarks._binding_agent``) to ``--messages`` stored messages;
    every task of one more tool turn is captured as the Worker received it (the
    ``send_user_message`` RPC, ``AwaitUserMessage``, ``RunModel``, ``CallTool``,
@@ -44,7 +44,7 @@ from dex.dexpb import dex_pb2 as pb
 
 from benchmarks._binding_agent import build_flow
 from dex_agents import AgentSessionClient, codec_registry
-from dex_agents.testing import FakeDex
+from dex_agents.testing import DevServer
 
 Task = pb.PollWorkerTask
 
@@ -72,17 +72,17 @@ async def capture_turn(messages: int, workdir: Path) -> tuple[dex.Registry, list
 
     _pull_worker.PullStream._execute = capture  # type: ignore[method-assign]  # noqa: SLF001
     try:
-        async with FakeDex() as fake:
+        async with DevServer() as server:
             cache = dex.open_blob_cache(dex.BlobCacheConfig(str(workdir / "cache"), 8 * 1024 * 1024))
             options = dex.WorkerOptions(
-                server_address=fake.address,
+                server_address=server.address,
                 pull=dex.PullWorkerOptions(max_concurrent_tasks=4, stop_drain_timeout=timedelta(seconds=1)),
             )
             worker = dex.AsyncWorker(registry, cache, options)
             serving = asyncio.create_task(worker.start())
             await worker.wait_pull_registered(timeout=10)
             try:
-                async with dex.AsyncClient(registry, cache, dex.ClientOptions(server_address=fake.address)) as client:
+                async with dex.AsyncClient(registry, cache, dex.ClientOptions(server_address=server.address)) as client:
                     sessions = AgentSessionClient(client, flow)
                     await sessions.start_session("s", f"seed {messages - 1}")
                     await _settle(captured, lambda: _idle(captured, 1))

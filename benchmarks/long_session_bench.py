@@ -3,7 +3,7 @@
 Run ``python -m benchmarks.long_session_bench`` (``make bench`` runs it with the others).
 It prints one table and takes a few minutes; it is not a timed test and asserts nothing.
 
-Set-up: as ``benchmarks.binding_bench`` (fake Dex in this process, the Worker in a child
+Set-up: as ``benchmarks.binding_bench`` (the dev server in this process, the Worker in a child
 process timing every task it runs), with the bench agent's compaction policy set to a
 context budget of ``--budget-tokens`` tokens (32,000 by default: 128 KiB of messages) and
 the default 20 messages kept verbatim. Per round, one fresh session per size (100, 1,000,
@@ -95,7 +95,7 @@ async def run(args: argparse.Namespace) -> None:
         env = {RECORDS_ENV: str(records_path), CONTEXT_BUDGET_TOKENS_ENV: budget}
         began = time.perf_counter()
         async with AgentTestStack(
-            Path(workdir) / "stack", [flow], WORKER_MODULE, worker_cwd=PROJECT_ROOT, worker_env=env, backend="fake"
+            Path(workdir) / "stack", [flow], WORKER_MODULE, worker_cwd=PROJECT_ROOT, worker_env=env, backend="devserver"
         ) as stack:
             await stack.start_worker()
             bench = Bench(stack.sessions(flow), Records(records_path))

@@ -1,9 +1,9 @@
-"""The Worker tasks one session turn costs, counted from fake Dex's attempt records (not a timed test).
+"""The Worker tasks one session turn costs, counted from the dev server's attempt records (not a timed test).
 
 Run: ``python -m benchmarks.turn_tasks [--tools-per-round 4] [--rounds 5]``.
 
 Serves the peer benchmark's agent (`benchmarks.peers.app_dex.build_flow`) with a
-listening Worker on fake Dex, all in this process, runs a first turn, then counts
+listening Worker on the dev server, all in this process, runs a first turn, then counts
 the Step tasks (``wait_for`` / ``execute`` attempts) and live events of the second
 turn (``send_user_message`` on an idle session, one Worker RPC task on top).
 """
@@ -18,7 +18,7 @@ from benchmarks.peers.app_dex import build_flow
 from benchmarks.peers.scenario import make_prompt
 from dex_agents import AgentContainer, AgentEventType, AgentSessionClient, WorkerMode, wait_worker_serving
 from dex_agents.infrastructure.dex.container import free_loopback_address
-from dex_agents.testing.fake_dex import FakeDex
+from dex_agents.testing.devserver import DevServer
 
 
 async def _follow(sessions: AgentSessionClient, token: str, events: collections.Counter[str]) -> str:
@@ -30,10 +30,10 @@ async def _follow(sessions: AgentSessionClient, token: str, events: collections.
             return token
 
 
-async def _committed(fake: FakeDex) -> int:
+async def _committed(server: DevServer) -> int:
     """Wait until the turn's last task, the next ``AwaitUserMessage.wait_for``, is recorded; return the count."""
     for _ in range(500):
-        attempts = fake.attempts("turns")
+        attempts = server.attempts("turns")
         if attempts and (attempts[-1].step_type, attempts[-1].method) == ("AwaitUserMessage", "wait_for"):
             return len(attempts)
         await asyncio.sleep(0.01)
@@ -42,11 +42,11 @@ async def _committed(fake: FakeDex) -> int:
 
 async def _run(rounds: int, tools: int) -> None:
     flow = build_flow()
-    async with FakeDex() as fake:
+    async with DevServer() as server:
         with tempfile.TemporaryDirectory(prefix="turn-tasks-") as cache:
             container = AgentContainer.build(
                 flows=[flow],
-                server_address=fake.address,
+                server_address=server.address,
                 blob_cache_directory=cache,
                 worker_mode=WorkerMode.LISTEN,
                 listen_address=free_loopback_address(),
@@ -58,12 +58,12 @@ async def _run(rounds: int, tools: int) -> None:
                 sessions = AgentSessionClient(client, flow)
                 await sessions.start_session("turns", make_prompt(rounds, tools, 1))
                 token = await _follow(sessions, "", collections.Counter())
-                before = await _committed(fake)
+                before = await _committed(server)
                 events: collections.Counter[str] = collections.Counter()
                 await sessions.send_user_message("turns", make_prompt(rounds, tools, 2))
                 await _follow(sessions, token, events)
-                await _committed(fake)
-                tasks = collections.Counter((a.step_type, a.method) for a in fake.attempts("turns")[before:])
+                await _committed(server)
+                tasks = collections.Counter((a.step_type, a.method) for a in server.attempts("turns")[before:])
             finally:
                 await client.close()
                 await worker.stop()

@@ -1,4 +1,4 @@
-"""Configurations ``dex``, ``dex-inproc`` and ``dex-floor``: the same agent as a dex-agents session on fake Dex.
+"""Configurations ``dex``, ``dex-inproc`` and ``dex-floor``: the same agent as a dex-agents session on the dev server.
 
 The agent is `benchmarks.peers.scenario.make_agent`'s, run through the Pydantic AI adapter
 (`pydantic_ai_session_flow`), with ``work`` classified ``read`` (a ``CallTool`` Step, no
@@ -12,15 +12,15 @@ followed with ``read_agent_event`` from the last resume token (no polling). At t
 turn's messages are being committed by the last ``RunModel``; the CPU accounting of bench.py
 charges that tail to the turn (see ``docs/benchmarks.md``).
 
-- ``dex``: fake Dex (``python -m benchmarks.peers.fake_dex_server``, i.e. ``dex_agents.testing.fake_dex``
+- ``dex``: the dev server (``python -m benchmarks.peers.devserver_process``, i.e. ``dex_agents.devserver``
   plus a CPU probe) and the dex Worker (``python -m benchmarks.peers.dex_worker``, i.e.
   ``run_agent_worker``) each in its own child process; the Client in the worker process.
-- ``dex-inproc``: fake Dex, the ``AsyncWorker`` and the Client in the worker process.
+- ``dex-inproc``: the dev server, the ``AsyncWorker`` and the Client in the worker process.
 - ``dex-floor``: ``dex`` with `benchmarks.peers.floor_runner.FloorRunner` in place of the agent: the
   same Steps, events and stored messages with no framework work (the binding's own cost).
 
 Both use a listening Worker on a free loopback port (`WorkerMode.LISTEN`, the faster mode:
-fake Dex calls it once per task); ``DEX_AGENTS_WORKER_MODE=pull`` in the environment measures pull
+the dev server calls it once per task); ``DEX_AGENTS_WORKER_MODE=pull`` in the environment measures pull
 Workers instead.
 """
 
@@ -56,7 +56,7 @@ from dex_agents import (
 )
 from dex_agents.adapters.pydantic_ai import pydantic_ai_session_flow
 from dex_agents.infrastructure.dex.container import DEFAULT_LISTEN_ADDRESS, free_loopback_address
-from dex_agents.testing.fake_dex import EXECUTE_COMPLETED_EVENT, FakeDex, read_history_events, step_history
+from dex_agents.testing.devserver import EXECUTE_COMPLETED_EVENT, DevServer, read_history_events, step_history
 from dex_agents.testing.stack import (
     LISTEN_ADDRESS_ENV,
     READY_FILE_ENV,
@@ -96,7 +96,7 @@ def build_flow(*, floor: bool = False) -> AgentSessionFlow:
 async def describe_history(
     address: str, flow_id: str, *, model_step: str, tool_step: str
 ) -> tuple[list[pb.FlowHistoryEvent], Describe]:
-    """Read a Flow's history from fake Dex; return it and what every Dex configuration describes of it.
+    """Read a Flow's history from the dev server; return it and what every Dex configuration describes of it.
 
     The Step counts are what ``read_step_history(address, flow_id)`` returns (executions completed, by
     Step type), taken from the one read whose size is also reported.
@@ -243,15 +243,15 @@ class _DexRunner(Runner):
 
 
 class DexInProcessRunner(_DexRunner):
-    """``dex-inproc``: fake Dex, Worker and Client share this process and its event loop."""
+    """``dex-inproc``: the dev server, Worker and Client share this process and its event loop."""
 
     name = "dex-inproc"
 
     async def start(self, args: argparse.Namespace) -> None:
         self._choose_mode(args)
-        self._fake = FakeDex()
-        await self._fake.start()
-        self.address = self._fake.address
+        self._devserver = DevServer()
+        await self._devserver.start()
+        self.address = self._devserver.address
         self._open_client()
         assert self._container is not None
         self._worker = self._container.worker()
@@ -262,7 +262,7 @@ class DexInProcessRunner(_DexRunner):
         await self._close_client()
         await self._worker.stop()
         await self._serving
-        await self._fake.stop()
+        await self._devserver.stop()
 
 
 class _Child:
@@ -315,7 +315,7 @@ class _Child:
 
 
 class ChildProcesses:
-    """Fake Dex and one Worker, each a child process with CPU probe and log (``dex``, ``dex-floor``, ``sdk-floor``)."""
+    """Dev server and one Worker, child processes with CPU probe and log (``dex``, ``dex-floor``, ``sdk-floor``)."""
 
     def __init__(self, workdir: str, prefix: str) -> None:
         """Log to ``<workdir>/<prefix>-server.log`` and ``<workdir>/<prefix>-worker.log``."""
@@ -326,14 +326,14 @@ class ChildProcesses:
         self.address = ""
 
     async def start(self, worker_module: str, worker_env: dict[str, str]) -> str:
-        """Start fake Dex, then ``worker_module`` with ``worker_env``; wait until it serves; return Dex's address."""
-        await self.server.spawn("benchmarks.peers.fake_dex_server", "--port", "0", stdout=asyncio.subprocess.PIPE)
+        """Start the dev server, then ``worker_module`` with ``worker_env``; wait till it serves; return the address."""
+        await self.server.spawn("benchmarks.peers.devserver_process", "--port", "0", stdout=asyncio.subprocess.PIPE)
         assert self.server.process is not None
         assert self.server.process.stdout is not None
         line = await asyncio.wait_for(self.server.process.stdout.readline(), 60)
         self.address = line.decode().strip()
         if not self.address.startswith("127.0.0.1:"):
-            raise RuntimeError(f"fake Dex did not print its address (got {line!r}); see {self.server.log_path}")
+            raise RuntimeError(f"the dev server did not print its address (got {line!r}); see {self.server.log_path}")
         ready = Path(self.workdir) / f"{self.prefix}-worker-{os.getpid()}.ready"
         ready.unlink(missing_ok=True)
         await self.worker.spawn(
@@ -360,7 +360,7 @@ class ChildProcesses:
         return {"worker": self.worker.pid, "server": self.server.pid}
 
     async def stop(self) -> None:
-        """Stop the Worker, then the server (docs/fake-dex.md)."""
+        """Stop the Worker, then the server (docs/dev-server.md)."""
         await self.worker.stop()
         await self.server.stop()
 
@@ -381,7 +381,7 @@ class ChildProcessesRunner(Runner):
 
 
 class DexProcessRunner(ChildProcessesRunner, _DexRunner):
-    """``dex``: fake Dex and the Worker in their own child processes; the Client here.
+    """``dex``: the dev server and the Worker in their own child processes; the Client here.
 
     ``dex-floor`` (``floor=True``): the same, serving `benchmarks.peers.floor_runner.FloorRunner`.
     """

@@ -1,4 +1,4 @@
-"""Side by side: Pydantic AI plain, on DBOS, on Temporal, and as a dex-agents session on fake Dex.
+"""Side by side: Pydantic AI plain, on DBOS, on Temporal, and as a dex-agents session on the dev server.
 
 Usage (from the repository root, with the bench venv that ``make bench-peers`` builds)::
 
@@ -12,7 +12,7 @@ What it does (every server and child process binds 127.0.0.1 only and is stopped
   (``temporal``) and one with ``history.transferProcessorMaxPollRPS`` raised (``temporal-tuned``,
   also used by ``temporal-tuned-nosandbox``);
 * starts one worker process per configuration (`benchmarks.peers.worker`); the ``dex`` worker
-  starts its own fake Dex child and dex Worker child;
+  starts its own dev server child and dex Worker child;
 * checks how many durable steps one turn records in each engine, against the turn shape;
 * warms up, measures idle CPU, then interleaves measured turns round-robin (the order rotates
   every round); runs back-to-back ("sustained") turns one configuration at a time; runs sessions

@@ -20,8 +20,8 @@ LABELS = {
     "temporal": "Temporal, stock dev server",
     "temporal-tuned": "Temporal, tuned dev server",
     "temporal-tuned-nosandbox": "Temporal tuned, no sandbox",
-    "dex": "**dex-agents**, fake Dex + Worker in own processes",
-    "dex-inproc": "**dex-agents**, fake Dex + Worker + Client in one process",
+    "dex": "**dex-agents**, dev server + Worker in own processes",
+    "dex-inproc": "**dex-agents**, dev server + Worker + Client in one process",
     "dex-floor": "dex-agents binding alone: `dex` with a framework-free scripted runner (not a peer)",
     "sdk-floor": "Dex SDK alone: the same Step graph, Steps that do nothing (a lower bound, not a peer)",
     "sdk-floor-agent": "`sdk-floor` + the plain `agent.run` in its first Step (the floor of any binding, not a peer)",
@@ -84,7 +84,7 @@ def role_cpu(config: str, sample: Sample, idle: dict[str, dict[str, float]]) -> 
 
     ``worker`` is the dex Worker child for ``dex``, else the worker process itself (DBOS, Temporal's
     worker and client, the all-in-one ``dex-inproc``, or plain's ``agent.run``). ``server`` is the
-    fake Dex child (cycle, exact) or the Temporal dev server (``/proc`` ticks around the call).
+    the dev server child (cycle, exact) or the Temporal dev server (``/proc`` ticks around the call).
     """
     cycle = sample.get("cycle")
     out: dict[str, float | None] = {"worker": None, "server": None, "client": None}

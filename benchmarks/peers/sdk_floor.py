@@ -14,7 +14,7 @@ The Steps write the live events dex-agents' event contract asks of such a turn, 
 69 frames for 5x4, as ``dex`` writes), with bodies of about the same size, and read none.
 
 Every method is SYNC, as in the session Flow. Each turn is one Flow started by ``start_flow`` and
-awaited by ``wait_for_flow``. fake Dex and the listening Worker are child processes, as in ``dex``,
+awaited by ``wait_for_flow``. the dev server and the listening Worker are child processes, as in ``dex``,
 so the Worker's CPU per step is what the SDK (its dispatcher, value mapping and gRPC transport) costs
 for the Steps a durable turn of this shape must make, with nothing of dex-agents in it. Against the
 plain agent's CPU per step in the same run it bounds from below what any binding on this SDK can
@@ -27,8 +27,8 @@ under the same contention as ``dex``'s Worker: the least any durable Pydantic AI
 graph can cost, before it stores, records or resumes anything (``docs/performance.md``).
 
 Configuration ``sdk-floor-store`` is ``sdk-floor`` whose Steps also read and write what a session stores,
-with the SDK's Attributes and AttributeMaps and at about the sizes the ``dex`` turn stores them (on fake
-Dex, its task requests average about 10% more bytes than ``dex``'s and its results about 40% fewer): the
+with the SDK's Attributes and AttributeMaps and at about the sizes the ``dex`` turn stores them (on the dev
+server, its task requests average about 10% more bytes than ``dex``'s and its results about 40% fewer): the
 session state, usage and interrupts; one tool-call record per call, written when the model asks for it and
 twice by its tool Step, the batch's records loaded by the join and the next model call; the run state,
 growing by a model response and its results per model call; the turn's messages at its end. The Steps' reads
@@ -84,7 +84,7 @@ INTERRUPTS = dex.Attribute("INTERRUPTS", str)
 RUN_STATE = dex.AttributeMap("RUN_STATE", str)
 RECORDS = dex.AttributeMap("RECORDS", str)
 MESSAGES = dex.AttributeMap("MESSAGES", str)
-# Sizes of dex-agents' stored JSON values in a 5x4 turn of the bench agent (measured on fake Dex's task requests).
+# Sizes of dex-agents' stored JSON values in a 5x4 turn of the bench agent (measured on the dev server's task requests).
 _STATE_VALUE = "s" * 300
 _USAGE_VALUE = "u" * 130
 _RECORD_VALUE = "r" * 480
@@ -255,7 +255,7 @@ def _registry() -> dex.Registry:
 
 
 class SdkFloorRunner(ChildProcessesRunner):
-    """``sdk-floor`` or ``sdk-floor-agent``: fake Dex and the raw SDK Worker in child processes; the Client here."""
+    """``sdk-floor`` or ``sdk-floor-agent``: dev server and raw SDK Worker in child processes; the Client here."""
 
     def __init__(self, name: str = "sdk-floor") -> None:
         assert name in SDK_FLOOR_CONFIGS, name

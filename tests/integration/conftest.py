@@ -16,12 +16,12 @@ _NO_DEXCLI = f"no real Dex server: set {DEXCLI_ENV} to a dexcli binary to run th
 
 @pytest.fixture(
     params=[
-        "fake",
+        "devserver",
         pytest.param("dexcli", marks=pytest.mark.skipif(not os.environ.get(DEXCLI_ENV), reason=_NO_DEXCLI)),
     ]
 )
 def backend(request: pytest.FixtureRequest) -> Backend:
-    """Each case runs on fake Dex, and on a private ``dexcli dev`` when ``DEXCLI`` is set."""
+    """Each case runs on the dev server, and on a private ``dexcli dev`` when ``DEXCLI`` is set."""
     value: Backend = request.param
     return value
 
@@ -42,7 +42,9 @@ def _worker_modes(metafunc: pytest.Metafunc) -> list[str]:
     name = metafunc.function.__name__
     package, _, module = metafunc.module.__name__.rpartition(".")
     if not package.endswith((".agent", ".pydantic_ai")):
-        return [WorkerMode.LISTEN.value]  # no AgentTestStack: the CLI picks its own mode, fake Dex tests their own
+        return [
+            WorkerMode.LISTEN.value
+        ]  # no AgentTestStack: the CLI picks its own mode, the dev server tests their own
     both = module in _BOTH_MODES_MODULES or any(word in name for word in _BOTH_MODES_WORDS)
     return [WorkerMode.LISTEN.value, WorkerMode.PULL.value] if both else [WorkerMode.LISTEN.value]
 

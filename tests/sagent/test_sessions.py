@@ -1,4 +1,4 @@
-"""A real sagent agent as a durable session on fake Dex, with the Worker in a child process.
+"""A real sagent agent as a durable session on the dev server, with the Worker in a child process.
 
 Mirrors the Pydantic AI adapter's suite: each test states its invariant
 through the `InvocationLog` (real model and tool calls across every Worker

@@ -3,7 +3,7 @@
 Commands:
 
 - ``demo [--yes | --no] [--crash]``: the order agent (find an order, refund
-  it after an approval, email the customer) with a scripted model on fake Dex
+  it after an approval, email the customer) with a scripted model on the dev server
   started in this process, its Worker in a child process; ``--crash`` kills
   that Worker in the middle of the refund Step and starts a replacement.
 - ``chat MODULE:FLOW_FACTORY [--server HOST:PORT]``: an interactive session
@@ -13,9 +13,9 @@ Commands:
   running session from a position (``--from TOKEN``) and answer its approvals
   (``approve ID`` / ``reject ID "reason"``); ``approve SESSION_ID ID`` and
   ``reject SESSION_ID ID [REASON]`` give one answer from the shell.
-- ``dev-server [--port N]``: fake Dex on 127.0.0.1 until Ctrl-C.
+- ``dev-server [--port N]``: the dev server on 127.0.0.1 until Ctrl-C.
 
-Layout: `app` (click commands, failures and exit codes), `engine` (fake Dex or
+Layout: `app` (click commands, failures and exit codes), `engine` (the dev server or
 a server, Client, in-process Worker), `follow` (reading and answering a
 session's events), `render` and `transcript` (drawing them with rich, text
 grouped by ``(turn_id, step_execution_id, attempt)``), `terminal` (prompts

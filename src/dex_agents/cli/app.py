@@ -74,7 +74,7 @@ def _debug(ctx: click.Context, debug: bool) -> bool:
 
 @click.group(
     context_settings={"help_option_names": ["-h", "--help"]},
-    help="Durable AI agent sessions on Dex: a demo, a chat, a watch with approvals, a web console, a fake Dex server.",
+    help="Durable AI agent sessions on Dex: a demo, a chat, a watch with approvals, a web console, a dev server.",
 )
 @click.option("--debug", is_flag=True, default=False, help="Print the traceback of a failure.")
 @click.pass_context
@@ -99,7 +99,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 def demo(
     ctx: click.Context, approve_refund: bool, reject_refund: bool, crash: bool, framework: str, debug: bool
 ) -> int:
-    """Run the order agent (find, refund with approval, email) on fake Dex with a scripted model.
+    """Run the order agent (find, refund with approval, email) on the dev server with a scripted model.
 
     Asks "Approve refund_order ...? [y/N]" when standard input is a terminal;
     otherwise answers no, unless --yes or --no says.
@@ -116,7 +116,9 @@ def demo(
 
 @cli.command()
 @click.argument("target", metavar="MODULE:FLOW_FACTORY")
-@click.option("--server", metavar="HOST:PORT", default=None, help="Dex to use (default: fake Dex in this process).")
+@click.option(
+    "--server", metavar="HOST:PORT", default=None, help="Dex to use (default: the dev server in this process)."
+)
 @click.option("--session", "session_id", metavar="ID", default=None, help="Session to start or join (default: new).")
 @click.option(
     "--worker/--no-worker",
@@ -249,7 +251,7 @@ def reject(
 @debug_option
 @click.pass_context
 def dev_server(ctx: click.Context, port: int, debug: bool) -> int:
-    """Serve fake Dex on 127.0.0.1 until Ctrl-C (for people without dexcli)."""
+    """Serve the dev server on 127.0.0.1 until Ctrl-C (for people without dexcli)."""
     from dex_agents.cli.dev_server import run_dev_server
 
     return run(lambda console: run_dev_server(console, port), debug=_debug(ctx, debug))
@@ -258,7 +260,7 @@ def dev_server(ctx: click.Context, port: int, debug: bool) -> int:
 @cli.command()
 @click.option("--server", metavar="HOST:PORT", default=None, help="The Dex server (not with --demo).")
 @click.option("--flow", "flow_target", metavar="MODULE:FLOW_FACTORY", default=None, help="The sessions' Flow.")
-@click.option("--demo", is_flag=True, default=False, help="Fake Dex and the demo's order agent in this process.")
+@click.option("--demo", is_flag=True, default=False, help="The dev server and the demo's order agent in this process.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (not loopback: --token).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8810, show_default=True, help="Port (0: any).")
 @click.option("--token", default=None, help="Token every request must carry (default: $DEX_AGENTS_CONSOLE_TOKEN).")

@@ -16,7 +16,7 @@ next line. Lines that are not typed at a terminal (a pipe, a script) are read
 one turn at a time, as before.
 
 What ``/quit`` leaves behind depends on where the session lives (`AfterQuit`):
-on the in-process fake Dex it ends with the chat; on a server it stays, and it
+on the in-process dev server it ends with the chat; on a server it stays, and it
 keeps running only while some Worker serves its Flow.
 """
 
@@ -64,7 +64,7 @@ class AfterQuit(StrEnum):
     """What becomes of the session when the person leaves with ``/quit``."""
 
     ENDS_WITH_CHAT = "ends_with_chat"
-    """It lives on fake Dex inside this process, which stops with the chat."""
+    """It lives on the dev server inside this process, which stops with the chat."""
     WAITS_FOR_WORKER = "waits_for_worker"
     """It stays on the server; this process ran its Worker, so it continues once another Worker serves its Flow."""
     KEEPS_RUNNING = "keeps_running"
@@ -72,7 +72,7 @@ class AfterQuit(StrEnum):
 
     @classmethod
     def of(cls, *, embedded: bool, serve_worker: bool) -> "AfterQuit":
-        """Return what follows ``/quit`` on in-process fake Dex (``embedded``) or a server, with or without a Worker."""
+        """What follows ``/quit`` on an in-process dev server (``embedded``) or a server, with or without Worker."""
         if embedded:
             return cls.ENDS_WITH_CHAT
         return cls.WAITS_FOR_WORKER if serve_worker else cls.KEEPS_RUNNING
@@ -82,7 +82,7 @@ class AfterQuit(StrEnum):
         match self:
             case AfterQuit.ENDS_WITH_CHAT:
                 return (
-                    f"left session {session_id}; it ends with this chat (its fake Dex runs in this process: "
+                    f"left session {session_id}; it ends with this chat (its dev server runs in this process: "
                     "use dev-server and --server to keep sessions)"
                 )
             case AfterQuit.WAITS_FOR_WORKER:

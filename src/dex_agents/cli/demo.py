@@ -1,6 +1,6 @@
 """``dex-agents demo``: the order agent as one durable session, from the first event to the snapshot.
 
-The demo starts fake Dex in this process and the order agent's Worker
+The demo starts the dev server in this process and the order agent's Worker
 (`dex_agents.cli.demo_worker`) as a child process in its own process group
 (a listening Worker on a free loopback port, the faster mode; its replacement
 after ``--crash`` binds the same address),
@@ -55,11 +55,11 @@ from dex_agents.cli.shop import (
 )
 from dex_agents.cli.terminal import FixedApprover, PromptApprover, TerminalLines
 from dex_agents.cli.views import render_snapshot
+from dex_agents.devserver import DevServer
 from dex_agents.domain.events import AgentEvent, ToolCallStartedPayload
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.infrastructure.dex.container import WorkerMode, free_loopback_address
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
-from dex_agents.testing.fake_dex import FakeDex
 from dex_agents.testing.probes import wait_until
 from dex_agents.testing.stack import (
     LISTEN_ADDRESS_ENV,
@@ -426,7 +426,7 @@ async def run_demo(console: Console, *, answer: bool | None, crash: bool, framew
         work_dir = Path(tmp)
         state = work_dir / "shop"
         state.mkdir()
-        listen = free_loopback_address()  # the faster mode: fake Dex calls the Worker children here
+        listen = free_loopback_address()  # the faster mode: the dev server calls the Worker children here
         env = {
             STATE_ENV: str(state),
             FRAMEWORK_ENV: framework,
@@ -437,16 +437,16 @@ async def run_demo(console: Console, *, answer: bool | None, crash: bool, framew
             env[CRASH_ENV] = "1"
         try:
             async with asyncio.timeout(DEMO_TIMEOUT), contextlib.AsyncExitStack() as stack:
-                with console.status("starting fake Dex and the Worker process", spinner="dots"):
-                    fake = await stack.enter_async_context(FakeDex())
-                    supervisor = WorkerSupervisor(fake.address, work_dir, env)
+                with console.status("starting the dev server and the Worker process", spinner="dots"):
+                    devserver = await stack.enter_async_context(DevServer())
+                    supervisor = WorkerSupervisor(devserver.address, work_dir, env)
                     stack.push_async_callback(supervisor.stop_all)
                     worker = await supervisor.spawn()
                     # Load the agent here while the Worker process loads it there.
                     flow = load_order_flow(framework)
                     engine = await stack.enter_async_context(
                         open_engine(
-                            fake.address,
+                            devserver.address,
                             [flow],
                             console,
                             embedded=True,

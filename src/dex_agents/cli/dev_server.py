@@ -1,4 +1,4 @@
-"""``dex-agents dev-server``: fake Dex on a loopback port until Ctrl-C, for people without ``dexcli``."""
+"""``dex-agents dev-server``: the dev server on a loopback port until Ctrl-C, for people without ``dexcli``."""
 
 import asyncio
 import errno
@@ -9,10 +9,10 @@ from rich.console import Console
 from rich.text import Text
 
 from dex_agents.cli.errors import CliError
-from dex_agents.testing.fake_dex import FakeDex
+from dex_agents.devserver import DevServer
 
 HOST = "127.0.0.1"
-"""Fake Dex binds only the loopback address."""
+"""The dev server binds only the loopback address."""
 
 DEFAULT_PORT = 8801
 """The port ``dexcli dev`` uses too."""
@@ -36,24 +36,24 @@ def ensure_port_free(port: int) -> None:
 
 
 async def run_dev_server(console: Console, port: int, *, ready: asyncio.Event | None = None) -> None:
-    """Serve fake Dex on ``port`` (0: any free port) until SIGINT or SIGTERM."""
+    """Serve the dev server on ``port`` (0: any free port) until SIGINT or SIGTERM."""
     ensure_port_free(port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     try:
-        fake = FakeDex(port=port)
+        server = DevServer(port=port)
         try:
-            await fake.start()
+            await server.start()
         except RuntimeError as error:
-            raise CliError(f"cannot start fake Dex on {HOST}:{port}: {error}") from error
+            raise CliError(f"cannot start the dev server on {HOST}:{port}: {error}") from error
         try:
-            console.print(Text(f"fake Dex serving on {fake.address}", style="bold"), soft_wrap=True)
+            console.print(Text(f"dev server serving on {server.address}", style="bold"), soft_wrap=True)
             console.print(
                 Text(
-                    f"connect Workers and Clients with server_address={fake.address!r}, "
-                    f"or: dex-agents watch SESSION_ID --server {fake.address} --flow MODULE:FLOW_FACTORY. "
+                    f"connect Workers and Clients with server_address={server.address!r}, "
+                    f"or: dex-agents watch SESSION_ID --server {server.address} --flow MODULE:FLOW_FACTORY. "
                     "Ctrl-C stops it.",
                     style="dim",
                 ),
@@ -63,9 +63,9 @@ async def run_dev_server(console: Console, port: int, *, ready: asyncio.Event | 
             if ready is not None:
                 ready.set()
             await stop.wait()
-            console.print(Text("stopping fake Dex", style="dim"))
+            console.print(Text("stopping the dev server", style="dim"))
         finally:
-            await fake.stop()
+            await server.stop()
     finally:
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)

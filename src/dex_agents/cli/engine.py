@@ -1,11 +1,11 @@
-"""Connecting to Dex: an external server, or fake Dex started in this process.
+"""Connecting to Dex: an external server, or the dev server started in this process.
 
 `open_engine` yields an `Engine`: the address, a Dex Client for the given
 Flows (assembled by `AgentContainer`) and, on request, a Worker serving those
 Flows in this process. It checks that the server answers before anything
 else, so an unreachable server is one clear error.
 
-On the embedded fake Dex, Workers listen on a free loopback port
+On the embedded dev server, Workers listen on a free loopback port
 (`WorkerMode.LISTEN`, the faster mode: Dex calls them once per task) and the
 Client routes the Flows it starts there. For an external server they pull their
 tasks: that server may not reach this machine, and an application's own Worker
@@ -22,6 +22,7 @@ import dex
 from rich.console import Console
 
 from dex_agents.cli.errors import CliError, UsageError
+from dex_agents.devserver import DevServer
 from dex_agents.infrastructure.dex.client import AgentSessionClient
 from dex_agents.infrastructure.dex.container import (
     DEFAULT_LISTEN_ADDRESS,
@@ -31,7 +32,6 @@ from dex_agents.infrastructure.dex.container import (
     wait_worker_serving,
 )
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
-from dex_agents.testing.fake_dex import FakeDex
 
 HEALTH_TIMEOUT = timedelta(seconds=5)
 """How long the first health check may take."""
@@ -59,13 +59,13 @@ class Engine:
         self.address = address
         self.container = container
         self.embedded = embedded
-        """Whether the server is fake Dex running inside this process."""
+        """Whether the server is the dev server running inside this process."""
         self.client: dex.AsyncClient = container.client()
 
     @property
     def description(self) -> str:
         """What and where the server is, for a header line."""
-        return f"fake Dex in this process on {self.address}" if self.embedded else f"Dex on {self.address}"
+        return f"the dev server in this process on {self.address}" if self.embedded else f"Dex on {self.address}"
 
     def sessions(self, flow: AgentSessionFlow) -> AgentSessionClient:
         """Return the session client of one of the Flows."""
@@ -102,15 +102,15 @@ async def open_engine(
     worker_mode: WorkerMode | None = None,
     listen_address: str | None = None,
 ) -> AsyncIterator[Engine]:
-    """Connect to ``server``, or start fake Dex here when it is ``None``, and yield the `Engine`.
+    """Connect to ``server``, or start the dev server here when it is ``None``, and yield the `Engine`.
 
     Args:
-        server: ``host:port``, or ``None`` for fake Dex in this process.
+        server: ``host:port``, or ``None`` for the dev server in this process.
         flows: the Flows the Client (and an in-process Worker) know.
         console: where the spinner of a slow start goes.
-        embedded: ``server`` is a fake Dex this process already runs.
+        embedded: ``server`` is a dev server this process already runs.
         worker_mode: how Workers get tasks (the Client routes to them); by default they
-            listen on the embedded fake Dex and pull otherwise.
+            listen on the embedded dev server and pull otherwise.
         listen_address: where listening Workers bind (default: a free loopback port).
 
     Raises:
@@ -119,9 +119,9 @@ async def open_engine(
     with tempfile.TemporaryDirectory(prefix="dex-agents-cli-") as cache_dir:
         async with contextlib.AsyncExitStack() as stack:
             if server is None:
-                with console.status("starting fake Dex", spinner="dots"):
-                    fake = await stack.enter_async_context(FakeDex())
-                address, embedded = fake.address, True
+                with console.status("starting the dev server", spinner="dots"):
+                    devserver = await stack.enter_async_context(DevServer())
+                address, embedded = devserver.address, True
             else:
                 address = parse_server(server)
             mode = worker_mode or (WorkerMode.LISTEN if embedded else WorkerMode.PULL)

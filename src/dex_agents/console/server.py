@@ -1,12 +1,12 @@
 """``dex-agents console``: serve the web console on uvicorn, against a Dex server or the in-process demo.
 
 `run_console` connects to Dex (`dex_agents.cli.engine.open_engine`), or with
-``demo`` starts fake Dex in this process and the demo's order agent Worker
+``demo`` starts the dev server in this process and the demo's order agent Worker
 beside it, then serves `build_console_app` until Ctrl-C. `serve_console`
 runs any console app on a port for as long as a block runs (the tests use
 it). The session index defaults to ``$XDG_STATE_HOME/dex-agents/sessions.sqlite``
 (``~/.local/state/...``); the demo keeps its own in a temporary directory,
-since its fake Dex forgets every session when it stops.
+since its dev server forgets every session when it stops.
 """
 
 import asyncio
@@ -106,7 +106,7 @@ async def run_console(
         UsageError: neither ``--demo`` nor ``--server`` with ``--flow``, or an unsafe bind.
     """
     if demo and (server is not None or flow_target is not None):
-        raise UsageError("--demo runs its own fake Dex and order agent: leave out --server and --flow")
+        raise UsageError("--demo runs its own dev server and order agent: leave out --server and --flow")
     if not demo and (server is None or flow_target is None):
         raise UsageError("give --server HOST:PORT and --flow MODULE:FLOW_FACTORY, or --demo")
     try:

@@ -2,20 +2,25 @@
 
 - Runner doubles, to unit-test a runner or the use cases without an engine:
   `ScriptedRunner`, `RecordingEventSink`, `make_turn_context`, ...
-- Integration testing on an engine: `AgentTestStack` (fake Dex by default, a
+- Integration testing on an engine: `AgentTestStack` (the dev server by default, a
   private ``dexcli dev`` when ``DEXCLI`` is set), `run_agent_worker` for Worker
   children, `FileGate`, `InvocationLog`, `wait_until`,
   `wait_for_agent_snapshot`, `read_step_history` and `EXECUTE_COMPLETED_EVENT`.
 - Whole sessions without an engine: `InMemorySessionHost` and `ManualClock`
   (`dex_agents.testing.memory` has every in-memory port).
-- `dex_agents.testing.fake_dex`: the fake Dex server itself.
+- The dev server (`DevServer`, `DevServerConfig`, `DevServerProcess`, from
+  ``dex_agents.devserver``) and its test knobs (``dex_agents.testing.devserver``:
+  `TEST_RETRY_DELAY_SCALE`, the server clock, `read_history_events`, `read_step_history`).
 """
 
-from dex_agents.testing.fake_dex import (
+from dex_agents.testing.devserver import (
     EXECUTE_COMPLETED_EVENT,
-    FakeDex,
-    FakeDexConfig,
+    TEST_RETRY_DELAY_SCALE,
+    DevServer,
+    DevServerConfig,
+    DevServerProcess,
     StepHistoryEntry,
+    read_history_events,
     read_step_history,
 )
 from dex_agents.testing.memory import InMemorySessionHost, ManualClock
@@ -54,9 +59,11 @@ from dex_agents.testing.stack import (
 
 __all__ = [
     "EXECUTE_COMPLETED_EVENT",
+    "TEST_RETRY_DELAY_SCALE",
     "AgentTestStack",
-    "FakeDex",
-    "FakeDexConfig",
+    "DevServer",
+    "DevServerConfig",
+    "DevServerProcess",
     "FileGate",
     "InMemorySessionHost",
     "InvocationLog",
@@ -79,6 +86,7 @@ __all__ = [
     "make_tool_call",
     "make_tool_execution",
     "make_turn_context",
+    "read_history_events",
     "read_step_history",
     "run_agent_worker",
     "session_is_idle",

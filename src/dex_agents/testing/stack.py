@@ -1,6 +1,6 @@
 """`AgentTestStack`: an engine, a Client and Worker child processes for integration tests.
 
-The engine is fake Dex (in-process) by default. With ``DEXCLI`` set to a
+The engine is the dev server (in-process) by default. With ``DEXCLI`` set to a
 ``dexcli`` binary, or ``backend="dexcli"``, a private ``dexcli dev`` runs
 instead on a free port; the argv it is started with is an assumption (no
 ``dexcli`` could be run where this was written) and can be replaced with
@@ -43,10 +43,10 @@ from dex_agents.infrastructure.dex.container import (
     wait_worker_serving,
 )
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
-from dex_agents.testing.fake_dex import (
+from dex_agents.testing.devserver import (
     TEST_RETRY_DELAY_SCALE,
-    FakeDex,
-    FakeDexConfig,
+    DevServer,
+    DevServerConfig,
     StepHistoryEntry,
     read_step_history,
 )
@@ -69,7 +69,7 @@ DEXCLI_ARGS_ENV = "DEX_AGENTS_DEXCLI_ARGS"
 DEFAULT_DEXCLI_ARGS = "dev --engine zd --port {port}"
 """Assumed ``dexcli`` arguments for a private dev engine."""
 
-Backend = Literal["fake", "dexcli"]
+Backend = Literal["devserver", "dexcli"]
 """Which engine a stack runs on."""
 
 
@@ -210,8 +210,8 @@ def _free_port() -> int:
 
 
 def default_backend() -> Backend:
-    """``dexcli`` when ``DEXCLI`` is set, else fake Dex."""
-    return "dexcli" if os.environ.get(DEXCLI_ENV) else "fake"
+    """``dexcli`` when ``DEXCLI`` is set, else the dev server."""
+    return "dexcli" if os.environ.get(DEXCLI_ENV) else "devserver"
 
 
 class AgentTestStack:
@@ -226,7 +226,7 @@ class AgentTestStack:
         worker_cwd: Path | None = None,
         worker_env: Mapping[str, str] | None = None,
         backend: Backend | None = None,
-        fake_config: FakeDexConfig | None = None,
+        devserver_config: DevServerConfig | None = None,
         worker_mode: WorkerMode | str | None = None,
     ) -> None:
         self._tmp = Path(tmp_path)
@@ -239,8 +239,10 @@ class AgentTestStack:
         self._worker_cwd = worker_cwd
         self._worker_env = dict(worker_env or {})
         self.backend: Backend = backend or default_backend()
-        self._fake_config = fake_config
-        self._fake: FakeDex | None = None
+        if self.backend not in ("devserver", "dexcli"):
+            raise ValueError(f'backend must be "devserver" or "dexcli", got {self.backend!r}')
+        self._devserver_config = devserver_config
+        self._devserver: DevServer | None = None
         self._dexcli: subprocess.Popen[bytes] | None = None
         self._container: AgentContainer | None = None
         self._client: dex.AsyncClient | None = None
@@ -248,11 +250,11 @@ class AgentTestStack:
         self.address = ""
 
     @property
-    def fake(self) -> FakeDex:
-        """The in-process fake Dex (fake backend only): clock, timers, history."""
-        if self._fake is None:
-            raise RuntimeError(f"the {self.backend!r} backend has no fake Dex")
-        return self._fake
+    def devserver(self) -> DevServer:
+        """The in-process dev server (devserver backend only): clock, timers, history."""
+        if self._devserver is None:
+            raise RuntimeError(f"the {self.backend!r} backend has no dev server")
+        return self._devserver
 
     @property
     def client(self) -> dex.AsyncClient:
@@ -266,10 +268,12 @@ class AgentTestStack:
 
     async def __aenter__(self) -> Self:
         self._tmp.mkdir(parents=True, exist_ok=True)
-        if self.backend == "fake":
-            self._fake = FakeDex(self._fake_config or FakeDexConfig(retry_delay_scale=TEST_RETRY_DELAY_SCALE))
-            await self._fake.__aenter__()
-            self.address = self._fake.address
+        if self.backend == "devserver":
+            self._devserver = DevServer(
+                self._devserver_config or DevServerConfig(retry_delay_scale=TEST_RETRY_DELAY_SCALE)
+            )
+            await self._devserver.__aenter__()
+            self.address = self._devserver.address
         else:
             self.address = await self._start_dexcli()
         if self.worker_mode is WorkerMode.LISTEN:
@@ -293,8 +297,8 @@ class AgentTestStack:
             await self._client.close()
         if self._container is not None:
             self._container.blob_cache().close()
-        if self._fake is not None:
-            await self._fake.__aexit__(exc_type, exc, tb)
+        if self._devserver is not None:
+            await self._devserver.__aexit__(exc_type, exc, tb)
         if self._dexcli is not None:
             self._dexcli.terminate()
             try:

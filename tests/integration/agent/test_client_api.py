@@ -1,4 +1,4 @@
-"""The application API end to end on fake Dex: follow a sent message to its turn's end, read past tool outcomes.
+"""The application API end to end on the dev server: follow a sent message to its turn's end, read past tool outcomes.
 
 Nothing here waits with ``dex_agents.testing``'s polling helpers except where a
 test needs a mid-turn state (a pending approval) that the client API does not

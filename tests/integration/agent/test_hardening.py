@@ -392,7 +392,7 @@ async def test_a_session_of_messages_at_the_size_limit_stays_readable_page_by_pa
     await answers_next_message(sessions, "s")
 
 
-async def test_an_approval_given_for_another_call_fails_that_call_on_fake_dex_without_running_it(
+async def test_an_approval_given_for_another_call_fails_that_call_on_the_dev_server_without_running_it(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
     await stack.start_worker()

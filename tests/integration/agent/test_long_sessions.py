@@ -1,4 +1,4 @@
-"""Long sessions on fake Dex: the model reads a bounded window, compaction is durable, nothing stored is lost.
+"""Long sessions on the dev server: the model reads a bounded window, compaction is durable, nothing stored is lost.
 
 The scripted runner records each model call's window (message count, bytes,
 summary) and each compaction in the `InvocationLog`, so the cases assert what

@@ -1,11 +1,11 @@
-"""The README's "use it in your app" example, run as written against fake Dex."""
+"""The README's "use it in your app" example, run as written against the dev server."""
 
 import asyncio
 from pathlib import Path
 
 import pytest
 
-from dex_agents.testing import FakeDex
+from dex_agents.testing import DevServer
 from tests.integration.agent.scripted_agent import ScriptedAgentRunner
 
 # The scripted runner reads its user message as a script: this one searches and answers.
@@ -18,7 +18,7 @@ async def test_readme_example_runs_a_session_to_its_answer(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)  # the example opens .dex-cache in the working directory
-    async with FakeDex() as fake:
+    async with DevServer() as fake:
         address = fake.address
         # --- the README example, unchanged but for `address`, the scripted runner and its message ---
         from dex import (
@@ -109,7 +109,7 @@ async def test_readme_listening_worker_example_serves_a_session_through_the_cont
         options=AgentSessionOptions(tool_policies={"search_tickets": ToolPolicy(ToolEffect.READ)}),
     )
     listen = free_loopback_address()  # the README binds 127.0.0.1:8803; a free port keeps parallel runs apart
-    async with FakeDex() as fake:
+    async with DevServer() as fake:
         # --- the README's listening variant, but for the address, the port and the cache folder ---
         container = AgentContainer.build(
             flows=[flow],
@@ -129,7 +129,7 @@ async def test_readme_listening_worker_example_serves_a_session_through_the_cont
             result = await sessions.wait_for_turn("session-42", receipt, timeout=120)
             assert result.status is TurnStatus.COMPLETED
             assert worker.worker_target.address == listen
-            assert not fake.pull_worker_ids()  # fake Dex called the Worker; no task streams
+            assert not fake.pull_worker_ids()  # the dev server called the Worker; no task streams
         finally:
             await worker.stop()
             await serving

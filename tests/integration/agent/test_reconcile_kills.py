@@ -2,7 +2,7 @@
 
 The probe of ``reconciled_write`` looks for the call's effect (its
 `InvocationLog` line with the idempotency key) the way a real probe looks in
-an outbox. Each case runs under fake Dex's documented redelivery rule and with
+an outbox. Each case runs under the dev server's documented redelivery rule and with
 ``redeliver_after_output``: the write never runs twice, and the model is told
 what the probe found.
 """

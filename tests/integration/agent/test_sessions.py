@@ -69,7 +69,7 @@ async def fake_stack_with(
         WORKER_MODULE,
         worker_cwd=PROJECT_ROOT,
         worker_env={STATE_ENV: str(state_dir)},
-        backend="fake",  # these cases read fake Dex's own records
+        backend="devserver",  # these cases read the dev server's own records
     ) as stack:
         yield stack, flow
 
@@ -154,7 +154,7 @@ async def test_worker_killed_during_an_idempotent_write_reruns_it_with_the_same_
     runs = [e for e in invocations().entries() if e["kind"] == "tool"]
     assert [e["key"] for e in runs] == ["s/turn-1/c1", "s/turn-1/c1"]
     # A Worker killed before the engine read any frame of the attempt (a listening Worker's frames may still be in
-    # flight) gets the same attempt redelivered (FakeDexConfig.redeliver_before_first_output); else a new attempt.
+    # flight) gets the same attempt redelivered (DevServerConfig.redeliver_before_first_output); else a new attempt.
     assert [e["attempt"] for e in runs] in ([1, 1], [1, 2])
 
 
@@ -228,8 +228,8 @@ async def test_two_tool_steps_of_one_response_run_at_the_same_time(
 async def test_a_large_run_state_reaches_the_resumed_model_step_and_no_tool_step_fetches_it(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    if stack.fake is None:
-        pytest.skip("counts fake Dex's LoadBlobs answers")
+    if stack.devserver is None:
+        pytest.skip("counts the dev server's LoadBlobs answers")
     await stack.start_worker()
     tools = [tool(f"c{n}", "read_tool") for n in range(1, 5)]
     # 4 KiB: over the 1 KiB blob threshold, so a Step that loads the run state fetches it by LoadBlobs.
@@ -241,8 +241,8 @@ async def test_a_large_run_state_reaches_the_resumed_model_step_and_no_tool_step
     assert resumed["bytes"] > 4096
     # Only the resumed RunModel loads the run state (an AttributeMap instance); as a plain Attribute it went
     # to every tool Step and ResumeTurn of the batch too, each fetching the new blob.
-    assert stack.fake.blob_loads("s") == 1
-    assert stack.fake.attribute("s", "FRAMEWORK_RUN_STATE") is None
+    assert stack.devserver.blob_loads("s") == 1
+    assert stack.devserver.attribute("s", "FRAMEWORK_RUN_STATE") is None
 
 
 async def test_model_failing_three_times_after_tools_ran_records_the_turn_failure_note(
@@ -424,7 +424,7 @@ async def test_a_tool_step_heartbeats_in_the_background_while_the_tool_runs(
         await stack.sessions(flow).start_session("s", turn(tool("c1", "read_tool", gate="g")))
         await gate("g").wait_until_reached()
         # tool_call_started is one frame (a CallTool awaits no heartbeat); more can only come from the background beat.
-        await wait_until("background heartbeats", lambda: stack.fake.progress_frames("s", "CallTool-1") >= 5)
+        await wait_until("background heartbeats", lambda: stack.devserver.progress_frames("s", "CallTool-1") >= 5)
         gate("g").release()
         await idle(stack, flow, "s")
 

@@ -1,7 +1,7 @@
 """A single-attempt tool runs at most once when its Worker is SIGKILLed at any point of its Step.
 
 Ground truth is the `InvocationLog` line the tool appends as its effect, read
-across every Worker process. Each case runs on fake Dex with its documented
+across every Worker process. Each case runs on the dev server with its documented
 redelivery rule (same attempt again only before any output) and with
 ``redeliver_after_output`` (the same attempt again even after output), and
 never sees the write twice. The named points of a ``CallSingleAttemptTool``
@@ -17,7 +17,7 @@ import pytest
 
 from dex_agents import AgentSessionFlow, ToolCallStatus
 from dex_agents.testing import AgentTestStack
-from dex_agents.testing.fake_dex import FakeDexConfig
+from dex_agents.testing.devserver import DevServerConfig
 from tests.integration.agent.conftest import WORKER_MODULE
 from tests.integration.agent.scripted_agent import KILL_POINT_ENV, STATE_ENV, build_flow, gate, invocations
 from tests.integration.agent.test_sessions import answer, idle, tool, turn
@@ -48,8 +48,8 @@ def redelivery_stack(
         WORKER_MODULE,
         worker_cwd=PROJECT_ROOT,
         worker_env=env,
-        backend="fake",
-        fake_config=FakeDexConfig(redeliver_after_output=redeliver_after_output),
+        backend="devserver",
+        devserver_config=DevServerConfig(redeliver_after_output=redeliver_after_output),
     )
 
 

@@ -1,4 +1,4 @@
-"""Steering and cancel in a session whose history is compacted, end to end on fake Dex.
+"""Steering and cancel in a session whose history is compacted, end to end on the dev server.
 
 The scripted runner's ``overflow`` makes a model call raise `ContextOverflowError`
 while its window has no summary, so ``CompactHistory`` runs at a known point

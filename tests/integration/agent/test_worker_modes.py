@@ -21,7 +21,7 @@ def mode_stack(tmp_path: Path, state_dir: Path, flow: AgentSessionFlow, mode: Wo
         WORKER_MODULE,
         worker_cwd=PROJECT_ROOT,
         worker_env={STATE_ENV: str(state_dir)},
-        backend="fake",  # reads which Workers registered with fake Dex
+        backend="devserver",  # reads which Workers registered with the dev server
         worker_mode=mode,
     )
 
@@ -37,12 +37,12 @@ async def test_a_stack_serves_a_turn_with_the_worker_mode_it_names(
         await stack.sessions(flow).start_session("s", turn(tool("c1", "read_tool")))
         snapshot = await wait_for_agent_snapshot(stack.sessions(flow), "s", session_is_idle, description="turn end")
         assert answer(snapshot) == {"c1": "succeeded: read_tool done with key s/turn-1/c1"}
-        pulling = stack.fake.pull_worker_ids(flow.get_flow_type())
+        pulling = stack.devserver.pull_worker_ids(flow.get_flow_type())
         if mode is WorkerMode.PULL:
             assert pulling
             assert stack.listen_address == ""
         else:
-            assert not pulling  # no task streams: fake Dex called the Worker at its address
+            assert not pulling  # no task streams: the dev server called the Worker at its address
             assert stack.listen_address.startswith("127.0.0.1:")
 
 

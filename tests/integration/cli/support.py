@@ -68,7 +68,7 @@ def processes_started_under(directory: Path) -> list[int]:
 
 @attrs.frozen
 class OrderStack:
-    """Fake Dex and the order agent's Worker in the test process."""
+    """The dev server and the order agent's Worker in the test process."""
 
     engine: Engine
     flow: AgentSessionFlow
@@ -82,7 +82,7 @@ class OrderStack:
 
 @asynccontextmanager
 async def order_stack(shop: Path) -> AsyncIterator[OrderStack]:
-    """Serve the order agent on fake Dex in this process (set ``STATE_ENV`` to ``shop`` first)."""
+    """Serve the order agent on the dev server in this process (set ``STATE_ENV`` to ``shop`` first)."""
     assert os.environ.get(STATE_ENV) == str(shop), "the tools run here: point STATE_ENV at the shop"
     flow = build_order_flow()
     async with open_engine(None, [flow], Console(file=io.StringIO())) as engine, engine.worker():

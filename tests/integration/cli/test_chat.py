@@ -136,13 +136,13 @@ def test_chat_in_a_terminal_streams_the_answer_and_asks_for_approval_inline(tmp_
             process.wait()
         os.close(controller)
     shown = strip_ansi("".join(screen))
-    assert "chat with OrderAgent · session pty-chat (new) · fake Dex in this process" in shown
+    assert "chat with OrderAgent · session pty-chat (new) · the dev server in this process" in shown
     assert "✓ refund_order succeeded → Refund R-1 of 42.00 EUR issued for order 7" in shown
     assert ASSISTANT + "Done: order 7 is refunded (R-1, 42.00 EUR) and the customer has been emailed." in shown
     assert [refund.order_id for refund in read_refunds(tmp_path)] == ["7"]
 
 
-def test_quit_from_chat_on_in_process_fake_dex_says_the_session_ends_with_it(tmp_path: Path) -> None:
+def test_quit_from_chat_on_in_process_devserver_says_the_session_ends_with_it(tmp_path: Path) -> None:
     controller, terminal = pty.openpty()
     process = subprocess.Popen(
         command("chat", ORDER_FLOW, "--session", "pty-quit"),
@@ -165,7 +165,7 @@ def test_quit_from_chat_on_in_process_fake_dex_says_the_session_ends_with_it(tmp
             process.wait()
         os.close(controller)
     shown = " ".join(strip_ansi("".join(screen)).split())
-    assert "left session pty-quit; it ends with this chat (its fake Dex runs in this process" in shown
+    assert "left session pty-quit; it ends with this chat (its dev server runs in this process" in shown
     assert "keeps running" not in shown
 
 

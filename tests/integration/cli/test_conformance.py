@@ -1,4 +1,4 @@
-"""The conformance probe against a fake Dex started from the command line."""
+"""The conformance probe against a dev server started from the command line."""
 
 import asyncio
 import json
@@ -15,11 +15,11 @@ pytestmark = pytest.mark.integration
 
 
 @asynccontextmanager
-async def fake_dex_from_the_command_line(config: dict[str, object] | None = None) -> AsyncIterator[str]:
+async def devserver_from_the_command_line(config: dict[str, object] | None = None) -> AsyncIterator[str]:
     server = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "dex_agents.testing.fake_dex",
+        "dex_agents.devserver",
         "--port",
         "0",
         "--config-json",
@@ -45,8 +45,8 @@ async def _probe(*argv: str) -> tuple[int, list[str]]:
     return probe.returncode, output.decode().splitlines()
 
 
-async def test_dex_agents_conformance_finds_every_checked_assumption_holding_on_fake_dex() -> None:
-    async with fake_dex_from_the_command_line() as address:
+async def test_dex_agents_conformance_finds_every_checked_assumption_holding_on_devserver() -> None:
+    async with devserver_from_the_command_line() as address:
         code, lines = await _probe(*command("conformance", "--server", address))
     verdicts = [line for line in lines if line.startswith(("holds", "differs", "could not be checked"))]
     assert code == 0, "\n".join(lines)
@@ -65,7 +65,7 @@ async def test_dex_agents_conformance_finds_every_checked_assumption_holding_on_
 
 async def test_the_probe_exits_non_zero_and_says_what_it_saw_when_an_assumption_differs() -> None:
     lenient: dict[str, object] = {"stream_max_message_bytes": 10_000_000}
-    async with fake_dex_from_the_command_line(lenient) as address:
+    async with devserver_from_the_command_line(lenient) as address:
         code, lines = await _probe(sys.executable, "-m", "dex_agents.testing.conformance", "--server", address)
     assert code == 1
     assert any(line.startswith("differs: a Stream message over 100 KiB") and "accepted" in line for line in lines)

@@ -47,7 +47,7 @@ def test_demo_with_yes_refunds_once_emails_the_customer_and_prints_the_snapshot(
     in_order(
         result.stdout,
         "dex-agents demo: an order agent as one durable Dex session",
-        "engine   fake Dex in this process on 127.0.0.1:",
+        "engine   the dev server in this process on 127.0.0.1:",
         YOU + "Refund order 7 and tell the customer.",
         ASSISTANT + "Let me look up order 7.",
         '▸ find_order {"order_id": "7"}  read',

@@ -1,4 +1,4 @@
-"""`dex-agents dev-server`: fake Dex on a port until Ctrl-C."""
+"""`dex-agents dev-server`: the dev server on a port until Ctrl-C."""
 
 import asyncio
 import io
@@ -27,7 +27,7 @@ async def test_dev_server_prints_its_address_serves_clients_and_stops_on_ctrl_c(
     assert server.stdout is not None
     try:
         first = (await asyncio.wait_for(server.stdout.readline(), timeout=30)).decode()
-        match = re.fullmatch(r"fake Dex serving on (127\.0\.0\.1:\d+)\n", first)
+        match = re.fullmatch(r"dev server serving on (127\.0\.0\.1:\d+)\n", first)
         assert match is not None, first
         flow = AgentSessionFlow(ScriptedRunner(), flow_type="Probe")
         async with open_engine(match.group(1), [flow], Console(file=io.StringIO())) as engine:
@@ -39,4 +39,4 @@ async def test_dev_server_prints_its_address_serves_clients_and_stops_on_ctrl_c(
             server.kill()
             await server.wait()
     assert server.returncode == 0, errors
-    assert "stopping fake Dex" in rest.decode()
+    assert "stopping the dev server" in rest.decode()

@@ -1,4 +1,4 @@
-"""`dex-agents watch`, `approve` and `reject` against a session this test started on fake Dex."""
+"""`dex-agents watch`, `approve` and `reject` against a session this test started on the dev server."""
 
 import asyncio
 import re

@@ -1,6 +1,6 @@
-"""A console on fake Dex with an in-process Worker, and a headless Chromium to look at it.
+"""A console on the dev server with an in-process Worker, and a headless Chromium to look at it.
 
-`console_stack` starts fake Dex, a Worker serving the Flow, and the console
+`console_stack` starts the dev server, a Worker serving the Flow, and the console
 on a free loopback port (`serve_console`), all in the test's event loop.
 `chromium` launches Debian's Chromium (``/usr/bin/chromium``, which ``make``
 installs when it is missing) through Playwright; Playwright never downloads
@@ -65,7 +65,7 @@ async def console_stack(
     security: ConsoleSecurity | None = None,
     suggested_message: str = "",
 ) -> AsyncIterator[ConsoleStack]:
-    """Run fake Dex, a Worker for ``flow`` and the console on 127.0.0.1 while the block runs."""
+    """Run the dev server, a Worker for ``flow`` and the console on 127.0.0.1 while the block runs."""
     quiet = Console(file=io.StringIO())
     index = SessionIndex(tmp_path / "sessions.sqlite")
     try:

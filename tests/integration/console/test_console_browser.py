@@ -1,6 +1,6 @@
 """The web console in a real browser: headless Chromium (Debian's package) driven through Playwright.
 
-Each case runs fake Dex, a Worker and the console in the test's event loop,
+Each case runs the dev server, a Worker and the console in the test's event loop,
 and looks at the pages as a person would. Screenshots go to
 ``tmp/console-screenshots`` (``$DEX_AGENTS_TEST_ARTIFACTS``).
 """

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from dex_agents.cli.demo import PROMPT
 from dex_agents.console.server import run_console
-from dex_agents.testing.fake_dex import FakeDex
+from dex_agents.testing.devserver import DevServer
 from tests.integration.console.support import raw_request
 
 pytestmark = pytest.mark.integration
@@ -41,7 +41,7 @@ async def running_console(**settings: object) -> AsyncIterator[tuple[str, io.Str
 async def test_the_console_serves_the_sessions_of_a_flow_on_a_dex_server(tmp_path: Path) -> None:
     index = tmp_path / "index" / "sessions.sqlite"
     async with (
-        FakeDex() as fake,
+        DevServer() as fake,
         running_console(
             server=fake.address,
             flow_target="dex_agents.cli.order_agent:build_order_flow",

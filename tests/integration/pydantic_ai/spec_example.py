@@ -5,7 +5,7 @@ the model is a `FunctionModel` (``order_model``, defined above the program);
 the import of the adapter names its package in this repository
 (``dex_agents.adapters.pydantic_ai`` for ``dex_agents_pydantic_ai``); the
 Registry gets the dex-agents codecs; the server address comes from the command
-line (a fake Dex); dex-python-sdk 1.23 (the pin here, not the spec's 1.30)
+line (a dev server); dex-python-sdk 1.23 (the pin here, not the spec's 1.30)
 needs ``PullWorkerOptions`` on the Worker and ``WorkerTarget(pull=True)`` on
 the Client for pull mode; and ``asyncio.run(main())`` runs under
 ``if __name__ == "__main__"``. Run: ``python -m tests.integration.pydantic_ai.spec_example HOST:PORT``.

@@ -266,7 +266,7 @@ async def test_an_approval_nobody_answers_expires_and_the_model_sees_an_expiry_d
         WORKER_MODULE,
         worker_cwd=PROJECT_ROOT,
         worker_env={STATE_ENV: str(state_dir), DEADLINE_ENV: "1"},
-        backend="fake",
+        backend="devserver",
     ) as stack:
         await stack.start_worker()
         await stack.sessions(flows[0]).start_session("s", script([call("r1", "refund_order", order_id="7")]))

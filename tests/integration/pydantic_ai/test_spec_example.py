@@ -1,4 +1,4 @@
-"""The spec's example program runs against fake Dex and prints the answer after approving the refund."""
+"""The spec's example program runs against the dev server and prints the answer after approving the refund."""
 
 import asyncio
 import os
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from dex_agents.testing import FakeDex
+from dex_agents.testing import DevServer
 from tests.integration.conftest import PROJECT_ROOT
 
 pytestmark = pytest.mark.integration
 
 
 async def test_the_spec_example_program_approves_the_refund_and_prints_the_final_answer(tmp_path: Path) -> None:
-    async with FakeDex() as fake:
+    async with DevServer() as fake:
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])),

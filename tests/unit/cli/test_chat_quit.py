@@ -1,4 +1,4 @@
-"""What ``/quit`` says follows where the session lives: in-process fake Dex, or a server with or without its Worker."""
+"""What ``/quit`` says follows where the session lives: the in-process dev server or a server (± its Worker)."""
 
 import pytest
 
@@ -14,13 +14,13 @@ from dex_agents.cli.chat import AfterQuit
         (False, False, AfterQuit.KEEPS_RUNNING),
     ],
 )
-def test_the_session_ends_with_in_process_fake_dex_and_stays_on_a_server(
+def test_the_session_ends_with_in_process_devserver_and_stays_on_a_server(
     embedded: bool, serve_worker: bool, expected: AfterQuit
 ) -> None:
     assert AfterQuit.of(embedded=embedded, serve_worker=serve_worker) is expected
 
 
-def test_leaving_in_process_fake_dex_says_the_session_ends_and_never_that_it_keeps_running() -> None:
+def test_leaving_in_process_devserver_says_the_session_ends_and_never_that_it_keeps_running() -> None:
     farewell = AfterQuit.ENDS_WITH_CHAT.farewell("chat-1")
     assert farewell.startswith("left session chat-1; it ends with this chat")
     assert "keeps running" not in farewell

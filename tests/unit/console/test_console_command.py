@@ -14,7 +14,7 @@ def test_the_console_needs_a_server_and_a_flow_or_the_demo(capsys: pytest.Captur
 
 def test_the_demo_takes_no_server(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["console", "--demo", "--server", "127.0.0.1:8801"]) == 2
-    assert "--demo runs its own fake Dex" in capsys.readouterr().err
+    assert "--demo runs its own dev server" in capsys.readouterr().err
 
 
 def test_a_public_bind_without_a_token_is_refused(

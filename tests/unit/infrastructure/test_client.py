@@ -1,4 +1,4 @@
-"""`AgentSessionClient` against a fake Dex client: retries, message loads, snapshot refresh."""
+"""`AgentSessionClient` against a dev server client: retries, message loads, snapshot refresh."""
 
 from collections.abc import Callable
 from datetime import timedelta

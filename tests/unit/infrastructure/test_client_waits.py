@@ -1,4 +1,4 @@
-"""`AgentSessionClient` follows a sent message to its turn's end, on a fake Dex client over an in-memory host."""
+"""`AgentSessionClient` follows a sent message to its turn's end, on a dev server client over an in-memory host."""
 
 import asyncio
 from datetime import timedelta

@@ -11,7 +11,7 @@ attempt with `StepResultTooLargeError` instead of sending the frame. The
 attempt then takes its Step's retries and failure route like any failure.
 
 The limit leaves room under the smallest receive limit in play: 4 MiB, gRPC's
-default, which fake Dex uses (real Dex receives 16 MiB).
+default, which the dev server uses (real Dex receives 16 MiB).
 """
 
 import contextlib

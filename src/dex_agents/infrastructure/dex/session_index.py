@@ -1,7 +1,7 @@
 """`SessionIndex`: a durable list of the sessions started, by Flow type, for the web console.
 
 Dex 1.23's Client can search Flow runs only with a visibility query
-(``search_flows``), which fake Dex does not serve and whose query language
+(``search_flows``), which the dev server does not serve and whose query language
 this package does not rely on; so the sessions of a Flow type are listed from
 this index instead. It is one SQLite file (standard library, WAL journal, one
 row per session), written by `AgentSessionClient.start_session` when the

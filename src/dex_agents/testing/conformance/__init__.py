@@ -5,8 +5,8 @@ conformance --server HOST:PORT``) runs one small probe Flow per assumption, with
 own pull Worker (and a child Worker it SIGKILLs for the redelivery probes), and
 prints one line per assumption: ``holds``, ``differs: <what was seen>`` or
 ``could not be checked: <why>``. The exit code is 1 when any assumption differs,
-else 0. Run it first against a real ``dexcli dev`` before trusting fake Dex; it
-runs against fake Dex in ``make check``.
+else 0. Run it first against a real ``dexcli dev`` before trusting the dev server; it
+runs against the dev server in ``make check``.
 """
 
 from dex_agents.testing.conformance._probe import (

@@ -40,7 +40,7 @@ from dex_agents.testing.conformance._flows import (
     streamed_value,
     worker_options,
 )
-from dex_agents.testing.fake_dex import read_history_events
+from dex_agents.testing.devserver import read_history_events
 
 PROBE_TIME_LIMIT = 90.0
 """Seconds one probe may take before it counts as not checked."""

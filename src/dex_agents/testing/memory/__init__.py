@@ -18,8 +18,8 @@ approvals, failures) in milliseconds::
     snapshot = await host.get_agent_snapshot()
 
 What it does not emulate: concurrency between Steps (it runs them one after
-another), crashes and redelivery, and events' Stream limits; fake Dex
-(`dex_agents.testing.fake_dex`) and `AgentTestStack` cover those.
+another), crashes and redelivery, and events' Stream limits; the dev server
+(`dex_agents.devserver`) and `AgentTestStack` cover those.
 """
 
 from dex_agents.testing.memory._channels import (

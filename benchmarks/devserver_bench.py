@@ -1,0 +1,98 @@
+"""Step round trips per second on the dev server over loopback gRPC (not a timed test).
+
+Run: ``python -m benchmarks.devserver_bench [--steps 300] [--flows 100] [--steps-per-flow 20]``.
+
+A trivial Flow runs one Step execution after another (``go_to`` itself until its
+counter reaches 0), so every Step is one full round trip: the server dispatches
+``execute`` to a pull Worker, the Worker runs the handler and returns the decision,
+and the server commits it and schedules the next execution. Server, Worker and
+Client share one process and one event loop here.
+"""
+
+import argparse
+import asyncio
+import importlib.metadata
+import platform
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import dex
+from dex import AsyncContext, StepDecision, StepList
+
+from dex_agents.testing.devserver import DevServer
+
+
+class Count(dex.Step[int]):
+    async def execute(self, context: AsyncContext, input: int) -> StepDecision:  # type: ignore[override]
+        if input <= 1:
+            return dex.graceful_complete(context.step_execution_id)
+        return dex.go_to(Count, input - 1)
+
+
+class CountFlow(dex.Flow[int]):
+    def get_steps(self) -> StepList[int]:
+        return StepList.start_step(Count())
+
+
+async def _run(steps: int, flows: int, steps_per_flow: int) -> None:
+    flow = CountFlow()
+    registry = dex.Registry([flow], allow_async_handlers=True)
+    with tempfile.TemporaryDirectory() as directory:
+        worker_cache = dex.open_blob_cache(dex.BlobCacheConfig(str(Path(directory) / "w"), 8 << 20))
+        client_cache = dex.open_blob_cache(dex.BlobCacheConfig(str(Path(directory) / "c"), 8 << 20))
+        async with DevServer() as server:
+            options = dex.WorkerOptions(
+                server_address=server.address,
+                pull=dex.PullWorkerOptions(max_concurrent_tasks=64, stop_drain_timeout=timedelta(seconds=1)),
+            )
+            worker = dex.AsyncWorker(registry, worker_cache, options)
+            serving = asyncio.create_task(worker.start())
+            await worker.wait_pull_registered(timeout=30)
+            client_options = dex.ClientOptions(server_address=server.address)
+            async with dex.AsyncClient(registry, client_cache, client_options) as client:
+                await client.start_flow(flow, "warm-up", 5)
+                await client.wait_for_flow("warm-up")
+
+                started = time.perf_counter()
+                await client.start_flow(flow, "trivial", steps)
+                result = await client.wait_for_flow("trivial")
+                single = time.perf_counter() - started
+                assert result.single_output(str) == f"Count-{steps}"
+
+                started = time.perf_counter()
+                ids = [f"concurrent-{i}" for i in range(flows)]
+                await asyncio.gather(*(client.start_flow(flow, flow_id, steps_per_flow) for flow_id in ids))
+                await asyncio.gather(*(client.wait_for_flow(flow_id) for flow_id in ids))
+                concurrent = time.perf_counter() - started
+            await worker.stop()
+            await serving
+        worker_cache.close()
+        client_cache.close()
+    total = flows * steps_per_flow
+    print(f"Python {platform.python_version()} ({platform.python_implementation()}, {sys.platform})")
+    print(f"dex-python-sdk {importlib.metadata.version('dex-python-sdk')}, grpcio {grpc_version()}")
+    print(f"trivial Flow:        {steps} Steps in {single:.3f} s = {steps / single:,.0f} Step round trips/s")
+    print(
+        f"{flows} concurrent Flows: {total} Steps ({steps_per_flow} each) in {concurrent:.3f} s"
+        f" = {total / concurrent:,.0f} Step round trips/s"
+    )
+
+
+def grpc_version() -> str:
+    return importlib.metadata.version("grpcio")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.devserver_bench", description=__doc__)
+    parser.add_argument("--steps", type=int, default=300, help="Steps of the single trivial Flow")
+    parser.add_argument("--flows", type=int, default=100, help="concurrent Flows")
+    parser.add_argument("--steps-per-flow", type=int, default=20, help="Steps of each concurrent Flow")
+    args = parser.parse_args(argv)
+    asyncio.run(_run(args.steps, args.flows, args.steps_per_flow))
+
+
+if __name__ == "__main__":
+    main()

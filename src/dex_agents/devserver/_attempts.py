@@ -1,0 +1,322 @@
+"""Attempts of a Step method: dispatch to a Worker, method and heartbeat timeouts, retries with back-off.
+
+`MethodAttempts.run_method` takes the method's locks and holds them across
+every attempt and back-off until the method call ends (as real Dex does),
+builds its task request (loaded state, condition results, last heartbeat),
+dispatches it, and on a failure waits `retry_delay` (scaled by the config)
+until the retry policy's attempts or total duration run out. Every attempt is logged as an `AttemptRecord`.
+"""
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from dex.dexpb import dex_pb2 as pb
+
+from dex_agents.devserver._blobs import BlobStore
+from dex_agents.devserver._clock import ServerClock
+from dex_agents.devserver._config import DevServerConfig
+from dex_agents.devserver._errors import ServiceError
+from dex_agents.devserver._state import Execution, Run, acquire, load_state, release
+from dex_agents.devserver._streams import Streams
+from dex_agents.devserver._workers import AttemptError, ListeningWorkers, PullWorkers
+
+Method = Literal["wait_for", "execute"]
+
+HEARTBEAT_TIMEOUT = "dex.devserver.HeartbeatTimeout"
+METHOD_TIMEOUT = "dex.devserver.MethodTimeout"
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """One attempt of one Step method, as the dev server ran it.
+
+    Attributes:
+        flow_id: The Flow instance.
+        step_execution_id: ``<StepType>-<n>``.
+        step_type: The Step type.
+        method: ``"wait_for"`` or ``"execute"``.
+        attempt: One-based attempt number.
+        started_at: Fake-clock Unix seconds when the attempt was dispatched.
+        ended_at: Fake-clock Unix seconds when it ended.
+        error_type: ``""`` for a success, else the Worker's or the dev server's error type.
+        error_detail: The failure detail, ``""`` for a success.
+        next_delay_seconds: The computed (unscaled) back-off before the next attempt, or
+            ``None`` when no attempt follows.
+    """
+
+    flow_id: str
+    step_execution_id: str
+    step_type: str
+    method: str
+    attempt: int
+    started_at: float
+    ended_at: float
+    error_type: str
+    error_detail: str
+    next_delay_seconds: float | None
+
+    @property
+    def succeeded(self) -> bool:
+        """Whether the attempt returned a result."""
+        return not self.error_type
+
+
+@dataclass(frozen=True)
+class Completed:
+    """A method that returned: the Worker's response, on its final attempt."""
+
+    response: Any
+    attempt: int
+    started_at: float
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A method whose attempts ran out: the last error, on its final attempt."""
+
+    error: AttemptError
+    attempt: int
+    started_at: float
+
+
+def retry_delay(retry: pb.RetryPolicy, attempt: int, failure: AttemptError, config: DevServerConfig) -> float:
+    """The back-off after failed ``attempt``: the Worker's retry-after, else exponential up to the maximum."""
+    if failure.retry_after_seconds > 0:
+        return float(failure.retry_after_seconds)
+    initial = retry.initial_interval_seconds or config.default_initial_retry_interval.total_seconds()
+    coefficient = retry.backoff_coefficient or config.default_backoff_coefficient
+    maximum = retry.maximum_interval_seconds or config.default_maximum_interval.total_seconds()
+    return float(min(initial * coefficient ** (attempt - 1), maximum))
+
+
+def _forget_heartbeat(execution: Execution) -> None:
+    execution.last_heartbeat = None
+
+
+class MethodAttempts:
+    """Runs Step methods' attempts on the Workers and logs each attempt."""
+
+    def __init__(
+        self,
+        config: DevServerConfig,
+        clock: ServerClock,
+        streams: Streams,
+        blobs: BlobStore,
+        pull: PullWorkers,
+        listening: ListeningWorkers,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.streams = streams
+        self.blobs = blobs
+        self.pull = pull
+        self.listening = listening
+        self.log: list[AttemptRecord] = []
+
+    async def run_method(self, run: Run, execution: Execution, method: Method) -> Completed | Failed:
+        """Run ``method`` until an attempt returns or the retry policy gives up."""
+        options = execution.movement.step_options
+        is_wait = method == "wait_for"
+        retry = options.wait_for_retry_policy if is_wait else options.execute_retry_policy
+        maximum_attempts: int | None = retry.maximum_attempts or self.config.default_maximum_attempts
+        total = retry.total_duration_seconds or self.config.default_total_retry_duration.total_seconds()
+        lock_keys = sorted(
+            set(options.wait_for_lock_attribute_keys if is_wait else options.execute_lock_attribute_keys)
+        )
+        first_attempt = self.clock.now()
+        owner = f"{execution.id}:{method}"
+        _forget_heartbeat(execution)
+        await acquire(run, lock_keys, owner)
+        try:
+            return await self._attempts(run, execution, method, retry, maximum_attempts, total, first_attempt)
+        finally:
+            release(run, owner)
+
+    async def _attempts(
+        self,
+        run: Run,
+        execution: Execution,
+        method: Method,
+        retry: pb.RetryPolicy,
+        maximum_attempts: int | None,
+        total: float,
+        first_attempt: float,
+    ) -> Completed | Failed:
+        """Attempts and back-offs of one method call, with its locks held throughout."""
+        skipped_delay = 0.0
+        request: Any = None
+        attempt = 0
+        while True:
+            attempt += 1
+            if request is None:
+                request = self._method_request(run, execution, method)
+            context = request.context
+            context.attempt = attempt
+            # The server's clock, as superdurable/dex sets it (server/service/common/retry/
+            # step_activity_attempt.go: scheduledTime.Unix() of the first attempt, kept on retries).
+            context.first_attempt_timestamp = int(first_attempt)
+            context.ClearField("last_heartbeat_value")
+            if execution.last_heartbeat is not None:
+                context.last_heartbeat_value.CopyFrom(execution.last_heartbeat)
+            started = self.clock.now()
+            try:
+                response = await self._attempt(run, execution, method, request)
+            except AttemptError as error:
+                failure = error
+            else:
+                self._log(run, execution, method, attempt, started, None, None)
+                return Completed(response, attempt, first_attempt)
+            delay = retry_delay(retry, attempt, failure, self.config)
+            elapsed = self.clock.now() - first_attempt + skipped_delay
+            exhausted = (maximum_attempts is not None and attempt >= maximum_attempts) or (elapsed + delay > total)
+            self._log(run, execution, method, attempt, started, failure, None if exhausted else delay)
+            if exhausted:
+                return Failed(failure, attempt, first_attempt)
+            scaled = delay * self.config.retry_delay_scale
+            skipped_delay += delay - scaled
+            if scaled > 0:
+                await self.clock.sleep_until(self.clock.now() + scaled)
+
+    def _log(
+        self,
+        run: Run,
+        execution: Execution,
+        method: str,
+        attempt: int,
+        started: float,
+        failure: AttemptError | None,
+        delay: float | None,
+    ) -> None:
+        self.log.append(
+            AttemptRecord(
+                flow_id=run.flow_id,
+                step_execution_id=execution.id,
+                step_type=execution.step_type,
+                method=method,
+                attempt=attempt,
+                started_at=started,
+                ended_at=self.clock.now(),
+                error_type="" if failure is None else failure.error_type,
+                error_detail="" if failure is None else failure.detail,
+                next_delay_seconds=delay,
+            )
+        )
+
+    def _method_request(self, run: Run, execution: Execution, method: Method) -> Any:
+        options = execution.movement.step_options
+        context = pb.Context(
+            flow_id=run.flow_id,
+            run_id=run.run_id,
+            flow_started_timestamp=int(run.started_at),
+            step_execution_id=execution.id,
+            from_step_execution_id=execution.from_id,
+        )
+        if execution.recovery is not None:
+            context.recovery_error.CopyFrom(execution.recovery)
+        request: Any
+        if method == "wait_for":
+            request = pb.InvokeWaitForMethodRequest(
+                context=context,
+                flow_type=run.flow_type,
+                step_type=execution.step_type,
+                step_input=execution.movement.step_input,
+            )
+            load_state(
+                run,
+                request,
+                options.wait_for_load_attribute_map_instances,
+                options.wait_for_load_channel_names,
+                options.wait_for_load_channel_map_instances,
+            )
+        else:
+            request = pb.InvokeExecuteMethodRequest(
+                context=context,
+                flow_type=run.flow_type,
+                step_type=execution.step_type,
+                step_input=execution.movement.step_input,
+                step_exe_locals=[pb.KV(key=k, value=v) for k, v in execution.locals.items()],
+            )
+            if execution.results is not None:
+                request.condition_results.CopyFrom(execution.results)
+            load_state(
+                run,
+                request,
+                options.execute_load_attribute_map_instances,
+                options.execute_load_channel_names,
+                options.execute_load_channel_map_instances,
+            )
+        self.blobs.offload_task(request)
+        return request
+
+    async def call_worker(self, run: Run, kind: str, request: Any, on_frame: Any) -> Any:
+        """Dispatch one task (``wait_for``, ``execute`` or ``rpc``) to the run's Workers."""
+        wait = self.config.dispatch_wait.total_seconds()
+        if run.worker_target == "pull":
+            return await self.pull.call(run.flow_type, kind, request, on_frame, wait)
+        if kind == "rpc":
+            return await self.listening.call_rpc(run.worker_target, request, wait)
+        return await self.listening.call_step(run.worker_target, kind, request, on_frame, wait)
+
+    async def _attempt(self, run: Run, execution: Execution, method: Method, request: Any) -> Any:
+        options = execution.movement.step_options
+        method_timeout = (
+            options.wait_for_timeout_seconds if method == "wait_for" else options.execute_timeout_seconds
+        ) or self.config.default_method_timeout.total_seconds()
+        heartbeat_timeout = (
+            max(options.heartbeat_timeout_seconds, self.config.heartbeat_timeout_floor.total_seconds())
+            if options.heartbeat_timeout_seconds
+            else self.config.default_heartbeat_timeout.total_seconds()
+        )
+        started = self.clock.now()
+        last_activity = [started]
+
+        def on_frame(output: Any) -> None:
+            kind = output.WhichOneof("output")
+            if kind == "heartbeat":
+                heartbeat = output.heartbeat
+                execution.last_heartbeat = heartbeat.value if heartbeat.HasField("value") else None
+            elif kind == "stream_write":
+                write = output.stream_write
+                # A Step's Stream write is fire-and-forget: a rejected write is dropped.
+                with contextlib.suppress(ServiceError):
+                    self.streams.append(
+                        run.flow_type,
+                        write.stream_name,
+                        write.stream_capacity_bytes,
+                        run.flow_id,
+                        write.value,
+                        f"#{execution.id}",
+                        self.clock.now(),
+                    )
+            execution.progress_frames += 1
+            last_activity[0] = self.clock.now()
+
+        async def watchdog() -> AttemptError:
+            # Activity only moves the deadline later, so the watchdog sleeps to the deadline it knows and
+            # looks again then; waking it on every frame cost the dev server a few tasks per frame (issue 14).
+            while True:
+                deadline = min(started + method_timeout, last_activity[0] + heartbeat_timeout)
+                await self.clock.sleep_until(deadline)
+                now = self.clock.now()
+                if now >= started + method_timeout:
+                    return AttemptError(METHOD_TIMEOUT, f"{method} exceeded its {method_timeout:g} s timeout")
+                if now >= last_activity[0] + heartbeat_timeout:
+                    return AttemptError(
+                        HEARTBEAT_TIMEOUT,
+                        f"no heartbeat for {heartbeat_timeout:g} s",
+                    )
+
+        call = asyncio.ensure_future(self.call_worker(run, method, request, on_frame))
+        guard = asyncio.ensure_future(watchdog())
+        try:
+            await asyncio.wait({call, guard}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (call, guard):
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(call, guard, return_exceptions=True)
+        if call.done() and not call.cancelled():
+            return call.result()
+        raise guard.result()

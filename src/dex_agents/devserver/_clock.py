@@ -1,0 +1,78 @@
+"""The dev server's clock: real time plus whatever a test advanced, or frozen."""
+
+import asyncio
+import time
+
+
+class ServerClock:
+    """A Unix-seconds clock that tests can move forward.
+
+    Timers, back-off waits, method timeouts and heartbeat timeouts all run on this
+    clock. It follows real time (unless frozen) and jumps when ``advance`` is called;
+    every sleeper re-checks its deadline after a jump.
+    """
+
+    def __init__(self, *, start: float | None = None, frozen: bool = False) -> None:
+        self._origin_wall = time.time() if start is None else start
+        self._origin_monotonic = time.monotonic()
+        self._offset = 0.0
+        self._frozen_at: float | None = 0.0 if frozen else None
+        self._changed = asyncio.Event()
+
+    @property
+    def frozen(self) -> bool:
+        """Whether the clock only moves on ``advance``."""
+        return self._frozen_at is not None
+
+    def now(self) -> float:
+        """Return the current server time in Unix seconds."""
+        elapsed = self._frozen_at if self._frozen_at is not None else time.monotonic() - self._origin_monotonic
+        return self._origin_wall + elapsed + self._offset
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock forward and wake every sleeper so it re-checks its deadline.
+
+        Args:
+            seconds: Non-negative number of seconds to add.
+
+        Raises:
+            ValueError: If ``seconds`` is negative.
+        """
+        if seconds < 0:
+            raise ValueError("the server clock cannot go backwards")
+        self._offset += seconds
+        self.notify()
+
+    def notify(self) -> None:
+        """Wake every sleeper (used after ``advance`` and when a watched value changes)."""
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def sleep_until(self, deadline: float, wake: asyncio.Event | None = None) -> bool:
+        """Sleep until ``deadline`` on this clock, or until ``wake`` is set.
+
+        Args:
+            deadline: Unix seconds on this clock.
+            wake: Optional event that ends the sleep early.
+
+        Returns:
+            ``True`` when the deadline was reached, ``False`` when ``wake`` ended it.
+        """
+        while True:
+            if wake is not None and wake.is_set():
+                return False
+            remaining = deadline - self.now()
+            if remaining <= 0:
+                return True
+            waiters = [asyncio.ensure_future(self._changed.wait())]
+            if wake is not None:
+                waiters.append(asyncio.ensure_future(wake.wait()))
+            try:
+                await asyncio.wait(
+                    waiters,
+                    timeout=None if self.frozen else remaining,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                for waiter in waiters:
+                    waiter.cancel()

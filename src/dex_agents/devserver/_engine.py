@@ -1,0 +1,591 @@
+"""The emulated Dex server rules: Flows, Step executions, decisions, RPCs and Streams.
+
+Everything here runs on one asyncio loop, so each commit (a method's writes, publishes,
+deletions and decision) is applied without an ``await`` in between: it is atomic.
+The run's state and its commit live in ``_state``, condition matching in
+``_conditions``, method attempts and back-off in ``_attempts``, history events in
+``_history``. The rules and their sources are listed in ``docs/dev-server.md``.
+"""
+
+import asyncio
+import contextlib
+import uuid
+from typing import Any
+
+import grpc  # type: ignore[import-untyped]
+from dex.dexpb import dex_pb2 as pb
+
+from dex_agents.devserver._attempts import AttemptRecord, Failed, MethodAttempts
+from dex_agents.devserver._blobs import BlobStore
+from dex_agents.devserver._clock import ServerClock
+from dex_agents.devserver._conditions import condition_results, match_conditions
+from dex_agents.devserver._config import DevServerConfig
+from dex_agents.devserver._errors import (
+    ServiceError,
+    already_started,
+    flow_closing,
+    flow_not_active,
+    flow_not_found,
+    invalid_argument,
+    lock_conflict,
+    long_poll_timeout,
+)
+from dex_agents.devserver._history import (
+    flow_closed,
+    flow_started,
+    flow_summary,
+    history_page,
+    record,
+    record_failure,
+    record_success,
+    rpc_completed,
+)
+from dex_agents.devserver._state import (
+    Execution,
+    Phase,
+    Run,
+    add_result,
+    commit,
+    is_reuse_refused,
+    load_state,
+    release,
+    skip_timer,
+    take_messages,
+    worker_target,
+)
+from dex_agents.devserver._stream_requests import StreamRequests
+from dex_agents.devserver._streams import Streams
+from dex_agents.devserver._workers import AttemptError, ListeningWorkers, PullWorkers
+
+
+class Engine:
+    """The dev server's server side: it owns every Flow run and drives its Step executions."""
+
+    def __init__(self, config: DevServerConfig, clock: ServerClock) -> None:
+        self.config = config
+        self.clock = clock
+        self.streams = Streams(config)
+        self.blobs = BlobStore(config.blob_threshold_bytes)
+        self.stream_requests = StreamRequests(
+            streams=self.streams, config=config, clock=clock, require_run=self.run, cap_wait=self._capped
+        )
+        self.pull = PullWorkers(
+            redeliver_before_output=config.redeliver_before_first_output,
+            redeliver_after_output=config.redeliver_after_output,
+        )
+        self.listening = ListeningWorkers(
+            redeliver_before_output=config.redeliver_before_first_output,
+            redeliver_after_output=config.redeliver_after_output,
+        )
+        self._runs: dict[str, list[Run]] = {}
+        self._methods = MethodAttempts(config, clock, self.streams, self.blobs, self.pull, self.listening)
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def close(self) -> None:
+        """Cancel every Step execution and close Worker channels."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.listening.close()
+
+    def _spawn(self, coroutine: Any) -> "asyncio.Task[Any]":
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # ------------------------------------------------------------------ lookups
+
+    def run(self, flow_id: str, run_id: str = "") -> Run:
+        """Return the latest run of ``flow_id`` (or the exact ``run_id``).
+
+        Raises:
+            ServiceError: ``NOT_FOUND`` / ``FLOW_NOT_EXISTS`` when there is none.
+        """
+        runs = self._runs.get(flow_id)
+        if not runs:
+            raise flow_not_found(flow_id)
+        if not run_id:
+            return runs[-1]
+        for run in runs:
+            if run.run_id == run_id:
+                return run
+        raise flow_not_found(flow_id)
+
+    def active_run(self, flow_id: str, run_id: str = "") -> Run:
+        """Return the run if it is still running, else raise ``FLOW_NOT_EXISTS``."""
+        run = self.run(flow_id, run_id)
+        if not run.running:
+            raise flow_not_active(flow_id)
+        if run.closing:
+            raise flow_closing(flow_id)
+        return run
+
+    def attempts(self, flow_id: str | None = None) -> list[AttemptRecord]:
+        """Return every Step method attempt so far (of one Flow, if given)."""
+        return [a for a in self._methods.log if flow_id is None or a.flow_id == flow_id]
+
+    def flow_ids(self) -> list[str]:
+        """Return every Flow ID ever started."""
+        return list(self._runs)
+
+    def _capped(self, seconds: float) -> float:
+        """A Client's long-poll wait or RPC timeout, cut to the server's maximum (60 s)."""
+        return min(seconds, self.config.max_wait_seconds)
+
+    # ------------------------------------------------------------------ client API
+
+    def start_flow(self, request: pb.StartFlowRequest) -> str:
+        """Start a run (``StartFlow``) and return its run ID."""
+        if not request.flow_id or not request.flow_type:
+            raise invalid_argument("flow_id and flow_type are required")
+        options = request.flow_start_options
+        previous = self._runs.get(request.flow_id, [])
+        if previous:
+            latest = previous[-1]
+            policy = options.id_reuse_policy
+            if latest.running and policy == pb.ID_REUSE_POLICY_ALLOW_TERMINATE_IF_RUNNING:
+                self._close(latest, pb.FLOW_STATUS_TERMINATED, 0, "terminated by a new start")
+            elif is_reuse_refused(latest, policy):
+                ignore = options.flow_already_started_options.ignore_already_started_error
+                if ignore and request.request_id and request.request_id == latest.request_id:
+                    return latest.run_id
+                raise already_started(request.flow_id)
+        run_id = str(uuid.uuid4())
+        run = Run(
+            flow_id=request.flow_id,
+            run_id=run_id,
+            first_run_id=previous[0].first_run_id if previous else run_id,
+            flow_type=request.flow_type,
+            request_id=request.request_id,
+            started_at=self.clock.now(),
+            worker_target=worker_target(options, self.config.default_worker_target),
+        )
+        for write in options.attributes:
+            if write.value.WhichOneof("kind") != "null_value":
+                run.attributes.set(write.key, write.value)
+        self._runs.setdefault(request.flow_id, []).append(run)
+        record(
+            run,
+            self.clock.now(),
+            flow_started_or_continued=flow_started(run, request),
+        )
+        if request.start_step_type:
+            self._schedule(
+                run,
+                pb.StepMovement(
+                    step_type=request.start_step_type,
+                    step_input=request.step_input,
+                    step_options=request.step_options,
+                ),
+                "",
+            )
+        return run_id
+
+    def stop_flow(self, request: pb.StopFlowRequest) -> None:
+        """Terminate a run at once, or signal CANCEL / FAIL (``StopFlow``).
+
+        CANCEL and FAIL are signals, as in real Dex: the run is *closing* at once (its
+        executions are cancelled; requests that need an active run get
+        ``FLOW_CLOSING``) and closes ``stop_close_delay`` later.
+        """
+        run = self.active_run(request.flow_id, request.run_id)
+        if request.stop_type == pb.STOP_TYPE_TERMINATE:
+            self._close(run, pb.FLOW_STATUS_TERMINATED, 0, request.reason)
+            return
+        status: int = pb.FLOW_STATUS_CANCELED
+        error_type: int = 0
+        if request.stop_type == pb.STOP_TYPE_FAIL:
+            status, error_type = pb.FLOW_STATUS_FAILED, pb.FLOW_ERROR_TYPE_CLIENT_API_FAILING_FLOW
+        run.closing = True
+        self._cancel_where(run, lambda _: True)
+        _ = self._spawn(self._close_later(run, status, error_type, request.reason))
+
+    async def _close_later(self, run: Run, status: int, error_type: int, reason: str) -> None:
+        await asyncio.sleep(self.config.stop_close_delay.total_seconds())
+        self._close(run, status, error_type, reason)
+
+    async def wait_for_flow(self, request: pb.WaitForFlowRequest) -> pb.FlowResult:
+        """Wait until the run closes (``WaitForFlow``) and return its result."""
+        run = self.run(request.flow_id, request.run_id)
+        wait = self._capped(request.wait_time_seconds or self.config.default_long_poll.total_seconds())
+        if run.running:
+            try:
+                await asyncio.wait_for(run.closed.wait(), wait)
+            except TimeoutError:
+                raise long_poll_timeout(f"flow {request.flow_id} is still running") from None
+        return pb.FlowResult(
+            flow_status=run.status,  # type: ignore[arg-type]
+            results=run.results if request.needs_results else [],
+            error_type=run.error_type,  # type: ignore[arg-type]
+            error_message=run.error_message,
+        )
+
+    def summary(self, request: pb.GetFlowSummaryRequest) -> pb.GetFlowSummaryResponse:
+        """Describe the run (``GetFlowSummary``)."""
+        run = self.run(request.flow_id, request.run_id)
+        return flow_summary(run)
+
+    def history(self, request: pb.GetHistoryEventsRequest) -> pb.GetHistoryEventsResponse:
+        """Return one page of the run's history (``GetHistoryEvents``)."""
+        run = self.run(request.flow_id, request.run_id)
+        return history_page(run, request, self.config.history_page_size)
+
+    def skip_timer(self, request: pb.SkipTimerRequest) -> None:
+        """Fire one pending Timer now (``SkipTimer``); anything else is ``INVALID_ARGUMENT``.
+
+        With ``keep_early_timer_skips`` a skip for an execution that does not wait yet
+        is kept and applied when it starts waiting (lenient).
+        """
+        run = self.active_run(request.flow_id, request.run_id)
+        index = request.timer_condition_index if request.HasField("timer_condition_index") else None
+        if not request.step_execution_id or (index is None and not request.timer_condition_id):
+            raise invalid_argument("skip_timer needs a step execution ID and one Timer selector")
+        execution = run.executions.get(request.step_execution_id)
+        if execution is not None and execution.phase == Phase.WAITING:
+            if not skip_timer(execution, request.timer_condition_id, index, self.clock.now()):
+                raise invalid_argument(f"no pending Timer {index or request.timer_condition_id!r}")
+            self._evaluate(run)
+        elif self.config.keep_early_timer_skips:
+            run.pending_skips.append((request.step_execution_id, request.timer_condition_id, index))
+        else:
+            raise invalid_argument(f"step execution {request.step_execution_id!r} has no pending Timer")
+
+    async def invoke_rpc(self, request: pb.InvokeRPCRequest) -> pb.InvokeRPCResponse:
+        """Run an RPC on a Worker and commit its effects atomically (``InvokeRPC``)."""
+        run = self.run(request.flow_id, request.run_id)
+        locks = sorted(set(request.lock_attribute_keys))
+        transactional = bool(locks) or request.is_transactional
+        if not run.running and transactional:
+            raise flow_not_active(request.flow_id)
+        if run.closing and transactional:
+            raise flow_closing(request.flow_id)
+        held = [key for key in locks if key in run.locks]
+        if held:
+            raise lock_conflict(held)
+        owner = f"rpc:{uuid.uuid4()}"
+        for key in locks:
+            run.locks[key] = owner
+        try:
+            worker_request = pb.InvokeWorkerRPCRequest(
+                context=pb.Context(
+                    flow_id=run.flow_id,
+                    run_id=run.run_id,
+                    flow_started_timestamp=int(run.started_at),
+                ),
+                flow_type=run.flow_type,
+                rpc_name=request.rpc_name,
+                input=request.input,
+            )
+            load_state(
+                run,
+                worker_request,
+                request.load_attribute_map_instances,
+                request.load_channel_names,
+                request.load_channel_map_instances,
+            )
+            self.blobs.offload_task(worker_request)
+            timeout = self._capped(request.timeout_seconds or self.config.default_rpc_timeout.total_seconds())
+            try:
+                response = await asyncio.wait_for(self._methods.call_worker(run, "rpc", worker_request, None), timeout)
+            except AttemptError as error:
+                raise ServiceError(
+                    grpc.StatusCode.FAILED_PRECONDITION,
+                    pb.ERROR_SUB_STATUS_WORKER_API_ERROR,
+                    f"RPC {request.rpc_name} failed: {error.detail}",
+                    worker_error=error.worker_error(),
+                    dispatch_reason=error.dispatch_reason,
+                ) from error
+            except TimeoutError:
+                raise ServiceError(
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    pb.ERROR_SUB_STATUS_REQUEST_TIMEOUT,
+                    f"RPC {request.rpc_name} timed out after {timeout} s",
+                ) from None
+            has_effects = bool(
+                response.upsert_attributes
+                or response.publish_to_channel
+                or response.delete_from_channel
+                or response.step_decision.next_steps
+                or response.step_decision.cancel_step_types
+            )
+            if not run.running or run.closing:
+                if has_effects:
+                    raise flow_closing(request.flow_id) if run.running else flow_not_active(request.flow_id)
+                return pb.InvokeRPCResponse(output=response.output)
+            commit(
+                run,
+                response.upsert_attributes,
+                response.publish_to_channel,
+                response.delete_from_channel,
+                strict_deletions=transactional,
+            )
+            for step_type in response.step_decision.cancel_step_types:
+                self._cancel_where(run, lambda e, t=step_type: e.step_type == t)
+            for movement in response.step_decision.next_steps:
+                self._schedule(run, movement, "")
+            record(
+                run,
+                self.clock.now(),
+                rpc_execution_completed=rpc_completed(request, response),
+            )
+            self._evaluate(run)
+            return pb.InvokeRPCResponse(output=response.output)
+        finally:
+            release(run, owner)
+
+    # ------------------------------------------------------------------ scheduling
+
+    def _schedule(
+        self,
+        run: Run,
+        movement: pb.StepMovement,
+        from_id: str,
+        recovery: pb.RecoveryErrorInfo | None = None,
+    ) -> None:
+        number = run.counters.get(movement.step_type, 0) + 1
+        run.counters[movement.step_type] = number
+        execution = Execution(
+            id=f"{movement.step_type}-{number}",
+            step_type=movement.step_type,
+            movement=movement,
+            from_id=from_id,
+            recovery=recovery,
+            started_at=self.clock.now(),
+        )
+        run.executions[execution.id] = execution
+        execution.task = self._spawn(self._drive(run, execution))
+
+    async def _drive(self, run: Run, execution: Execution) -> None:
+        options = execution.movement.step_options
+        try:
+            if not options.skip_wait_for:
+                wait_outcome = await self._methods.run_method(run, execution, "wait_for")
+                if isinstance(wait_outcome, Failed):
+                    record_failure(run, execution, "wait_for", wait_outcome, self.clock.now())
+                    if options.wait_for_failure_policy != (pb.WAIT_FOR_METHOD_FAILURE_POLICY_PROCEED_ON_FAILURE):
+                        self._fail_flow(run, execution, "wait_for", wait_outcome.error)
+                        return
+                    execution.results = pb.ConditionResults(wait_for_failed=True)
+                    execution.recovery = pb.RecoveryErrorInfo(
+                        detail=wait_outcome.error.detail,
+                        error_type=wait_outcome.error.error_type,
+                    )
+                else:
+                    response = wait_outcome.response
+                    commit(
+                        run,
+                        response.upsert_attributes,
+                        response.publish_to_channel,
+                        response.delete_from_channel,
+                    )
+                    for kv in response.upsert_step_exe_locals:
+                        execution.locals[kv.key] = kv.value
+                    record_success(run, execution, "wait_for", wait_outcome, self.clock.now())
+                    if response.HasField("waiting_condition"):
+                        await self._wait(run, execution, response.waiting_condition)
+                    else:
+                        self._evaluate(run)
+            execution.phase = Phase.EXECUTE
+            outcome = await self._methods.run_method(run, execution, "execute")
+            if isinstance(outcome, Failed):
+                record_failure(run, execution, "execute", outcome, self.clock.now())
+                run.executions.pop(execution.id, None)
+                if options.execute_failure_policy == (pb.EXECUTE_METHOD_FAILURE_POLICY_PROCEED_TO_CONFIGURED_STEP):
+                    self._schedule(
+                        run,
+                        pb.StepMovement(
+                            step_type=options.execute_failure_proceed_step_type,
+                            step_input=execution.movement.step_input,
+                            step_options=options.execute_failure_proceed_step_options,
+                        ),
+                        execution.id,
+                        pb.RecoveryErrorInfo(detail=outcome.error.detail, error_type=outcome.error.error_type),
+                    )
+                else:
+                    self._fail_flow(run, execution, "execute", outcome.error)
+                return
+            response = outcome.response
+            commit(
+                run,
+                response.upsert_attributes,
+                response.publish_to_channel,
+                response.delete_from_channel,
+            )
+            record_success(run, execution, "execute", outcome, self.clock.now())
+            run.executions.pop(execution.id, None)
+            execution.phase = Phase.DONE
+            self._decide(run, execution, response.step_decision)
+            self._evaluate(run)
+        finally:
+            execution.phase = Phase.DONE
+            run.executions.pop(execution.id, None)
+            self._maybe_complete(run)
+
+    async def _wait(self, run: Run, execution: Execution, waiting: pb.WaitingCondition) -> None:
+        now = self.clock.now()
+        execution.waiting = waiting
+        execution.phase = Phase.WAITING
+        execution.wait_sequence = next(run.wait_sequence)
+        # As superdurable/dex's FixTimerConditionFromActivityOutput (server/service/interpreter/timers/utils.go):
+        # firing time = the server's now + duration_seconds, fixed when the wait is accepted; no Worker clock.
+        execution.timer_deadlines = [now + t.duration_seconds for t in waiting.timer_conditions]
+        for skip in [s for s in run.pending_skips if s[0] == execution.id]:
+            run.pending_skips.remove(skip)
+            skip_timer(execution, skip[1], skip[2], now)
+        self._evaluate(run)
+        watcher = self._spawn(self._watch_timers(run, execution)) if waiting.timer_conditions else None
+        try:
+            await execution.satisfied.wait()
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+    async def _watch_timers(self, run: Run, execution: Execution) -> None:
+        while execution.phase == Phase.WAITING:
+            now = self.clock.now()
+            pending = [
+                deadline
+                for index, deadline in enumerate(execution.timer_deadlines)
+                if index not in execution.skipped_timers and deadline > now
+            ]
+            if not pending:
+                return
+            await self.clock.sleep_until(min(pending))
+            self._evaluate(run)
+
+    # ------------------------------------------------------------------ conditions
+
+    def _evaluate(self, run: Run) -> None:
+        if not run.running:
+            return
+        waiting = sorted(
+            (e for e in run.executions.values() if e.phase == Phase.WAITING),
+            key=lambda e: e.wait_sequence,
+            reverse=self.config.waiter_order == "newest_first",
+        )
+        for execution in waiting:
+            results = self._try_satisfy(run, execution)
+            if results is not None:
+                execution.results = results
+                execution.phase = Phase.SATISFIED
+                execution.satisfied.set()
+
+    def _try_satisfy(self, run: Run, execution: Execution) -> pb.ConditionResults | None:
+        waiting = execution.waiting
+        assert waiting is not None
+        now = self.clock.now()
+        timer_ready = [
+            index in execution.skipped_timers or now >= deadline
+            for index, deadline in enumerate(execution.timer_deadlines)
+        ]
+        sizes = {name: len(queue) for name, queue in run.channels.items()}
+        selected = match_conditions(waiting, timer_ready, sizes)
+        if not selected:
+            return None
+        return condition_results(waiting, selected, lambda condition, reserved: take_messages(run, condition, reserved))
+
+    # ------------------------------------------------------------------ decisions
+
+    def _decide(self, run: Run, execution: Execution, decision: pb.StepDecision) -> None:
+        for step_type in decision.cancel_step_types:
+            self._cancel_where(run, lambda e, t=step_type: e.step_type == t)
+        for step_type in decision.cancel_sibling_step_types:
+            self._cancel_where(
+                run,
+                lambda e, t=step_type: e.step_type == t and e.from_id == execution.from_id,
+            )
+        close = decision.close_decision
+        close_type = close.close_decision_type
+        if close_type == pb.CLOSE_DECISION_TYPE_FORCE_COMPLETE_ON_CHANNELS_EMPTY and all(
+            not run.channels.get(name) for name in close.conditional_channel_names
+        ):
+            add_result(run, execution, close)
+            self._close(run, pb.FLOW_STATUS_COMPLETED, 0, "")
+            return
+        for movement in decision.next_steps:
+            self._schedule(run, movement, execution.id)
+        if close_type == pb.CLOSE_DECISION_TYPE_GRACEFUL_COMPLETE:
+            add_result(run, execution, close)
+            run.graceful = True
+        elif close_type == pb.CLOSE_DECISION_TYPE_FORCE_COMPLETE:
+            add_result(run, execution, close)
+            self._close(run, pb.FLOW_STATUS_COMPLETED, 0, "")
+        elif close_type == pb.CLOSE_DECISION_TYPE_FORCE_FAIL:
+            self._close(
+                run,
+                pb.FLOW_STATUS_FAILED,
+                pb.FLOW_ERROR_TYPE_STEP_DECISION_FAILING_FLOW,
+                close.close_input.string_value,
+            )
+
+    def _cancel_where(self, run: Run, predicate: Any) -> None:
+        for execution in list(run.executions.values()):
+            if predicate(execution):
+                run.executions.pop(execution.id, None)
+                execution.phase = Phase.DONE
+                if execution.task is not None and execution.task is not asyncio.current_task():
+                    execution.task.cancel()
+
+    def _maybe_complete(self, run: Run) -> None:
+        if run.running and run.graceful and not run.closing and not run.executions:
+            self._close(run, pb.FLOW_STATUS_COMPLETED, 0, "")
+
+    def _fail_flow(self, run: Run, execution: Execution, method: str, error: AttemptError) -> None:
+        self._close(
+            run,
+            pb.FLOW_STATUS_FAILED,
+            pb.FLOW_ERROR_TYPE_WORKER_API_FAIL,
+            f"{execution.id} {method} failed: {error.error_type}: {error.detail}",
+        )
+
+    def _close(self, run: Run, status: int, error_type: int, message: str) -> None:
+        if not run.running:
+            return
+        run.status = status
+        run.error_type = error_type
+        run.error_message = message
+        run.closed_at = self.clock.now()
+        self._cancel_where(run, lambda _: True)
+        record(run, self.clock.now(), flow_closed=flow_closed(run))
+        run.closed.set()
+
+    # ------------------------------------------------------------------ test hooks
+
+    def waiting_executions(self, flow_id: str) -> list[str]:
+        """Return the IDs of the run's executions that are waiting on a condition."""
+        run = self.run(flow_id)
+        return [e.id for e in run.executions.values() if e.phase == Phase.WAITING]
+
+    def active_executions(self, flow_id: str) -> dict[str, str]:
+        """Return ``{step execution ID: phase}`` of the run's active executions."""
+        run = self.run(flow_id)
+        return {e.id: e.phase for e in run.executions.values()}
+
+    def last_heartbeat(self, flow_id: str, step_execution_id: str) -> pb.Value | None:
+        """Return the last heartbeat value the server holds for an active execution."""
+        execution = self.run(flow_id).executions.get(step_execution_id)
+        return None if execution is None else execution.last_heartbeat
+
+    def progress_frames(self, flow_id: str, step_execution_id: str) -> int:
+        """Return how many heartbeat/Stream frames an active execution sent so far."""
+        execution = self.run(flow_id).executions.get(step_execution_id)
+        return 0 if execution is None else execution.progress_frames
+
+    def attribute(self, flow_id: str, key: str) -> pb.Value | None:
+        """Return the raw stored value of one Attribute (physical key) or ``None``."""
+        return self.run(flow_id).attributes.get(key)
+
+    def channel_messages(self, flow_id: str, name: str) -> list[pb.ChannelMessage]:
+        """Return the queued messages of one Channel (physical name), oldest first."""
+        return list(self.run(flow_id).channels.get(name, ()))
+
+    def notify_clock(self) -> None:
+        """Re-evaluate every waiting condition (after the clock moved)."""
+        for runs in self._runs.values():
+            for run in runs:
+                with contextlib.suppress(Exception):
+                    self._evaluate(run)

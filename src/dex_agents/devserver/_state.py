@@ -1,0 +1,289 @@
+"""The dev server's stored state of a run, and the atomic commit of a method's effects.
+
+A run holds its Attributes (indexed so a load costs what it returns), Channel
+queues, Step executions with their `Phase`, locks and history. `commit` applies
+one method's writes, deletions and publishes with no ``await`` in between;
+`load_state` copies what a task asked to load into its request.
+"""
+
+import asyncio
+import itertools
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import grpc  # type: ignore[import-untyped]
+from dex.dexpb import dex_pb2 as pb
+
+from dex_agents.devserver._conditions import messages_to_take
+from dex_agents.devserver._errors import ServiceError
+
+_RUNNING = pb.FLOW_STATUS_RUNNING
+
+
+class Phase(StrEnum):
+    """Where a Step execution is (the values the ``active_executions`` test hook reports)."""
+
+    WAIT_FOR = "wait_for"
+    """Running its ``wait_for`` method."""
+    WAITING = "waiting"
+    """Waiting on the condition its ``wait_for`` returned."""
+    SATISFIED = "satisfied"
+    """Its condition matched; ``execute`` is about to run."""
+    EXECUTE = "execute"
+    """Running its ``execute`` method."""
+    DONE = "done"
+    """Finished or cancelled."""
+
+
+class Attributes:
+    """A run's Attributes, indexed so a load costs what it returns, not what is stored."""
+
+    def __init__(self) -> None:
+        self.plain: dict[str, pb.Value] = {}
+        self.maps: dict[str, dict[str, pb.Value]] = {}
+
+    def set(self, key: str, value: pb.Value) -> None:
+        name, slash, _ = key.partition("/")
+        if slash:
+            self.maps.setdefault(name, {})[key] = value
+        else:
+            self.plain[key] = value
+
+    def delete(self, key: str) -> None:
+        name, slash, _ = key.partition("/")
+        if not slash:
+            self.plain.pop(key, None)
+            return
+        instances = self.maps.get(name)
+        if instances is not None:
+            instances.pop(key, None)
+            if not instances:
+                del self.maps[name]
+
+    def get(self, key: str) -> pb.Value | None:
+        name, slash, _ = key.partition("/")
+        return self.maps.get(name, {}).get(key) if slash else self.plain.get(key)
+
+    def items(self) -> list[tuple[str, pb.Value]]:
+        entries = list(self.plain.items())
+        for instances in self.maps.values():
+            entries.extend(instances.items())
+        return sorted(entries)
+
+    def loaded(self, map_loads: Sequence[str]) -> list[pb.KV]:
+        """Every plain Attribute plus the loaded map instances (``NAME/`` = whole map)."""
+        entries = dict(self.plain)
+        for load in map_loads:
+            name, _, instance = load.partition("/")
+            instances = self.maps.get(name, {})
+            if instance:
+                value = instances.get(load)
+                if value is not None:
+                    entries[load] = value
+            else:
+                entries.update(instances)
+        return [pb.KV(key=key, value=value) for key, value in sorted(entries.items())]
+
+
+@dataclass(eq=False)
+class Execution:
+    """One Step execution of a run, from scheduling to its decision."""
+
+    id: str
+    step_type: str
+    movement: pb.StepMovement
+    from_id: str
+    recovery: pb.RecoveryErrorInfo | None
+    started_at: float
+    phase: Phase = Phase.WAIT_FOR
+    waiting: pb.WaitingCondition | None = None
+    wait_sequence: int = 0
+    timer_deadlines: list[float] = field(default_factory=list)
+    skipped_timers: set[int] = field(default_factory=set)
+    satisfied: asyncio.Event = field(default_factory=asyncio.Event)
+    results: pb.ConditionResults | None = None
+    locals: dict[str, pb.Value] = field(default_factory=dict)
+    last_heartbeat: pb.Value | None = None
+    progress_frames: int = 0
+    task: "asyncio.Task[None] | None" = None
+
+
+@dataclass(eq=False)
+class Run:
+    """One run of a Flow instance: its state, its active executions and its history."""
+
+    flow_id: str
+    run_id: str
+    first_run_id: str
+    flow_type: str
+    request_id: str
+    started_at: float
+    worker_target: str
+    status: int = _RUNNING
+    closed_at: float | None = None
+    error_type: int = 0
+    error_message: str = ""
+    attributes: Attributes = field(default_factory=Attributes)
+    channels: dict[str, deque[pb.ChannelMessage]] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)
+    executions: dict[str, Execution] = field(default_factory=dict)
+    locks: dict[str, str] = field(default_factory=dict)
+    lock_released: asyncio.Event = field(default_factory=asyncio.Event)
+    history: list[pb.FlowHistoryEvent] = field(default_factory=list)
+    results: list[pb.StepCompletionOutput] = field(default_factory=list)
+    graceful: bool = False
+    closing: bool = False
+    closed: asyncio.Event = field(default_factory=asyncio.Event)
+    pending_skips: list[tuple[str, str, int | None]] = field(default_factory=list)
+    wait_sequence: "itertools.count[int]" = field(default_factory=lambda: itertools.count(1))
+    message_sequence: "itertools.count[int]" = field(default_factory=lambda: itertools.count(1))
+
+    @property
+    def running(self) -> bool:
+        """Whether the run is still open."""
+        return self.status == _RUNNING
+
+
+async def acquire(run: Run, keys: list[str], owner: str) -> None:
+    """Wait until none of ``keys`` is locked, then lock them for ``owner``."""
+    while any(key in run.locks for key in keys):
+        await run.lock_released.wait()
+    for key in keys:
+        run.locks[key] = owner
+
+
+def release(run: Run, owner: str) -> None:
+    """Release every lock ``owner`` holds and wake the waiters."""
+    released = [key for key, holder in run.locks.items() if holder == owner]
+    for key in released:
+        del run.locks[key]
+    if released:
+        event, run.lock_released = run.lock_released, asyncio.Event()
+        event.set()
+
+
+def commit(
+    run: Run,
+    writes: Sequence[pb.AttributeWrite],
+    publishes: Sequence[pb.ChannelMessage],
+    deletions: Sequence[pb.ChannelMessageDeletion],
+    *,
+    strict_deletions: bool = False,
+) -> None:
+    """Apply one method's effects atomically; ``strict_deletions`` refuses a missing message."""
+    if strict_deletions:
+        for deletion in deletions:
+            queue = run.channels.get(deletion.channel_name, deque())
+            if not any(m.message_id == deletion.message_id for m in queue):
+                raise ServiceError(
+                    grpc.StatusCode.NOT_FOUND,
+                    pb.ERROR_SUB_STATUS_CHANNEL_MESSAGE_NOT_FOUND,
+                    f"channel message {deletion.message_id} not found",
+                )
+    for write in writes:
+        if write.value.WhichOneof("kind") in (None, "null_value"):
+            run.attributes.delete(write.key)
+        else:
+            run.attributes.set(write.key, write.value)
+    for deletion in deletions:
+        existing = run.channels.get(deletion.channel_name)
+        if existing is not None:
+            kept = deque(m for m in existing if m.message_id != deletion.message_id)
+            run.channels[deletion.channel_name] = kept
+    for message in publishes:
+        run.channels.setdefault(message.channel_name, deque()).append(
+            pb.ChannelMessage(
+                channel_name=message.channel_name,
+                value=message.value,
+                message_id=f"{run.run_id[:8]}-{next(run.message_sequence)}",
+            )
+        )
+
+
+def is_loaded(key: str, loads: Iterable[str]) -> bool:
+    """Whether ``key`` is one of ``loads`` or in a whole map (``NAME/``) among them."""
+    return any(key == load or (load.endswith("/") and key.startswith(load)) for load in loads)
+
+
+def load_state(
+    run: Run,
+    request: Any,
+    map_loads: Sequence[str],
+    channel_loads: Sequence[str],
+    channel_map_loads: Sequence[str],
+) -> None:
+    """Copy the plain Attributes, the loaded map instances and Channels into a task ``request``."""
+    request.attributes.extend(run.attributes.loaded(map_loads))
+    for name, queue in sorted(run.channels.items()):
+        if not queue:
+            continue
+        request.channel_infos[name].size = len(queue)
+        if name in channel_loads or ("/" in name and is_loaded(name, channel_map_loads)):
+            request.loaded_channel_messages[name].messages.extend(queue)
+    request.loaded_attribute_map_instances.extend(map_loads)
+    request.loaded_channel_names.extend(channel_loads)
+    request.loaded_channel_map_instances.extend(channel_map_loads)
+
+
+def take_messages(run: Run, condition: pb.ChannelCondition, reserved: int = 0) -> list[pb.Value]:
+    """Pop the messages a satisfied Channel condition consumes (leaving ``reserved``); an emptied Channel is dropped."""
+    queue = run.channels.get(condition.channel_name, deque())
+    values = [queue.popleft().value for _ in range(messages_to_take(condition, len(queue), reserved))]
+    if not queue:
+        run.channels.pop(condition.channel_name, None)
+    return values
+
+
+def skip_timer(execution: Execution, condition_id: str, index: int | None, now: float) -> bool:
+    """Mark one pending Timer of a waiting execution as fired, by index or else by condition ID.
+
+    Returns whether the Timer was pending (it exists, has not fired and was not skipped).
+    """
+    assert execution.waiting is not None
+    timers = execution.waiting.timer_conditions
+    if index is None:
+        index = next((i for i, timer in enumerate(timers) if timer.condition_id == condition_id), None)
+    if index is None or not 0 <= index < len(timers) or index in execution.skipped_timers:
+        return False
+    if index < len(execution.timer_deadlines) and execution.timer_deadlines[index] <= now:
+        return False
+    execution.skipped_timers.add(index)
+    return True
+
+
+def add_result(run: Run, execution: Execution, close: pb.CloseDecision) -> None:
+    """Keep a closing decision's output (if it has one) among the run's results."""
+    if close.HasField("close_input"):
+        run.results.append(
+            pb.StepCompletionOutput(
+                completed_step_type=execution.step_type,
+                completed_step_execution_id=execution.id,
+                completed_step_output=close.close_input,
+            )
+        )
+
+
+def is_reuse_refused(latest: Run, policy: int) -> bool:
+    """Whether a new start of ``latest``'s Flow ID is refused under the ID-reuse ``policy``."""
+    return (
+        latest.running
+        or policy in (pb.ID_REUSE_POLICY_UNSPECIFIED, pb.ID_REUSE_POLICY_DISALLOW_REUSE)
+        or (
+            policy == pb.ID_REUSE_POLICY_ALLOW_IF_PREVIOUS_EXISTS_ABNORMALLY
+            and latest.status == pb.FLOW_STATUS_COMPLETED
+        )
+    )
+
+
+def worker_target(options: pb.FlowStartOptions, default: str) -> str:
+    """Where a run's tasks go: ``"pull"``, a listening Worker's address, or ``default``."""
+    if options.HasField("flow_config_override"):
+        advertised = options.flow_config_override.worker_target
+        if advertised.is_pull_mode:
+            return "pull"
+        if advertised.address:
+            return str(advertised.address)
+    return default
