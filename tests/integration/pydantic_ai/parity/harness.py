@@ -1,4 +1,4 @@
-"""The parity harness: one scenario, run plainly (``agent.run``) and as a session on fake Dex, compared.
+"""The parity harness: one scenario, run plainly (``agent.run``) and as a session on the dev server, compared.
 
 A scenario is one function ``build(probe) -> Scenario`` registered on a
 `ScenarioSet` (``@SCENARIOS.scenario()``): it builds its agent on the probe's
@@ -12,7 +12,7 @@ one test case per scenario and variant:
 - ``events``: the agent also carries the probe's event recorder (it then streams its runs,
   which rules out both speed paths), and the events are compared too.
 
-`ParityStack` serves every case's Flow from one fake Dex and one in-process
+`ParityStack` serves every case's Flow from one dev server and one in-process
 Worker for the whole module. `check_parity` runs a case both ways and
 compares, field by field, the `Observation` of each: what every model request
 saw, the stored history (the session's decoded ``framework_item``s, a turn's
@@ -51,7 +51,7 @@ from dex_agents.infrastructure.dex.container import (
     free_loopback_address,
     wait_worker_serving,
 )
-from dex_agents.testing.fake_dex import TEST_RETRY_DELAY_SCALE, FakeDex, FakeDexConfig
+from dex_agents.testing.devserver import TEST_RETRY_DELAY_SCALE, DevServer, DevServerConfig
 from tests.integration.pydantic_ai.parity.probe import Probe, normalize, normalize_messages, sorted_result_events
 
 Decision = bool | str
@@ -191,7 +191,7 @@ def build_case(case: Case) -> Built:
 
 
 class ParityStack:
-    """One fake Dex and one in-process Worker serving every case's Flow."""
+    """One dev server and one in-process Worker serving every case's Flow."""
 
     def __init__(self, scenarios: ScenarioSet) -> None:
         self.built = scenarios.built()
@@ -199,11 +199,12 @@ class ParityStack:
         self._client: Any = None
 
     async def __aenter__(self) -> "ParityStack":
-        fake = await self._stack.enter_async_context(FakeDex(FakeDexConfig(retry_delay_scale=TEST_RETRY_DELAY_SCALE)))
+        config = DevServerConfig(retry_delay_scale=TEST_RETRY_DELAY_SCALE)
+        server = await self._stack.enter_async_context(DevServer(config))
         cache = self._stack.enter_context(tempfile.TemporaryDirectory(prefix="dex-agents-parity-"))
         container = AgentContainer.build(
             flows=[built.flow for built in self.built.values()],
-            server_address=fake.address,
+            server_address=server.address,
             blob_cache_directory=cache,
             max_concurrent_tasks=32,
             stop_drain_seconds=1,
