@@ -11,7 +11,9 @@ explanation. So a refused input is never accepted and then lost.
 | user message, first message          | over ``max_input_text_bytes``, lone surrogate, NUL    |
 | rejection reason                     | the same                                              |
 | interrupt ID                         | empty, over 512 characters, ``/``, NUL, surrogate     |
-| session ID                           | empty, over 512 characters, NUL, surrogate            |
+| session ID                           | `session_id_problem`: empty, blank, over 512           |
+|                                      | characters, space at an end, ``/``, controls, bidi     |
+|                                      | and other invisible characters; ``$`` ``:`` to start   |
 
 A blank user message is not an error: ``send_user_message`` answers
 ``False`` for it, as the spec says, and a blank first message starts no turn.
@@ -19,7 +21,14 @@ A blank user message is not an error: ``send_user_message`` answers
 
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.domain.errors import InvalidInputError
-from dex_agents.domain.limits import InputProblem, check_id, check_input_text, describe_input_problem, utf8_size
+from dex_agents.domain.limits import (
+    InputProblem,
+    check_id,
+    check_input_text,
+    describe_input_problem,
+    session_id_problem,
+    utf8_size,
+)
 
 
 def text_refusal(
@@ -47,3 +56,21 @@ def id_refusal(value: object, *, field: str, what: str, allow_slash: bool = True
         return None
     message = describe_input_problem(InputProblem.INVALID_ID, what=what, size=0, max_bytes=0)
     return InvalidInputError(f"refused: {message}", problem=InputProblem.INVALID_ID, field=field)
+
+
+def session_id_refusal(value: object, *, starting: bool = False) -> InvalidInputError | None:
+    """Return the error refusing a session ID (`session_id_problem`), or ``None`` when it may be sent.
+
+    ``starting``: the ID of a session about to be started, which must also keep clear of Dex's reserved characters.
+    """
+    if not isinstance(value, str):
+        problem = f"must be text, got {type(value).__name__}"
+    else:
+        found = session_id_problem(value, starting=starting)
+        if found is None:
+            return None
+        problem = found
+    shown = repr(value) if isinstance(value, str) and len(value) <= 80 else "given"
+    return InvalidInputError(
+        f"refused: the session ID {shown} {problem}", problem=InputProblem.INVALID_ID, field="session_id"
+    )

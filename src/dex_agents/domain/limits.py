@@ -17,6 +17,7 @@ part.
 
 import json
 import re
+import unicodedata
 from enum import StrEnum
 
 DEFAULT_MAX_INPUT_TEXT_BYTES = 256 * 1024
@@ -101,6 +102,44 @@ def check_id(value: str, *, allow_slash: bool = True) -> InputProblem | None:
         return InputProblem.INVALID_ID
     if not allow_slash and "/" in value:
         return InputProblem.INVALID_ID
+    return None
+
+
+SESSION_ID_RESERVED = "$:"
+"""Characters Dex reserves in the Flow IDs an application starts (besides ``/``): a session cannot start with one."""
+
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+"""Unicode categories of characters that are not shown as themselves: controls, format (bidi) characters,
+surrogates and line or paragraph separators."""
+
+
+def session_id_problem(value: str, *, starting: bool = False) -> str | None:
+    """Return why ``value`` cannot be a session ID (a phrase: "is blank"), or ``None`` when it can.
+
+    A session ID is one path segment of a URL and a Dex Flow ID that a person
+    can read and type: 1 to `MAX_ID_LENGTH` characters, not blank, without
+    white space at either end, without ``/``, and without controls, format
+    characters (bidi overrides included), lone surrogates or line separators.
+    ``starting`` also refuses what Dex reserves in the IDs of the Flows an
+    application starts (`SESSION_ID_RESERVED`).
+    """
+    if not value:
+        return "is empty"
+    if len(value) > MAX_ID_LENGTH:
+        return f"has {len(value):,} characters; the limit is {MAX_ID_LENGTH}"
+    if not value.strip():
+        return "is blank"
+    if value != value.strip():
+        return "starts or ends with white space"
+    if "/" in value:
+        return "holds a /"
+    for character in value:
+        if unicodedata.category(character) in _INVISIBLE_CATEGORIES:
+            return f"holds the invisible or control character U+{ord(character):04X}"
+    if starting:
+        for character in SESSION_ID_RESERVED:
+            if character in value:
+                return f"holds {character!r}, which Dex reserves in the IDs of the Flows an application starts"
     return None
 
 

@@ -7,6 +7,9 @@ which is also the SDK's `dex.FlowNotActiveOrNotFoundError`. Every input is check
 (`dex_agents.application.inputs`): a text over the Flow's
 ``max_input_text_bytes``, with a lone surrogate or NUL, or a malformed ID
 raises `InvalidInputError` with the reason, and nothing reaches the session.
+Every method checks its session ID first (`dex_agents.application.inputs.session_id_refusal`):
+a blank ID, one with a ``/``, a control or bidi character, or (to start) a
+character Dex reserves, is refused before anything is sent or recorded.
 Steering and cancelling a running turn: `AgentSessionClient.send_user_message`
 and ``submit_user_message`` take ``delivery="queue" | "steer"``;
 `AgentSessionClient.withdraw_user_message` removes a message no turn has
@@ -49,7 +52,7 @@ from typing import Any, TypeVar, cast
 import attrs
 import dex
 
-from dex_agents.application.inputs import id_refusal, text_refusal
+from dex_agents.application.inputs import id_refusal, session_id_refusal, text_refusal
 from dex_agents.application.rpcs.resolve_interrupt import request_refusal
 from dex_agents.domain.errors import DexAgentsError, InvalidInputError
 from dex_agents.domain.events import AgentEvent, AgentEventType, TurnFailedPayload
@@ -158,10 +161,11 @@ class AgentSessionClient:
         for `send_user_message`.
 
         Raises:
-            InvalidInputError: the session ID or the first message is refused; no session was started.
+            InvalidInputError: the session ID or the first message is refused; nothing was recorded or started.
+            SessionIndexError: the client's session index could not record the session; it was not started.
             dex.FlowAlreadyStartedError: a session with this ID exists.
         """
-        self._check_session_id(session_id)
+        _raise_if(session_id_refusal(session_id, starting=True))
         if initial_message is not None:
             _raise_if(
                 text_refusal(
@@ -175,7 +179,7 @@ class AgentSessionClient:
         start = AgentSessionStartInput(initial_message=initial_message)
         if self._session_index is not None:
             # Before the start: a crash in between leaves a row without a session, never a session without a row.
-            self._session_index.record(self._flow.get_flow_type(), session_id)
+            await self._session_index.arecord(self._flow.get_flow_type(), session_id)
         return await self._client.start_flow(self._flow, session_id, start, options or dex.StartFlowOptions())
 
     async def send_user_message(
@@ -419,11 +423,27 @@ class AgentSessionClient:
             if event.type in _WAKE_UP:
                 return resume_token
 
+    async def describe_session(self, session_id: str) -> dex.FlowInfo:
+        """Return what Dex says of the session's current or latest run: its Flow type, run ID, status, start.
+
+        Raises:
+            InvalidInputError: the session ID is refused.
+            SessionUnavailableError: no session (no Flow of any type) has this ID.
+        """
+        self._check_session_id(session_id)
+        try:
+            return await self._client.describe_flow(session_id)
+        except dex.FlowNotFoundError as error:
+            raise SessionUnavailableError(
+                error.code, error.sub_status, f"session {session_id!r} does not exist", error.operation, session_id
+            ) from error
+
     async def latest_resume_token(self, session_id: str) -> str:
         """Return the position after the newest retained event (``""`` when there is none).
 
         Reading from it with `read_agent_event` yields only events written later.
         """
+        self._check_session_id(session_id)
         page = await self._client.list_stream_messages(session_id, self._flow.events_stream, 1)
         return page.messages[0].resume_token if page.messages else ""
 
@@ -436,6 +456,7 @@ class AgentSessionClient:
         longer retained; the oldest position looked at when it is not within
         ``max_events`` events.
         """
+        self._check_session_id(session_id)
         before = ""
         oldest = ""
         seen = 0
@@ -463,6 +484,7 @@ class AgentSessionClient:
 
     async def latest_event_time(self, session_id: str) -> datetime | None:
         """Return when the newest retained event was written (``None`` when there is none): the last activity."""
+        self._check_session_id(session_id)
         page = await self._client.list_stream_messages(session_id, self._flow.events_stream, 1)
         return page.messages[0].created_time if page.messages else None
 
@@ -584,7 +606,9 @@ class AgentSessionClient:
 
         Raises:
             dex.LongPollTimeoutError: nothing arrived within ``long_poll`` (a server-side wait).
+            InvalidInputError: the session ID is refused.
         """
+        self._check_session_id(session_id)
         message = await self._client.read_stream(session_id, self._flow.events_stream, resume_token, long_poll)
         return AgentEventMessage(event=message.value, resume_token=message.resume_token)
 
@@ -599,7 +623,7 @@ class AgentSessionClient:
 
     @staticmethod
     def _check_session_id(session_id: str) -> None:
-        _raise_if(id_refusal(session_id, field="session_id", what="the session ID"))
+        _raise_if(session_id_refusal(session_id))
 
     async def _call_through_lock_conflicts(
         self,
@@ -633,6 +657,7 @@ class AgentSessionClient:
         closed, then the call is made once more, so the caller sees what a stopped
         session answers (`SessionUnavailableError` for a write).
         """
+        self._check_session_id(session_id)
         with _session_must_exist():
             try:
                 result = await self._client.invoke_rpc(
@@ -662,6 +687,7 @@ class AgentSessionClient:
         options: dex.RPCInvokeOptions | None = None,
     ) -> OutputT:
         """Invoke an RPC without input."""
+        self._check_session_id(session_id)
         with _session_must_exist():
             result = await self._client.invoke_rpc(
                 cast(Any, rpc), session_id, options=options or dex.RPCInvokeOptions()
@@ -676,6 +702,7 @@ class AgentSessionClient:
         (someone else stopped it) counts as stopped; either way this returns once the
         Flow has closed, so calls after it see a stopped session.
         """
+        self._check_session_id(session_id)
         with contextlib.suppress(dex.FlowClosingError):
             await self._client.stop_flow(session_id, dex.StopFlowOptions(type=dex.StopType.CANCEL, reason=reason))
         await self._closed(session_id)
