@@ -10,13 +10,14 @@ and exits 130.
 import asyncio
 import os
 from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.text import Text
 
-from dex_agents.cli.errors import EXIT_INTERRUPTED, EXIT_OK, CliError, explain
+from dex_agents.cli.errors import EXIT_INTERRUPTED, EXIT_OK, CliError, UsageError, explain
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -257,13 +258,39 @@ def dev_server(ctx: click.Context, port: int, debug: bool) -> int:
     return run(lambda console: run_dev_server(console, port), debug=_debug(ctx, debug))
 
 
+TOKEN_FLAG_REFUSED = (
+    "--token is deprecated and no longer accepted: a command line shows in `ps` to every user of this machine. "
+    "Put the token in $DEX_AGENTS_CONSOLE_TOKEN or in a file only you can read, and pass --token-file FILE"
+)
+"""What ``console --token`` says."""
+
+
 @cli.command()
 @click.option("--server", metavar="HOST:PORT", default=None, help="The Dex server (not with --demo).")
 @click.option("--flow", "flow_target", metavar="MODULE:FLOW_FACTORY", default=None, help="The sessions' Flow.")
 @click.option("--demo", is_flag=True, default=False, help="The dev server and the demo's order agent in this process.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (not loopback: --token).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (not loopback: a token).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8810, show_default=True, help="Port (0: any).")
-@click.option("--token", default=None, help="Token every request must carry (default: $DEX_AGENTS_CONSOLE_TOKEN).")
+@click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="File holding the token every request must carry (default: $DEX_AGENTS_CONSOLE_TOKEN); 32+ bytes beyond "
+    "loopback.",
+)
+@click.option("--token", default=None, hidden=True, help="Deprecated (shows in ps): use --token-file.")
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Serve HTTPS with this PEM certificate.",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Its PEM private key (with --tls-cert).",
+)
 @click.option("--index", "index_path", type=click.Path(dir_okay=False), default=None, help="The session index file.")
 @click.option("--worker/--no-worker", default=False, help="Also serve the Flow with a Worker here (default: no).")
 @debug_option
@@ -275,34 +302,39 @@ def console(
     demo: bool,
     host: str,
     port: int,
+    token_file: Path | None,
     token: str | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
     index_path: str | None,
     worker: bool,
     debug: bool,
 ) -> int:
     """Serve the web console: every session of a Flow type, live events, approvals, steer and cancel (console extra)."""
     try:
-        from dex_agents.console.server import run_console
+        from dex_agents.console.server import TlsFiles, run_console
     except ModuleNotFoundError as error:
         if (error.name or "").partition(".")[0] not in ("starlette", "uvicorn"):
             raise
         raise click.ClickException("the console needs the console extra: pip install 'dex-agents[console]'") from None
-    from pathlib import Path
 
-    return run(
-        lambda out: run_console(
+    async def command(out: Console) -> None:
+        if token is not None:
+            raise UsageError(TOKEN_FLAG_REFUSED)
+        await run_console(
             out,
             server=server,
             flow_target=flow_target,
             demo=demo,
             host=host,
             port=port,
-            token=token,
+            token_file=token_file,
+            tls=TlsFiles.of(tls_cert, tls_key),
             index_path=Path(index_path) if index_path else None,
             serve_worker=worker,
-        ),
-        debug=_debug(ctx, debug),
-    )
+        )
+
+    return run(command, debug=_debug(ctx, debug))
 
 
 @cli.command()

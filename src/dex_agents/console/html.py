@@ -4,8 +4,9 @@ Pages are plain server-rendered HTML. `render` formats a template whose
 arguments are escaped (`html.escape`, quotes included) unless they are
 `Markup`; templates are literals in this module, so text from a session
 (messages, tool arguments and outputs, errors, reasons) can only ever reach
-the page escaped. The page script (`CONSOLE_JS`) inserts live text with
-``textContent`` only, and the Content-Security-Policy
+the page escaped. The page script (``static/console.js``, served with its
+stylesheet from the package's files) inserts live text with ``textContent``
+only, and the Content-Security-Policy
 (`dex_agents.console.security`) allows no inline script, as a second line.
 """
 
@@ -54,46 +55,27 @@ def when(moment: datetime | None) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-CSS = """
-body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d1f23;background:#f6f7f9}
-header{background:#1f2937;color:#fff;padding:.6rem 1.2rem;display:flex;gap:1.4rem;align-items:center}
-header a{color:#fff;text-decoration:none;font-weight:600}header .flow{opacity:.75;margin-left:auto}
-main{padding:1rem 1.2rem;max-width:1100px}
-table{border-collapse:collapse;width:100%;background:#fff}td,th{border:1px solid #e2e5ea;padding:.35rem .5rem;
-text-align:left;vertical-align:top}th{background:#eef0f3}
-section{background:#fff;border:1px solid #e2e5ea;border-radius:6px;padding:.7rem 1rem;margin:.8rem 0}
-h1{font-size:1.3rem;margin:.2rem 0 .6rem}h2{font-size:1.05rem;margin:.1rem 0 .5rem}
-.msg{border-left:3px solid #cbd5e1;padding:.2rem .6rem;margin:.4rem 0;white-space:pre-wrap}
-.msg.user{border-color:#2563eb}.msg.assistant{border-color:#16a34a}.msg.tool{border-color:#a855f7}
-.role{font-size:.8rem;color:#6b7280}.muted{color:#6b7280}.error{color:#b91c1c}.notice{background:#fef9c3;
-padding:.4rem .7rem;border-radius:4px}
-#live .text{white-space:pre-wrap;border-left:3px solid #16a34a;padding:.2rem .6rem;margin:.3rem 0}
-#live .reasoning{color:#6b7280;font-style:italic}#live .note{font-size:.85rem;color:#4b5563}
-#live .cancelled{color:#b45309}#live .tool{font-family:ui-monospace,monospace;font-size:.85rem}
-.approval{border:1px solid #f59e0b;background:#fffbeb;border-radius:6px;padding:.5rem .8rem;margin:.5rem 0}
-pre{white-space:pre-wrap;margin:.2rem 0;font-size:.85rem}
-form.inline{display:inline}textarea{width:100%;min-height:3.2rem}input[name=reason]{width:22rem}
-button{padding:.3rem .8rem;cursor:pointer}.status{font-weight:600}
-"""
-
-
 def page(title: str, body: Markup, *, flow_type: str, notice: str | None = None) -> Markup:
     """Return a whole page."""
     shown = render('<p class="notice" id="notice">{notice}</p>', notice=notice) if notice else Markup("")
     return render(
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width, initial-scale=1">'
-        "<title>{title} · dex-agents console</title><style>{css}</style>"
+        '<title>{title} · dex-agents console</title><link rel="stylesheet" href="/static/console.css">'
         '<script src="/static/console.js" defer></script></head><body>'
         '<header><a href="/">Sessions</a><a href="/approvals">Approvals</a>'
         '<span class="flow">Flow type {flow_type}</span></header>'
         "<main>{notice}{body}</main></body></html>",
         title=title,
-        css=Markup(CSS),
         flow_type=flow_type,
         notice=shown,
         body=body,
     )
+
+
+def session_path(session_id: str) -> str:
+    """The path of a session's page: its ID quoted as one path segment (``a?b`` is ``/sessions/a%3Fb``)."""
+    return "/sessions/" + quote(session_id, safe="")
 
 
 def csrf_field(csrf: str) -> Markup:
@@ -113,8 +95,8 @@ class SessionRow:
     error: str | None = None
 
 
-def sessions_table(rows: Sequence[SessionRow]) -> Markup:
-    """The sessions table (also fetched by the page script every 5 seconds)."""
+def sessions_table(rows: Sequence[SessionRow], *, total: int | None = None) -> Markup:
+    """The sessions table (also fetched by the page script every 5 seconds); says so when ``total`` is more."""
     lines = join(
         render(
             '<tr data-session="{sid}"><td><a href="/sessions/{qsid}">{sid}</a></td><td class="status">{status}</td>'
@@ -129,7 +111,17 @@ def sessions_table(rows: Sequence[SessionRow]) -> Markup:
         )
         for row in rows
     )
-    return (
+    more = (
+        render(
+            '<p class="muted" id="more-sessions">The newest {shown} of {total} listed sessions; '
+            "open an older one by its ID below.</p>",
+            shown=len(rows),
+            total=total,
+        )
+        if total is not None and total > len(rows)
+        else Markup("")
+    )
+    table = (
         render(
             '<table id="sessions"><thead><tr><th>Session</th><th>Status</th><th>Turns</th>'
             "<th>Pending approvals</th><th>Last activity</th><th></th></tr></thead><tbody>{lines}</tbody></table>",
@@ -138,10 +130,17 @@ def sessions_table(rows: Sequence[SessionRow]) -> Markup:
         if rows
         else Markup('<p class="muted" id="sessions">No sessions yet.</p>')
     )
+    return join([table, more])
 
 
 def sessions_page(
-    rows: Sequence[SessionRow], *, csrf: str, flow_type: str, suggested_message: str, notice: str | None
+    rows: Sequence[SessionRow],
+    *,
+    total: int | None = None,
+    csrf: str,
+    flow_type: str,
+    suggested_message: str,
+    notice: str | None,
 ) -> Markup:
     """The sessions of the Flow type, and the forms to start or open one; the page script keeps the table current."""
     body = render(
@@ -153,7 +152,7 @@ def sessions_page(
         '<section><h2>Open a session by ID</h2><form method="post" action="/sessions/open" id="open">{csrf}'
         '<input name="session_id" required> <button type="submit">Open</button>'
         '<span class="muted"> adds a session started elsewhere to this list</span></form></section>',
-        table=sessions_table(rows),
+        table=sessions_table(rows, total=total),
         csrf=csrf_field(csrf),
         message=suggested_message,
     )
@@ -218,13 +217,6 @@ def usage_text(usage: AgentUsage) -> str:
         + (f", {usage.cached_input_tokens} cached" if usage.cached_input_tokens else "")
         + (f", {usage.reasoning_tokens} reasoning" if usage.reasoning_tokens else "")
     )
-
-
-def _status(snapshot: AgentSnapshot) -> str:
-    state = snapshot.state
-    if state is None:
-        return "starting"
-    return state.status.value.replace("_", " ")
 
 
 def tool_call_rows(calls: Sequence[AgentToolCall]) -> Markup:
@@ -307,7 +299,7 @@ def panel(session_id: str, snapshot: AgentSnapshot, *, csrf: str) -> Markup:
     """The session's state: status, turns, usage, pending approvals, turn controls, the running turn's tool calls."""
     state = snapshot.state
     approvals = join(
-        approval_form(session_id, interrupt, csrf=csrf, return_to=f"/sessions/{session_id}")
+        approval_form(session_id, interrupt, csrf=csrf, return_to=session_path(session_id))
         for interrupt in snapshot.pending_interrupts
     )
     return render(
@@ -315,7 +307,7 @@ def panel(session_id: str, snapshot: AgentSnapshot, *, csrf: str) -> Markup:
         " · queued messages {queued}{cancelled}{error}</p>"
         '<p class="muted">Usage: <span id="usage">{usage}</span></p>'
         '<div id="pending">{approvals}</div>{controls}{tools}',
-        status=_status(snapshot),
+        status="starting" if state is None else state.status.value.replace("_", " "),
         turns=0 if state is None else state.turn_count,
         queued=snapshot.queued_message_count,
         cancelled=Markup(' · <span id="last-cancelled">last turn cancelled</span>')
@@ -451,138 +443,3 @@ def _pretty_json(text: str) -> str:
         return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
     except ValueError:
         return text
-
-
-CONSOLE_JS = r"""
-"use strict";
-(function () {
-  // The Sessions and Approvals pages fetch their list again every few seconds, unless someone is typing in it.
-  for (const list of document.querySelectorAll("[data-poll]")) {
-    setInterval(async function () {
-      if (list.contains(document.activeElement)) { return; }
-      try {
-        const response = await fetch(list.dataset.poll, {credentials: "same-origin", cache: "no-store"});
-        if (response.ok) { list.innerHTML = (await response.json()).html; }  // server-rendered, escaped
-      } catch (error) { /* try again at the next tick */ }
-    }, Number(list.dataset.pollMs) || 5000);
-  }
-})();
-
-(function () {
-  const live = document.getElementById("live");
-  if (!live) { return; }
-  const events = live.querySelector(".events");
-  const state = document.getElementById("live-state");
-  const blocks = new Map();  // block key -> {attempt, el}
-  const tools = new Map();   // call id -> el
-  const seen = new Set();    // event ids already applied (a resumed stream never repeats one, but be sure)
-  let refreshing = null;
-
-  function add(cls, turn) {
-    const el = document.createElement("div");
-    el.className = cls;
-    el.dataset.turn = turn || "";
-    events.appendChild(el);
-    return el;
-  }
-
-  function refresh() {
-    if (refreshing) { return; }
-    refreshing = setTimeout(async function () {
-      refreshing = null;
-      try {
-        const response = await fetch(live.dataset.fragments, {credentials: "same-origin", cache: "no-store"});
-        if (!response.ok) { return; }
-        const parts = await response.json();
-        const panel = document.getElementById("panel");
-        if (panel.contains(document.activeElement)) { setTimeout(refresh, 1000); return; }  // someone is typing
-        panel.innerHTML = parts.panel;  // server-rendered, escaped
-        const transcript = document.getElementById("transcript");
-        if (transcript.dataset.latest === "1") { transcript.innerHTML = parts.transcript; }
-      } catch (error) { /* the next event refreshes again */ }
-    }, 150);
-  }
-
-  function forget(turn) {
-    for (const el of Array.from(events.children)) {
-      if (el.dataset.turn === turn) { el.remove(); }
-    }
-    for (const [key, block] of Array.from(blocks.entries())) {
-      if (block.el.dataset.turn === turn) { blocks.delete(key); }
-    }
-    for (const [call, el] of Array.from(tools.entries())) {
-      if (el.dataset.turn === turn) { tools.delete(call); }
-    }
-  }
-
-  function apply(update) {
-    switch (update.kind) {
-      case "text": {
-        let block = blocks.get(update.block);
-        if (!block) {
-          block = {attempt: update.attempt, el: add("text " + update.text_kind, update.turn)};
-          blocks.set(update.block, block);
-        }
-        if (update.attempt < block.attempt) { return; }  // a superseded attempt
-        if (update.attempt > block.attempt) { block.attempt = update.attempt; block.el.textContent = ""; }
-        block.el.dataset.attempt = String(update.attempt);
-        block.el.textContent += update.text;
-        break;
-      }
-      case "tool": {
-        let el = tools.get(update.call);
-        if (!el) { el = add("tool", update.turn); tools.set(update.call, el); }
-        if (update.effect) { el.dataset.effect = update.effect; }
-        el.dataset.status = update.status;
-        el.dataset.tool = update.tool;
-        el.textContent = "tool " + update.tool + " (" + update.call + ")" +
-          (el.dataset.effect ? " · " + el.dataset.effect : "") + " · " + update.status +
-          (update.status === "running" ? " · attempt " + update.attempt : "");
-        break;
-      }
-      case "usage": {
-        const usage = document.getElementById("usage");
-        if (usage) { usage.textContent = update.text; }
-        break;
-      }
-      case "committed": {
-        forget(update.turn);
-        add("note", "").textContent = update.text;
-        break;
-      }
-      case "lasting": {
-        add("note " + (update.style || ""), "").textContent = update.text;  // not dropped when the turn commits
-        break;
-      }
-      default: {
-        const el = add("note" + (update.error ? " error" : ""), update.turn);
-        el.textContent = update.text;
-      }
-    }
-    if (update.refresh) { refresh(); }
-  }
-
-  const source = new EventSource(live.dataset.events);
-  source.addEventListener("open", function () { state.textContent = "live"; });
-  source.addEventListener("error", function () {
-    if (source.readyState !== EventSource.CLOSED) { state.textContent = "reconnecting"; }
-  });
-  source.addEventListener("problem", function (message) {
-    // Dex refused to read the stream (for example the session has ended): stop asking.
-    source.close();
-    state.textContent = "stopped: " + JSON.parse(message.data).error;
-  });
-  const log = [];  // what was applied, for people debugging the page (and for the tests)
-  let duplicates = 0;
-  source.addEventListener("agent", function (message) {
-    if (seen.has(message.lastEventId)) { duplicates += 1; return; }
-    seen.add(message.lastEventId);
-    const update = JSON.parse(message.data);
-    log.push({kind: update.kind, type: update.type, attempt: update.attempt, tool: update.tool || null,
-              status: update.status || null});
-    apply(update);
-  });
-  window.dexConsole = {source: source, log: log, duplicates: function () { return duplicates; }};
-})();
-"""
-"""The page script: the live stream (`dex_agents.console.live` says what each update means)."""

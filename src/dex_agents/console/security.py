@@ -1,18 +1,29 @@
-"""Who may use the console, and how its forms are kept from other sites.
+r"""Who may use the console, and how its forms are kept from other sites.
 
 `ConsoleSecurity.for_bind` is the rule of the command line: the console binds
 127.0.0.1 by default; any address that is not loopback (``0.0.0.0``, a LAN
-address, a host name) needs a token, from ``--token`` or
-``$DEX_AGENTS_CONSOLE_TOKEN`` (`TOKEN_ENV`), or the console refuses to start.
+address, a host name) needs a token of at least `MIN_TOKEN_BYTES` printable
+ASCII characters, or the console refuses to start. The command reads it from
+``$DEX_AGENTS_CONSOLE_TOKEN`` (`TOKEN_ENV`) or a file (``--token-file``),
+never from its own command line, which every user of the machine can read
+(``ps``). With TLS (``--tls-cert`` and ``--tls-key``) the token and the
+cookie never cross the network in clear.
 
 `SecurityMiddleware` checks every request, before any page, stream or
 form handler runs:
 
 - With a token, every request must carry it: an ``Authorization: Bearer``
-  header, the ``dex_console_token`` cookie, or ``?token=`` on a GET, which
-  sets the cookie (HttpOnly, SameSite=Strict) and redirects to the same URL
-  without the token. Anything else gets 401. Tokens are compared in constant
-  time.
+  header, the console's cookie, or ``?token=`` on a GET, which sets the
+  cookie and redirects to the same page without the token (a path of this
+  console only: never ``//host``, ``/\host`` or anything a browser reads as
+  another site). The cookie is named after the console's port
+  (`cookie_name`), holds an HMAC of the token and that port (never the token),
+  is HttpOnly and SameSite=Strict, and under TLS ``Secure`` with the
+  ``__Host-`` prefix, so a server on another port of the same host (which
+  browsers send every cookie of the host to) gets nothing it can use here.
+  Anything else gets 401. Tokens are compared in constant time. A client
+  presenting wrong tokens is slowed down (`dex_agents.console.throttle`:
+  after five, 429 for a doubling while).
 - Without a token (loopback only), the ``Host`` header must name a loopback
   host, so a DNS-rebinding page cannot read the console through a name it
   controls.
@@ -22,11 +33,11 @@ form handler runs:
   form must carry the CSRF token (`ConsoleSecurity.check_csrf`), which only
   the console's pages know (an HMAC of a random per-process secret).
 
-Every response carries a Content-Security-Policy that allows scripts only
-from the console itself (no inline script), ``X-Frame-Options: DENY``, a
-same-origin-only referrer (a ``?token=`` never leaks to another site; with
-``no-referrer`` Chromium would send ``Origin: null`` on the console's own
-forms) and ``no-store``.
+Every response carries a Content-Security-Policy that allows scripts and
+styles only from the console itself (nothing inline), ``X-Frame-Options:
+DENY``, a same-origin-only referrer (a ``?token=`` never leaks to another
+site; with ``no-referrer`` Chromium would send ``Origin: null`` on the
+console's own forms) and ``no-store``.
 """
 
 import hashlib
@@ -35,21 +46,26 @@ import ipaddress
 import os
 import secrets
 from http.cookies import SimpleCookie
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import quote, unquote
 
 import attrs
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from dex_agents.console.throttle import FailedTries
+
 TOKEN_ENV = "DEX_AGENTS_CONSOLE_TOKEN"
-"""The environment variable holding the console's token (``--token`` wins)."""
+"""The environment variable holding the console's token."""
+
+MIN_TOKEN_BYTES = 32
+"""The shortest token a console bound beyond loopback accepts."""
 
 TOKEN_COOKIE = "dex_console_token"
-"""The cookie that carries the token after a ``?token=`` visit."""
+"""The start of the cookie's name, which ends with the console's port (`cookie_name`)."""
 
 SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (
         b"content-security-policy",
-        b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self'; "
+        b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
         b"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     ),
     (b"x-frame-options", b"DENY"),
@@ -58,6 +74,9 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"cache-control", b"no-store"),
 )
 """Headers added to every response."""
+
+_PATH_SAFE = "/%!$&'()*+,;=:@-._~"
+"""What a redirect's path keeps as it is; anything else (``\\``, a tab, a space) is percent-encoded."""
 
 
 class ConsoleConfigError(ValueError):
@@ -82,32 +101,58 @@ def _host_name(host_header: str) -> str:
     return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
 
 
+def token_problem(token: str, *, loopback: bool) -> str | None:
+    """Why ``token`` cannot protect a console (``None`` when it can); beyond loopback it must be long."""
+    if not token.strip():
+        return "the console token is blank"
+    if not all("!" <= character <= "~" for character in token):
+        return "the console token must be printable ASCII without spaces (it travels in HTTP headers)"
+    if not loopback and len(token.encode()) < MIN_TOKEN_BYTES:
+        return (
+            f"the console token has {len(token.encode())} bytes; a console bound beyond loopback needs at least "
+            f"{MIN_TOKEN_BYTES} (for example: python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+    return None
+
+
+def cookie_name(port: int, *, secure: bool) -> str:
+    """The name of the token cookie of the console on ``port`` (``__Host-`` prefixed when ``secure``)."""
+    return f"{'__Host-' if secure else ''}{TOKEN_COOKIE}_{port}"
+
+
 @attrs.frozen(kw_only=True)
 class ConsoleSecurity:
-    """The console's access rules: the bind address, the token (if any) and the CSRF secret."""
+    """The console's access rules: the bind address, the token (if any), TLS, the CSRF secret."""
 
     bind_host: str
     """The address the console listens on, as configured."""
     token: str | None
     """The token every request must carry, or ``None`` (loopback only)."""
+    tls: bool = False
+    """Whether the console is served over TLS (its token cookie is then ``Secure``)."""
     csrf_secret: bytes = attrs.field(factory=lambda: secrets.token_bytes(32), repr=False)
     """The secret the CSRF token is derived from (new in every process)."""
+    failed_tries: FailedTries = attrs.field(factory=FailedTries, repr=False, eq=False)
+    """Wrong tokens per client, to slow guessing down."""
 
     @classmethod
-    def for_bind(cls, bind_host: str, token: str | None = None) -> "ConsoleSecurity":
+    def for_bind(cls, bind_host: str, token: str | None = None, *, tls: bool = False) -> "ConsoleSecurity":
         """Return the rules for listening on ``bind_host``; ``token`` defaults to ``$DEX_AGENTS_CONSOLE_TOKEN``.
 
         Raises:
-            ConsoleConfigError: ``bind_host`` is not loopback and there is no token, or the token is blank.
+            ConsoleConfigError: ``bind_host`` is not loopback and there is no token, or a token too short for it;
+                or the token is blank or not printable ASCII.
         """
         chosen = token if token is not None else os.environ.get(TOKEN_ENV) or None
-        if chosen is not None and not chosen.strip():
-            raise ConsoleConfigError("the console token is blank")
-        if chosen is None and not is_loopback(bind_host):
+        loopback = is_loopback(bind_host)
+        if chosen is None and not loopback:
             raise ConsoleConfigError(
-                f"binding {bind_host} (not loopback) needs a token: pass --token or set ${TOKEN_ENV}"
+                f"binding {bind_host} (not loopback) needs a token: set ${TOKEN_ENV} or pass --token-file"
             )
-        return cls(bind_host=bind_host, token=chosen)
+        problem = None if chosen is None else token_problem(chosen, loopback=loopback)
+        if problem is not None:
+            raise ConsoleConfigError(problem)
+        return cls(bind_host=bind_host, token=chosen, tls=tls)
 
     @property
     def csrf_token(self) -> str:
@@ -118,12 +163,11 @@ class ConsoleSecurity:
         """Whether a form's CSRF field is the console's."""
         return submitted is not None and hmac.compare_digest(submitted.encode(), self.csrf_token.encode())
 
-    @property
-    def cookie_value(self) -> str | None:
-        """What the token cookie holds: a digest of the token (cookie-safe text, and not the token itself)."""
+    def cookie_value(self, port: int) -> str | None:
+        """What the token cookie of the console on ``port`` holds: an HMAC of the token and the port."""
         if self.token is None:
             return None
-        return hmac.new(self.token.encode(), b"dex-agents console cookie", hashlib.sha256).hexdigest()
+        return hmac.new(self.token.encode(), f"dex-agents console cookie {port}".encode(), hashlib.sha256).hexdigest()
 
     def token_matches(self, candidate: str | None) -> bool:
         """Whether ``candidate`` is the token (constant time)."""
@@ -162,19 +206,14 @@ class SecurityMiddleware:
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str, list[tuple[bytes, bytes]]] | None:
         security = self.security
-        method = scope["method"]
         if security.token is None:
             if not is_loopback(_host_name(headers.get("host", ""))):
                 return 403, "This console answers only on a loopback host name.", []
-        elif not self._has_token(headers):
-            query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
-            if method == "GET" and security.token_matches(query.get("token")):
-                rest = urlencode([(k, v) for k, v in parse_qsl(scope["query_string"].decode()) if k != "token"])
-                location = scope["path"] + (f"?{rest}" if rest else "")
-                cookie = f"{TOKEN_COOKIE}={security.cookie_value}; HttpOnly; SameSite=Strict; Path=/"
-                return 303, "", [(b"location", location.encode()), (b"set-cookie", cookie.encode())]
-            return 401, "This console needs its token: open it with ?token=... or send Authorization: Bearer.", []
-        if method not in ("GET", "HEAD"):
+        else:
+            refused = self._token_refusal(scope, headers)
+            if refused is not None:
+                return refused
+        if scope["method"] not in ("GET", "HEAD"):
             fetch_site = headers.get("sec-fetch-site")
             if fetch_site is not None and fetch_site not in ("same-origin", "none"):
                 return 403, "Cross-site requests are refused.", []
@@ -183,18 +222,61 @@ class SecurityMiddleware:
                 return 403, "Requests from another origin are refused.", []
         return None
 
-    def _has_token(self, headers: dict[str, str]) -> bool:
+    def _token_refusal(
+        self, scope: Scope, headers: dict[str, str]
+    ) -> tuple[int, str, list[tuple[bytes, bytes]]] | None:
+        security = self.security
+        client = str((scope.get("client") or ("?",))[0])
+        wait = security.failed_tries.wait_for(client)
+        if wait:
+            return 429, f"Too many wrong tokens: try again in {wait} s.", [(b"retry-after", str(wait).encode())]
+        port = int((scope.get("server") or ("", 0))[1] or 0)
+        secure = security.tls or scope.get("scheme") == "https"
         authorization = headers.get("authorization", "")
-        if authorization.lower().startswith("bearer ") and self.security.token_matches(authorization[7:].strip()):
-            return True
-        cookie = SimpleCookie()
-        try:
-            cookie.load(headers.get("cookie", ""))
-        except Exception:  # noqa: BLE001 - a malformed cookie header is only no token
-            return False
-        morsel = cookie.get(TOKEN_COOKIE)
-        expected = self.security.cookie_value
-        return morsel is not None and expected is not None and hmac.compare_digest(morsel.value, expected)
+        if authorization.lower().startswith("bearer "):
+            if security.token_matches(authorization[7:].strip()):
+                security.failed_tries.succeeded(client)
+                return None
+            security.failed_tries.failed(client)
+            return 401, "The token is wrong.", []
+        cookie = _cookie(headers.get("cookie", ""), cookie_name(port, secure=secure))
+        expected = security.cookie_value(port)
+        if cookie is not None and expected is not None and hmac.compare_digest(cookie, expected):
+            return None  # a wrong cookie is a stale one (cookies are HMACs: nobody guesses them), not a guess
+        query = scope.get("query_string", b"").decode("latin-1")
+        offered = [unquote(value) for name, _, value in (p.partition("=") for p in query.split("&")) if name == "token"]
+        if scope["method"] == "GET" and offered:
+            if not security.token_matches(offered[0]):
+                security.failed_tries.failed(client)
+                return 401, "The token is wrong.", []
+            security.failed_tries.succeeded(client)
+            rest = "&".join(p for p in query.split("&") if p and p.partition("=")[0] != "token")
+            location = _same_console_path(scope) + (f"?{quote(rest, safe=_PATH_SAFE + '?')}" if rest else "")
+            attributes = "; HttpOnly; SameSite=Strict; Path=/" + ("; Secure" if secure else "")
+            set_cookie = f"{cookie_name(port, secure=secure)}={expected}{attributes}"
+            return 303, "", [(b"location", location.encode()), (b"set-cookie", set_cookie.encode())]
+        return 401, "This console needs its token: open it with ?token=... or send Authorization: Bearer.", []
+
+
+def _cookie(header: str, name: str) -> str | None:
+    cookie = SimpleCookie()
+    try:
+        cookie.load(header)
+    except Exception:  # noqa: BLE001 - a malformed cookie header is only no cookie
+        return None
+    morsel = cookie.get(name)
+    return None if morsel is None else morsel.value
+
+
+def _same_console_path(scope: Scope) -> str:
+    r"""The request's own path, as sent, made a path of this site only.
+
+    Percent-encoded where a browser would read anything else into it (``\``
+    as ``/``, a dropped tab), and with exactly one leading ``/``, so it can
+    never be read as ``//another.host``.
+    """
+    raw = scope.get("raw_path") or quote(scope["path"]).encode()
+    return "/" + quote(raw.decode("latin-1"), safe=_PATH_SAFE).lstrip("/")
 
 
 async def _respond(send: Send, status: int, text: str, extra: list[tuple[bytes, bytes]]) -> None:

@@ -12,12 +12,14 @@ import contextlib
 import io
 import os
 import shutil
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import attrs
 from playwright.async_api import BrowserContext, Page, async_playwright
 from rich.console import Console
+from starlette.types import ASGIApp, Message, Scope
 
 from dex_agents.cli.engine import open_engine
 from dex_agents.console.app import ConsoleBackend, build_console_app
@@ -55,6 +57,122 @@ class ConsoleStack:
     """The session client the console uses."""
     index: SessionIndex
     """The console's session index."""
+
+
+@attrs.frozen(kw_only=True)
+class AppStack:
+    """A console's ASGI app (no server) for one Flow, on the dev server serving more Flows."""
+
+    app: ASGIApp
+    """The console."""
+    sessions: AgentSessionClient
+    """The client of the console's Flow."""
+    others: AgentSessionClient
+    """A client of another Flow type on the same Dex."""
+    index: SessionIndex
+    """The console's session index."""
+
+
+@contextlib.asynccontextmanager
+async def app_stack(
+    flow: AgentSessionFlow,
+    other: AgentSessionFlow,
+    tmp_path: Path,
+    *,
+    security: ConsoleSecurity | None = None,
+    index: SessionIndex | None = None,
+) -> AsyncIterator[AppStack]:
+    """Run the dev server and a Worker for both Flows; build the console's app for ``flow`` (no HTTP server)."""
+    quiet = Console(file=io.StringIO())
+    index = index or SessionIndex(tmp_path / "sessions.sqlite")
+    try:
+        async with open_engine(None, [flow, other], quiet) as engine, engine.worker():
+            sessions = AgentSessionClient(engine.client, flow, session_index=index)
+            backend = ConsoleBackend(sessions=sessions, index=index)
+            app = build_console_app(backend, security or ConsoleSecurity.for_bind("127.0.0.1"))
+            yield AppStack(app=app, sessions=sessions, others=AgentSessionClient(engine.client, other), index=index)
+    finally:
+        index.close()
+
+
+@attrs.frozen(kw_only=True)
+class AsgiResponse:
+    """What `asgi_request` got."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def text(self) -> str:
+        """The body as text."""
+        return self.body.decode("utf-8", "replace")
+
+
+async def asgi_request(
+    app: ASGIApp,
+    method: str,
+    target: bytes | str,
+    *,
+    headers: dict[str, str] | None = None,
+    body: bytes = b"",
+    client: str = "127.0.0.1",
+    until: bytes | None = None,
+) -> AsgiResponse:
+    """One request straight to the ASGI app, its path and query exactly as given (an attacker's bytes).
+
+    A streamed answer is read until its body holds ``until`` (then the client goes away).
+    """
+    raw = target.encode("latin-1") if isinstance(target, str) else target
+    raw_path, _, query = raw.partition(b"?")
+    scope: Scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": raw_path.decode("latin-1"),
+        "raw_path": raw_path,
+        "query_string": query,
+        "root_path": "",
+        "server": ("127.0.0.1", 8810),
+        "client": (client, 40000),
+        "headers": [(k.lower().encode(), v.encode()) for k, v in {"host": "127.0.0.1:8810", **(headers or {})}.items()],
+    }
+    sent: list[Message] = []
+    finished = asyncio.Event()
+    requested = False
+
+    async def receive() -> Message:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await finished.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+        received = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+        if message["type"] == "http.response.body" and (
+            not message.get("more_body") or (until is not None and until in received)
+        ):
+            finished.set()
+
+    task = asyncio.ensure_future(app(scope, receive, send))
+    try:
+        await asyncio.wait_for(finished.wait(), 30)
+    finally:
+        task.cancel()
+        # An app that failed after its 500 re-raises, as for its server: the answer is what counts here.
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    return AsgiResponse(
+        status=start["status"],
+        headers={k.decode("latin-1"): v.decode("latin-1") for k, v in start.get("headers", [])},
+        body=b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body"),
+    )
 
 
 @contextlib.asynccontextmanager
@@ -113,16 +231,28 @@ class RawResponse:
 
 
 def _split_url(url: str) -> tuple[str, int]:
-    host, _, port = url.removeprefix("http://").rpartition(":")
+    host, _, port = url.removeprefix("http://").removeprefix("https://").rpartition(":")
     return host, int(port)
 
 
 async def raw_request(
-    url: str, method: str, path: str, *, headers: dict[str, str] | None = None, body: bytes = b""
+    url: str,
+    method: str,
+    path: str,
+    *,
+    headers: dict[str, str] | None = None,
+    body: bytes = b"",
+    tls: ssl.SSLContext | None = None,
 ) -> RawResponse:
-    """One HTTP/1.1 request on its own connection, without cookies or any browser rule (an attacker's view)."""
+    """One HTTP/1.1 request on its own connection, without cookies or any browser rule (an attacker's view).
+
+    ``tls``: speak HTTPS, trusting what this context trusts.
+    """
     host, port = _split_url(url)
-    reader, writer = await asyncio.open_connection(host, port)
+    if tls is None:
+        reader, writer = await asyncio.open_connection(host, port)
+    else:
+        reader, writer = await asyncio.open_connection(host, port, ssl=tls, server_hostname=host)
     try:
         fields = {"Host": f"{host}:{port}", "Connection": "close", "Content-Length": str(len(body)), **(headers or {})}
         lines = [f"{method} {path} HTTP/1.1", *(f"{name}: {value}" for name, value in fields.items())]

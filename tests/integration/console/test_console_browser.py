@@ -23,6 +23,9 @@ pytestmark = pytest.mark.integration
 WAIT_MS = 60_000
 """How long a page may take to show what the session did (generous: CI machines are shared)."""
 
+TOKEN = "browser-test-token-0123456789abcdef"
+"""A token long enough for a console bound beyond loopback."""
+
 
 async def test_a_demo_session_streams_and_its_refund_is_approved_from_the_page(tmp_path: Path, shop: Path) -> None:
     async with (
@@ -163,7 +166,7 @@ async def test_a_retried_model_call_replaces_the_text_of_the_attempt_it_supersed
 
 async def test_a_console_configured_for_a_public_bind_refuses_requests_without_its_token(tmp_path: Path) -> None:
     # The socket is loopback (tests bind nothing else); the rules are those of `--host 0.0.0.0 --token ...`.
-    security = ConsoleSecurity.for_bind("0.0.0.0", token="s3cret-token")
+    security = ConsoleSecurity.for_bind("0.0.0.0", token=TOKEN)
     async with console_stack(build_order_flow(), tmp_path, security=security) as stack, chromium(tmp_path) as browser:
         page = await browser.new_page()
         refused = await page.goto(stack.url + "/")
@@ -175,7 +178,7 @@ async def test_a_console_configured_for_a_public_bind_refuses_requests_without_i
         assert wrong.status == 401
         await screenshot(page, "6-refused-without-token")
 
-        opened = await page.goto(stack.url + "/?token=s3cret-token")
+        opened = await page.goto(stack.url + "/?token=" + TOKEN)
         assert opened is not None
         assert opened.status == 200
         assert "token" not in page.url  # the token moved into an HttpOnly cookie
@@ -185,5 +188,5 @@ async def test_a_console_configured_for_a_public_bind_refuses_requests_without_i
 
         assert (await raw_request(stack.url, "GET", "/approvals")).status == 401
         assert (await raw_request(stack.url, "GET", "/sessions/x/events")).status == 401
-        bearer = {"Authorization": "Bearer s3cret-token"}
+        bearer = {"Authorization": f"Bearer {TOKEN}"}
         assert (await raw_request(stack.url, "GET", "/approvals", headers=bearer)).status == 200

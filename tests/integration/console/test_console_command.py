@@ -3,17 +3,24 @@
 import asyncio
 import contextlib
 import io
+import ipaddress
+import ssl
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from rich.console import Console
 
 from dex_agents.cli.demo import PROMPT
-from dex_agents.console.server import run_console
+from dex_agents.console.server import TlsFiles, run_console
 from dex_agents.testing.devserver import DevServer
-from tests.integration.console.support import raw_request
+from tests.integration.console.support import RawResponse, raw_request
 
 pytestmark = pytest.mark.integration
 
@@ -77,3 +84,62 @@ async def test_the_demo_console_suggests_the_demo_prompt(tmp_path: Path) -> None
         assert page.status == 200
         assert PROMPT.encode() in page.body
         assert f"{url}/?token=..." in output.getvalue()
+
+
+def _self_signed(folder: Path) -> TlsFiles:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .sign(key, hashes.SHA256())
+    )
+    files = TlsFiles(cert=folder / "cert.pem", key=folder / "key.pem")
+    files.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    files.key.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return files
+
+
+async def _https_get(url: str, target: str, tls: TlsFiles, headers: dict[str, str] | None = None) -> RawResponse:
+    return await raw_request(url, "GET", target, headers=headers, tls=ssl.create_default_context(cafile=str(tls.cert)))
+
+
+async def test_the_console_serves_https_with_its_token_from_a_file_and_a_secure_cookie(tmp_path: Path) -> None:
+    tls = _self_signed(tmp_path)
+    token = "a-token-read-from-a-file-0123456789"
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    async with running_console(
+        server=None,
+        flow_target=None,
+        demo=True,
+        host="127.0.0.1",
+        port=0,
+        token_file=token_file,
+        tls=tls,
+        index_path=None,
+        serve_worker=False,
+    ) as (url, output):
+        assert url.startswith("https://127.0.0.1:")
+        assert f"{url}/?token=..." in output.getvalue()
+        assert (await _https_get(url, "/", tls)).status == 401
+        exchanged = await _https_get(url, f"/?token={token}", tls)
+        assert exchanged.status == 303
+        cookie = exchanged.headers["set-cookie"]
+        port = url.rpartition(":")[2]
+        assert cookie.startswith(f"__Host-dex_console_token_{port}=")
+        assert "; Secure" in cookie
+        assert token not in cookie
+        assert (await _https_get(url, "/", tls, {"Cookie": cookie.split(";")[0]})).status == 200
+        assert (await _https_get(url, "/", tls, {"Authorization": f"Bearer {token}"})).status == 200
+        with pytest.raises((ConnectionError, asyncio.IncompleteReadError, ValueError, IndexError)):
+            await raw_request(url.replace("https://", "http://"), "GET", "/")  # no plain HTTP on that port

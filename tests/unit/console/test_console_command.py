@@ -1,5 +1,8 @@
 """``dex-agents console`` refuses unsafe or incomplete settings before it starts anything."""
 
+import socket
+from pathlib import Path
+
 import pytest
 
 from dex_agents.cli.app import main
@@ -36,3 +39,50 @@ def test_without_the_console_extra_the_command_says_which_extra_to_install() -> 
     )
     assert result.returncode == 1, result.stderr
     assert "the console needs the console extra: pip install 'dex-agents[console]'" in result.stderr
+
+
+def test_the_token_flag_is_refused_because_every_user_can_read_a_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["console", "--demo", "--token", "t" * 40]) == 2
+    err = capsys.readouterr().err
+    assert "--token is deprecated" in err
+    assert "ps" in err
+    assert "--token-file" in err
+
+
+def test_a_public_bind_refuses_a_token_shorter_than_32_bytes_from_the_environment_or_a_file(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(TOKEN_ENV, "short")
+    assert main(["console", "--demo", "--host", "0.0.0.0"]) == 2
+    assert "needs at least 32" in capsys.readouterr().err
+    monkeypatch.delenv(TOKEN_ENV)
+    token_file = tmp_path / "token"
+    token_file.write_text("also-short\n")
+    assert main(["console", "--demo", "--host", "0.0.0.0", "--token-file", str(token_file)]) == 2
+    assert "needs at least 32" in capsys.readouterr().err
+    token_file.write_text("\n")
+    assert main(["console", "--demo", "--host", "0.0.0.0", "--token-file", str(token_file)]) == 2
+    assert "is empty" in capsys.readouterr().err
+    assert main(["console", "--demo", "--token-file", str(tmp_path / "missing")]) == 2
+    assert "cannot read the token file" in capsys.readouterr().err
+
+
+def test_tls_needs_a_certificate_and_its_key_that_load(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    cert = tmp_path / "cert.pem"
+    cert.write_text("not a certificate")
+    assert main(["console", "--demo", "--tls-cert", str(cert)]) == 2
+    assert "--tls-cert and --tls-key go together" in capsys.readouterr().err
+    assert main(["console", "--demo", "--tls-cert", str(cert), "--tls-key", str(cert)]) == 2
+    assert "do not load" in capsys.readouterr().err
+
+
+def test_a_busy_port_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["console", "--demo", "--port", str(port)]) == 1
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [f"error: the console cannot listen on 127.0.0.1:{port}: Address already in use"]

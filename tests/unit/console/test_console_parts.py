@@ -1,21 +1,11 @@
-"""The console's parts without a server: live updates, escaping, access rules, the session index."""
-
-import asyncio
-from pathlib import Path
+"""The console's parts without a server: live updates, escaping, loopback names."""
 
 import pytest
-from starlette.types import Message, Receive, Scope, Send
 
 from dex_agents.console import html as views
 from dex_agents.console.app import decode_event_id, encode_event_id
 from dex_agents.console.live import live_update, skip_event
-from dex_agents.console.security import (
-    TOKEN_ENV,
-    ConsoleConfigError,
-    ConsoleSecurity,
-    SecurityMiddleware,
-    is_loopback,
-)
+from dex_agents.console.security import is_loopback
 from dex_agents.domain.events import (
     AgentEvent,
     SteeredLanding,
@@ -30,7 +20,6 @@ from dex_agents.domain.session import AgentState
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.domain.tools import ToolCallStatus
 from dex_agents.domain.usage import AgentUsage
-from dex_agents.infrastructure.dex.session_index import SessionIndex
 
 
 def _event(body: object, *, turn: str | None = "turn-2", step: str = "RunModel-4", attempt: int = 1) -> AgentEvent:
@@ -109,100 +98,6 @@ def test_event_ids_round_trip_any_resume_token() -> None:
 )
 def test_loopback_hosts_are_recognised(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
-
-
-def test_a_bind_that_is_not_loopback_needs_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(TOKEN_ENV, raising=False)
-    assert ConsoleSecurity.for_bind("127.0.0.1").token is None
-    with pytest.raises(ConsoleConfigError, match="needs a token"):
-        ConsoleSecurity.for_bind("0.0.0.0")
-    with pytest.raises(ConsoleConfigError, match="blank"):
-        ConsoleSecurity.for_bind("0.0.0.0", token="  ")
-    assert ConsoleSecurity.for_bind("0.0.0.0", token="t").token == "t"
-    monkeypatch.setenv(TOKEN_ENV, "from-env")
-    assert ConsoleSecurity.for_bind("0.0.0.0").token == "from-env"
-
-
-async def _call(security: ConsoleSecurity, method: str, path: str, query: str = "", **headers: str) -> list[Message]:
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": []})
-        await send({"type": "http.response.body", "body": b"ok"})
-
-    sent: list[Message] = []
-
-    async def receive() -> Message:
-        await asyncio.sleep(0)
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    scope: Scope = {
-        "type": "http",
-        "method": method,
-        "path": path,
-        "query_string": query.encode(),
-        "scheme": "http",
-        "headers": [
-            (k.replace("_", "-").encode(), v.encode()) for k, v in {"host": "127.0.0.1:8810", **headers}.items()
-        ],
-    }
-    await SecurityMiddleware(app, security)(scope, receive, send)
-    return sent
-
-
-async def test_with_a_token_every_request_must_carry_it() -> None:
-    security = ConsoleSecurity.for_bind("0.0.0.0", token="s3cret")
-    assert (await _call(security, "GET", "/"))[0]["status"] == 401
-    assert (await _call(security, "GET", "/", "token=wrong"))[0]["status"] == 401
-    assert (await _call(security, "GET", "/", authorization="Bearer s3cret"))[0]["status"] == 200
-    assert (await _call(security, "GET", "/", cookie="dex_console_token=s3cret"))[0]["status"] == 401  # not the digest
-    opened = (await _call(security, "GET", "/sessions/a", "token=s3cret&after=3"))[0]
-    assert opened["status"] == 303
-    headers = dict(opened["headers"])
-    assert headers[b"location"] == b"/sessions/a?after=3"
-    cookie = headers[b"set-cookie"].decode()
-    assert "s3cret" not in cookie
-    assert "HttpOnly" in cookie
-    assert "SameSite=Strict" in cookie
-    value = cookie.split(";")[0]
-    assert (await _call(security, "GET", "/", cookie=value))[0]["status"] == 200
-    assert (await _call(security, "POST", "/sessions", "token=s3cret"))[0]["status"] == 401  # never on a POST
-
-
-async def test_without_a_token_only_loopback_host_names_are_answered() -> None:
-    security = ConsoleSecurity.for_bind("127.0.0.1")
-    assert (await _call(security, "GET", "/"))[0]["status"] == 200
-    assert (await _call(security, "GET", "/", host="localhost:8810"))[0]["status"] == 200
-    assert (await _call(security, "GET", "/", host="attacker.example:8810"))[0]["status"] == 403
-
-
-async def test_cross_site_posts_are_refused() -> None:
-    security = ConsoleSecurity.for_bind("127.0.0.1")
-    assert (await _call(security, "POST", "/sessions", sec_fetch_site="cross-site"))[0]["status"] == 403
-    assert (await _call(security, "POST", "/sessions", sec_fetch_site="same-site"))[0]["status"] == 403
-    assert (await _call(security, "POST", "/sessions", origin="http://evil.example"))[0]["status"] == 403
-    same = await _call(security, "POST", "/sessions", origin="http://127.0.0.1:8810", sec_fetch_site="same-origin")
-    assert same[0]["status"] == 200
-    assert security.check_csrf(security.csrf_token)
-    assert not security.check_csrf(None)
-    assert not ConsoleSecurity.for_bind("127.0.0.1").check_csrf(security.csrf_token)  # another process's secret
-
-
-def test_the_session_index_keeps_each_session_once_newest_first_across_reopening(tmp_path: Path) -> None:
-    path = tmp_path / "state" / "sessions.sqlite"
-    index = SessionIndex(path)
-    index.record("OrderAgent", "a")
-    index.record("OrderAgent", "b")
-    index.record("OrderAgent", "a")
-    index.record("Other", "c")
-    index.close()
-    reopened = SessionIndex(path)
-    try:
-        assert [entry.session_id for entry in reopened.sessions("OrderAgent")] == ["b", "a"]
-        assert [entry.session_id for entry in reopened.sessions("Other")] == ["c"]
-    finally:
-        reopened.close()
 
 
 def test_a_transcript_page_links_the_pages_before_and_after_it() -> None:
