@@ -56,6 +56,7 @@ from pydantic_ai.messages import (
     RetryFeedbackPart,
     ToolCallPart,
     ToolReturnPart,
+    repair_messages,
 )
 from pydantic_ai.tools import RunContext
 from pydantic_ai.usage import RunUsage
@@ -133,7 +134,7 @@ Stop = Handoff | AgentRunResult[Any]
 """Where a live run stops for its Step: a handoff, or the run's end."""
 
 
-def _accepts(ctx: RunContext[Any], requests: DeferredToolRequests, base: int) -> bool:
+def _accepts(ctx: RunContext[Any], requests: DeferredToolRequests, base: int, opening: Sequence[ModelMessage]) -> bool:
     """Whether the run may wait for the results itself (the module docstring's second rule)."""
     if requests.approvals or requests.metadata or not ctx.messages:
         return False
@@ -145,10 +146,21 @@ def _accepts(ctx: RunContext[Any], requests: DeferredToolRequests, base: int) ->
         return False
     return not any(
         _is_retry(part)
-        for message in ctx.messages[base:]
+        for message in [*opening, *ctx.messages[base:]]
         if isinstance(message, ModelRequest)
         for part in message.parts
     )
+
+
+def run_message_index(message_history: Sequence[ModelMessage]) -> int:
+    """Where a run given ``message_history`` starts its own messages in its message list.
+
+    Pydantic AI cleans the history first (``repair_messages`` without repairing the last response:
+    adjacent requests are merged, orphaned results dropped), so a history holding two requests in a
+    row (a cancelled or failed turn's user message and its note) is shorter in the run than it was
+    given; counting the given messages would cut the run's own first messages off the turn.
+    """
+    return len(repair_messages(list(message_history), repair_last_response=False))
 
 
 def _is_retry(part: object) -> bool:
@@ -164,14 +176,18 @@ class LiveRun:
     """One turn's agent run, alive between its model Steps."""
 
     def __init__(self, key: tuple[str, str], history_key: object, base: int, turn_base: Sequence[ModelMessage]) -> None:
-        """Prepare a live run of turn ``key`` = (session, turn) over ``base`` messages of earlier turns.
+        """Prepare a live run of turn ``key`` = (session, turn).
 
+        ``base`` is where the run's own messages start in its message list: the length of the history
+        it was given as Pydantic AI holds it (`run_message_index`), which merges adjacent requests.
         ``turn_base`` are the turn's messages the run started from (the run state's, for a run that
-        started from a durable resume).
+        started from a durable resume); the turn's messages at a stop are they and the run's own.
         """
         self.key = key
         self.history_key = history_key
         self.base = base
+        self.opening = list(turn_base)
+        """The turn's messages the run started from (fixed): its own messages come after them."""
         self.turn_base = list(turn_base)
         self.deltas = SwitchableDeltas()
         self.state: str | None = None
@@ -213,7 +229,7 @@ class LiveRun:
     async def handle(self, ctx: RunContext[Any], requests: DeferredToolRequests) -> DeferredToolResults | None:
         """The ``handle_deferred_tool_calls`` hook: hand over and wait for the next Step's results, or decline."""
         handoff = self._handoff
-        if self.abandoned or handoff is None or handoff.done() or not _accepts(ctx, requests, self.base):
+        if self.abandoned or handoff is None or handoff.done() or not _accepts(ctx, requests, self.base, self.opening):
             return None
         results: asyncio.Future[DeferredToolResults] = asyncio.get_running_loop().create_future()
         self._results = results

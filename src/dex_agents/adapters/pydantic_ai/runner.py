@@ -95,7 +95,13 @@ from dex_agents.adapters.pydantic_ai._compaction import (
     summary_request,
 )
 from dex_agents.adapters.pydantic_ai._direct_tool import DirectToolCache
-from dex_agents.adapters.pydantic_ai._live_runs import Handoff, LiveRun, LiveRuns, live_runs_possible
+from dex_agents.adapters.pydantic_ai._live_runs import (
+    Handoff,
+    LiveRun,
+    LiveRuns,
+    live_runs_possible,
+    run_message_index,
+)
 from dex_agents.adapters.pydantic_ai._results import (
     ASKED_FOR_APPROVAL,
     EXTERNAL_TOOL,
@@ -344,7 +350,7 @@ class PydanticAIRunner(Generic[DepsT]):
         live = None
         if live_possible:
             # A plain agent (what live runs need) never streams its runs: no StreamingModelStepCapability here.
-            live = LiveRun((turn.flow_id, turn.turn_id), history_key, base=len(history), turn_base=[])
+            live = LiveRun((turn.flow_id, turn.turn_id), history_key, base=0, turn_base=[])  # set below
             live.deltas.target = turn.events
             live.record = record
             capabilities: list[AbstractCapability[Any]] = [
@@ -392,6 +398,8 @@ class PydanticAIRunner(Generic[DepsT]):
             )
 
         if live is not None:
+            live.base = run_message_index([*history, *earlier_turn_messages])
+            live.opening = list(earlier_turn_messages)
             live.turn_base = list(earlier_turn_messages)
             live.turn_length = len(earlier_turn_messages)
             live.supplied = supplied
@@ -421,11 +429,11 @@ class PydanticAIRunner(Generic[DepsT]):
                 raise ContextOverflowError(str(error)) from error
             raise
         if isinstance(stop, Handoff):
-            turn_messages = stop.messages[live.base :]
+            turn_messages = [*live.opening, *stop.messages[live.base :]]
             output: object = stop.requests
             usage = stop.usage
         else:
-            turn_messages = stop.all_messages()[live.base :]
+            turn_messages = [*live.opening, *stop.new_messages()]
             output = stop.output
             usage = stop.usage
         try:

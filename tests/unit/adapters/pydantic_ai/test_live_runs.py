@@ -138,6 +138,31 @@ async def test_a_turn_of_several_tool_batches_runs_as_one_live_run_with_the_dura
     assert all(len(run_ids(t)) == 4 for t in durable)
 
 
+async def test_turns_after_two_stored_requests_in_a_row_keep_every_message_of_theirs() -> None:
+    # A cancelled or failed turn stores its user message and then a note: two requests in a row, which
+    # Pydantic AI merges into one when it reads the history, so the run holds one message fewer than given.
+    agent = build_agent(batches(1, 1))
+    turns: list[list[Turn]] = []
+    for runner in (PydanticAIRunner(agent), PydanticAIRunner(agent, live_runs=False)):
+        driver = SessionDriver(runner)
+        driver.turn_count = 1
+        driver._store(runner.build_user_message("refund order 7"), "turn-1")
+        driver._store(runner.build_user_message("[Dex] The user cancelled the previous turn."), "turn-1")
+        turns.append([await driver.turn(text) for text in ("first", "second", "third")])
+    live, durable = turns
+
+    assert [comparable(t) for t in live] == [comparable(t) for t in durable]
+    for turn in live:
+        completed = turn.outcomes[-1]
+        assert isinstance(completed, TurnCompleted)
+        kinds = [
+            [part["part_kind"] for item in json.loads(m.framework_item) for part in item["parts"]]
+            for m in completed.new_messages
+        ]
+        assert kinds == [["tool-call"], ["tool-return"], ["text"]], turn.turn_id
+        assert len(run_ids(turn)) == 1
+
+
 async def test_a_turn_without_tools_completes_the_same_way() -> None:
     live, durable = await both_ways(build_agent(batches(0, 0)), ["hi"])
 
