@@ -133,14 +133,27 @@ class UserMessageQueue(Protocol):
 
 
 class SteeredMessageStore(Protocol):
-    """Steered messages the running turn took, not yet seen by a model call (``STEERED_MESSAGES``)."""
+    """Steered messages of the running turn.
+
+    Those it took and no model call saw yet (``STEERED_MESSAGES``), and those a
+    model call saw (``SEEN_STEERED_MESSAGES``): these live only in the run state
+    until the turn completes, so a turn that fails or is cancelled stores them.
+    """
 
     def get(self) -> tuple[AgentUserMessage, ...]:
-        """Return them, oldest first."""
+        """Return the ones no model call saw yet, oldest first."""
         ...
 
     def set(self, messages: Sequence[AgentUserMessage]) -> None:
-        """Stage them (empty clears)."""
+        """Stage the ones no model call saw yet (empty clears)."""
+        ...
+
+    def seen(self) -> tuple[AgentUserMessage, ...]:
+        """Return the ones a model call of the running turn saw, oldest first."""
+        ...
+
+    def set_seen(self, messages: Sequence[AgentUserMessage]) -> None:
+        """Stage the ones a model call of the running turn saw (empty clears)."""
         ...
 
 

@@ -6,7 +6,8 @@ Reached with the failed Step's input: nothing from ``RunModel`` and
 (``RecordStartFailure``); all three run this use case. Records
 ``last_turn_error`` from the engine's recovery detail (cut to 8 KiB):
 
-- a running turn: when it has final tool-call records, stores one
+- a running turn: stores the steered messages a model call of it saw
+  (`store_seen_steered`); when it has final tool-call records, stores one
   turn-failure note (a user message built by the runner) so the next turn's
   model does not repeat a write, then clears the turn's records, run state
   and pending interrupts, and hands back steered messages no model call saw
@@ -43,7 +44,7 @@ from dex_agents.application.ports import (
 )
 from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.application.steps._shared import describe_exception, fail_new_turn
-from dex_agents.application.steps._turn_control import hand_back_steered
+from dex_agents.application.steps._turn_control import hand_back_steered, store_seen_steered
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.failure_note import build_turn_failure_note
@@ -85,6 +86,7 @@ class RecordTurnFailure(Wired):
             return fail_new_turn(state.start_turn(), error, state_store=self.state, events=self.events)
         turn_id = state.active_turn_id
         records = self.tool_calls.all()
+        state = store_seen_steered(state, runner=self.runner, messages=self.messages, steered=self.steered)
         note = build_turn_failure_note(records)
         if note is not None:
             try:

@@ -5,8 +5,9 @@ within 30 min; failure route ``RecordTurnFailure``. Calls the runner's
 `run_model_step` with the model's window (the current summary and the
 messages after its range; the host loads only those), the turn's run state
 and records, and the steered messages the turn took since its last model
-call (which it clears once the call returns: the run state or the stored
-messages hold them from then on).
+call (which it moves to the seen ones once the call returns: the run state
+or the stored messages hold them from then on, and a turn that fails or is
+cancelled before it completes stores them, `store_seen_steered`).
 
 A turn with a `TurnCancelRequest` ends here, before the model is called
 (`end_cancelled_turn`): this is the boundary every cancel reaches
@@ -146,7 +147,9 @@ class RunModel(Wired):
                 window=compaction_window(state),
             )
         if steered:
+            # From now on the run state holds them; they are stored with the turn however it ends.
             self.steered.set(())
+            self.steered.set_seen((*self.steered.seen(), *steered))
         if state.retry_after_overflow:
             state = attrs.evolve(state, retry_after_overflow=False)
         validate_turn_outcome(outcome, earlier_tool_call_ids=[record.tool_call_id for record in records])
@@ -184,6 +187,7 @@ class RunModel(Wired):
             self.messages.append(stored_message)
         self.state.set(state.with_messages_stored(stored).complete_turn())
         self.run_state.set(None)
+        self.steered.set_seen(())  # the runner stored them with the turn's messages
         for record in records:
             self.tool_calls.delete(record.tool_call_id)
         self.events.write(ev.turn_completed(len(outcome.new_messages)))

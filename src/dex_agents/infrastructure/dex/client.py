@@ -225,6 +225,8 @@ class AgentSessionClient:
         that started a turn, a steered one the running turn took), it was
         withdrawn, or it was never sent. `send_user_message` gives each message
         a fresh ID too (read it from the snapshot's ``queued_messages``).
+        ``True`` means the message will never run: a turn that takes it at the
+        same moment makes the withdrawal fail as a whole (``False``), never both.
 
         Raises:
             InvalidInputError: the session ID or the message ID is malformed; nothing was sent.
@@ -232,7 +234,12 @@ class AgentSessionClient:
         """
         self._check_session_id(session_id)
         _raise_if(id_refusal(message_id, field="message_id", what="the message ID"))
-        result = await self._call(self._flow.withdraw_user_message, session_id, message_id)
+        try:
+            result = await self._call(self._flow.withdraw_user_message, session_id, message_id)
+        except dex.ChannelMessageNotFoundError:
+            # A turn took the message after the RPC read the queue and before it committed the
+            # deletion: the RPC is transactional, so Dex refused the whole commit. Nothing was removed.
+            return False
         return bool(result)
 
     async def cancel_turn(self, session_id: str, reason: str | None = None) -> bool:
@@ -245,8 +252,9 @@ class AgentSessionClient:
         kept (a write is never abandoned half-way without a record); no further
         model call runs. The turn then ends with ``turn_cancelled`` and a note
         in its history listing the tool calls that finished, so the next
-        turn's model knows what happened and what ran; steered messages the
-        turn had not shown the model start the next turn.
+        turn's model knows what happened and what ran; steered messages a
+        model call of the turn saw are stored with it, before the note, and
+        those it had not shown the model start the next turn.
 
         A cancel that arrives while a model call (``RunModel``) runs takes
         effect when that call returns: the call is not interrupted. If its

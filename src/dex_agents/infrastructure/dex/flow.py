@@ -45,6 +45,7 @@ from dex_agents.infrastructure.dex.persistence import (
     INTERRUPT_RESOLUTIONS,
     PENDING_INTERRUPTS,
     QUEUED_USER_MESSAGES,
+    SEEN_STEERED_MESSAGES,
     STEERED_MESSAGES,
     STEERED_USER_MESSAGES,
     TOOL_CALL_RESULTS,
@@ -129,6 +130,7 @@ class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
             TOOL_CALL_RESULTS,
             STEERED_USER_MESSAGES,
             STEERED_MESSAGES,
+            SEEN_STEERED_MESSAGES,
             TURN_CANCEL_REQUEST,
             self.events_stream,
         )

@@ -13,6 +13,7 @@
 | `QUEUED_USER_MESSAGES`  | Channel                            | `AgentUserMessage`           |
 | `STEERED_USER_MESSAGES` | Channel                            | `AgentUserMessage`, steered  |
 | `STEERED_MESSAGES`      | Attribute                          | `list[AgentUserMessage]`, taken by the turn |
+| `SEEN_STEERED_MESSAGES` | Attribute                          | `list[AgentUserMessage]`, seen by its model calls |
 | `TURN_CANCEL_REQUEST`   | Attribute                          | `TurnCancelRequest`          |
 | `INTERRUPT_RESOLUTIONS` | ChannelMap, key interrupt ID       | `AgentInterruptResolution`   |
 | `TOOL_CALL_RESULTS`     | Channel (internal)                 | `ToolCallCompleted`          |
@@ -61,6 +62,9 @@ INTERRUPT_RESOLUTIONS: dex.ChannelMap[AgentInterruptResolution] = dex.ChannelMap
 TOOL_CALL_RESULTS: dex.Channel[ToolCallCompleted] = dex.Channel("TOOL_CALL_RESULTS", ToolCallCompleted)
 STEERED_USER_MESSAGES: dex.Channel[AgentUserMessage] = dex.Channel("STEERED_USER_MESSAGES", AgentUserMessage)
 STEERED_MESSAGES: dex.Attribute[list[AgentUserMessage]] = dex.Attribute("STEERED_MESSAGES", list[AgentUserMessage])
+SEEN_STEERED_MESSAGES: dex.Attribute[list[AgentUserMessage]] = dex.Attribute(
+    "SEEN_STEERED_MESSAGES", list[AgentUserMessage]
+)
 TURN_CANCEL_REQUEST: dex.Attribute[TurnCancelRequest] = dex.Attribute("TURN_CANCEL_REQUEST", TurnCancelRequest)
 
 AGENT_EVENTS_STREAM_NAME = "flow.agent_events"

@@ -36,6 +36,7 @@ from dex_agents.infrastructure.dex.persistence import (
     PENDING_INTERRUPTS,
     QUEUED_USER_MESSAGES,
     RUN_STATE_KEY,
+    SEEN_STEERED_MESSAGES,
     STEERED_MESSAGES,
     STEERED_USER_MESSAGES,
     TOOL_CALL_RESULTS,
@@ -223,7 +224,7 @@ class DexUserMessageQueue:
 
 
 class DexSteeredMessageStore:
-    """``STEERED_MESSAGES``."""
+    """``STEERED_MESSAGES`` and ``SEEN_STEERED_MESSAGES``."""
 
     def __init__(self, context: dex.Context) -> None:
         self._context = context
@@ -239,6 +240,18 @@ class DexSteeredMessageStore:
             STEERED_MESSAGES.set(self._context, list(messages))
         else:
             STEERED_MESSAGES.delete(self._context)
+
+    def seen(self) -> tuple[AgentUserMessage, ...]:
+        """Return the steered messages a model call of the running turn saw, oldest first."""
+        messages: list[AgentUserMessage] | None = SEEN_STEERED_MESSAGES.get(self._context)
+        return tuple(messages or ())
+
+    def set_seen(self, messages: Sequence[AgentUserMessage]) -> None:
+        """Stage them; empty deletes the Attribute."""
+        if messages:
+            SEEN_STEERED_MESSAGES.set(self._context, list(messages))
+        elif SEEN_STEERED_MESSAGES.get(self._context) is not None:
+            SEEN_STEERED_MESSAGES.delete(self._context)
 
 
 class DexCancelRequestStore:

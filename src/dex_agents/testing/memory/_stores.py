@@ -158,16 +158,23 @@ class InMemoryHistorySummaryStore:
 
 
 class InMemorySteeredMessageStore:
-    """``STEERED_MESSAGES``."""
+    """``STEERED_MESSAGES`` and ``SEEN_STEERED_MESSAGES``."""
 
     def __init__(self) -> None:
         self.value: tuple[AgentUserMessage, ...] = ()
+        self.seen_value: tuple[AgentUserMessage, ...] = ()
 
     def get(self) -> tuple[AgentUserMessage, ...]:
         return self.value
 
     def set(self, messages: Sequence[AgentUserMessage]) -> None:
         self.value = tuple(messages)
+
+    def seen(self) -> tuple[AgentUserMessage, ...]:
+        return self.seen_value
+
+    def set_seen(self, messages: Sequence[AgentUserMessage]) -> None:
+        self.seen_value = tuple(messages)
 
 
 class InMemoryCancelRequestStore:

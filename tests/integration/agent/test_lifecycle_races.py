@@ -1,0 +1,113 @@
+"""Steered, withdrawn and cancelled messages at the awkward moments, on fake Dex through the public client.
+
+Each case holds the session at an exact point (an approval that waits, a withdrawal
+that read the queue and has not committed yet) and checks that no message is lost,
+run although withdrawn, or stored twice. The runner is the lifecycle model's
+(`tests.lifecycle.runner`): every message carries the plan of the turn it opens.
+"""
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from dex_agents import AgentSessionClient, AgentSnapshot, MessageRole
+from dex_agents.domain.failure_note import TURN_FAILURE_NOTE_HEADER
+from dex_agents.domain.snapshot import TurnStatus
+from dex_agents.domain.turn_control import TURN_CANCELLED_NOTE_HEADER
+from dex_agents.testing import wait_for_agent_snapshot
+from tests.lifecycle.stack import GatedWithdrawFlow, InProcessStack, in_process_stack, lifecycle_flow
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def stack() -> AsyncIterator[InProcessStack]:
+    async with in_process_stack(lifecycle_flow(flow_class=GatedWithdrawFlow)) as running:
+        yield running
+
+
+async def approve_next(sessions: AgentSessionClient, session_id: str, seen: set[str]) -> None:
+    """Approve the next approval that waits."""
+    assert await sessions.resolve_interrupt(session_id, await pending(sessions, session_id, seen), approved=True)
+
+
+async def pending(sessions: AgentSessionClient, session_id: str, seen: set[str]) -> str:
+    interrupt = await wait_for_agent_snapshot(
+        sessions,
+        session_id,
+        lambda s: next((i for i in s.pending_interrupts if i.interrupt_id not in seen), None),
+        description="a pending approval",
+    )
+    seen.add(interrupt.interrupt_id)
+    return interrupt.interrupt_id
+
+
+def user_texts(snapshot: AgentSnapshot, turn_id: str) -> list[str]:
+    return [m.text or "" for m in snapshot.messages if m.turn_id == turn_id and m.role is MessageRole.USER]
+
+
+async def test_a_steered_message_a_model_call_saw_is_stored_when_its_turn_is_cancelled(stack: InProcessStack) -> None:
+    sessions, seen = stack.sessions, set[str]()
+    await sessions.start_session("s")
+    first = await sessions.submit_user_message("s", "m1 a;a")
+    first_approval = await pending(sessions, "s", seen)
+    assert await sessions.send_user_message("s", "m2", delivery="steer")
+    assert await sessions.resolve_interrupt("s", first_approval, approved=True)
+    await pending(sessions, "s", seen)  # the second round: the model call that asked for it read m2
+    assert await sessions.cancel_turn("s", reason="wrong customer")
+
+    result = await sessions.wait_for_turn("s", first, timeout=30)
+    snapshot = await sessions.wait_until_idle("s", timeout=30)
+
+    assert result.status is TurnStatus.CANCELLED
+    texts = user_texts(snapshot, "turn-1")
+    assert texts[:2] == ["m1 a;a", "m2"]
+    assert texts[-1].startswith(TURN_CANCELLED_NOTE_HEADER)
+    assert snapshot.state is not None
+    assert snapshot.state.turn_count == 1, "the message joined the cancelled turn: it starts no turn of its own"
+
+
+async def test_a_steered_message_a_model_call_saw_is_stored_when_its_turn_fails(stack: InProcessStack) -> None:
+    sessions, seen = stack.sessions, set[str]()
+    await sessions.start_session("s")
+    first = await sessions.submit_user_message("s", "m1 a;a!")
+    first_approval = await pending(sessions, "s", seen)
+    assert await sessions.send_user_message("s", "m2", delivery="steer")
+    assert await sessions.resolve_interrupt("s", first_approval, approved=True)
+    await approve_next(sessions, "s", seen)  # the last model call then fails, three times
+
+    result = await sessions.wait_for_turn("s", first, timeout=60)
+    snapshot = await sessions.wait_until_idle("s", timeout=30)
+
+    assert result.status is TurnStatus.FAILED
+    texts = user_texts(snapshot, "turn-1")
+    assert texts[:2] == ["m1 a;a!", "m2"]
+    assert texts[-1].startswith(TURN_FAILURE_NOTE_HEADER)
+
+
+async def test_a_withdrawal_that_meets_a_turn_taking_the_message_answers_false_and_the_message_runs(
+    stack: InProcessStack,
+) -> None:
+    sessions, seen = stack.sessions, set[str]()
+    flow = stack.flow
+    assert isinstance(flow, GatedWithdrawFlow)
+    await sessions.start_session("s")
+    await sessions.submit_user_message("s", "m1 a")
+    interrupt = await pending(sessions, "s", seen)
+    queued = await sessions.submit_user_message("s", "m2")
+    flow.arm()
+    withdrawal = asyncio.create_task(sessions.withdraw_user_message("s", queued.client_message_id))
+    assert flow.reached is not None
+    assert flow.release is not None
+    await flow.reached.wait()  # the RPC read the queue: m2 waits there
+    assert await sessions.resolve_interrupt("s", interrupt, approved=True)
+    await wait_for_agent_snapshot(
+        sessions, "s", lambda s: s.state is not None and s.state.turn_count == 2, description="m2's turn"
+    )
+    flow.release.set()
+
+    assert await withdrawal is False
+    result = await sessions.wait_for_turn("s", queued, timeout=30)
+    assert result.status is TurnStatus.COMPLETED
+    assert result.messages[0].text == "m2"
