@@ -11,9 +11,10 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from dex_agents import AgentInterrupt, AgentSnapshot
-from dex_agents.application.next import End, GoTo, GoToMany, Next, StepName, WaitAgain
+from dex_agents.application.next import GoTo, StepName, WaitAgain
 from dex_agents.domain.messages import AgentMessage, MessageDelivery
 from dex_agents.testing import InMemorySessionHost, ManualClock
+from dex_agents.testing.memory._host import _movements
 from tests.lifecycle.model import Observed
 from tests.lifecycle.runner import APPROVAL_DEADLINE, LifecycleRunner, lifecycle_options
 
@@ -104,15 +105,3 @@ class MemoryBackend:
     def waiting_steps(self) -> list[StepName]:
         """The Steps that wait (for a look when a check fails)."""
         return [move.step for move in self.moves]
-
-
-def _movements(decision: Next) -> tuple[GoTo, ...]:
-    match decision:
-        case GoTo():
-            return (decision,)
-        case GoToMany():
-            return decision.movements
-        case End():
-            return ()
-        case WaitAgain():
-            raise AssertionError("WaitAgain needs the Step it came from")

@@ -27,11 +27,6 @@ async def stack() -> AsyncIterator[InProcessStack]:
         yield running
 
 
-async def approve_next(sessions: AgentSessionClient, session_id: str, seen: set[str]) -> None:
-    """Approve the next approval that waits."""
-    assert await sessions.resolve_interrupt(session_id, await pending(sessions, session_id, seen), approved=True)
-
-
 async def pending(sessions: AgentSessionClient, session_id: str, seen: set[str]) -> str:
     interrupt = await wait_for_agent_snapshot(
         sessions,
@@ -47,43 +42,32 @@ def user_texts(snapshot: AgentSnapshot, turn_id: str) -> list[str]:
     return [m.text or "" for m in snapshot.messages if m.turn_id == turn_id and m.role is MessageRole.USER]
 
 
-async def test_a_steered_message_a_model_call_saw_is_stored_when_its_turn_is_cancelled(stack: InProcessStack) -> None:
+@pytest.mark.parametrize("end", ["cancelled", "failed"])
+async def test_a_steered_message_a_model_call_saw_is_stored_with_its_turn_when_the_turn_ends_early(
+    stack: InProcessStack, end: str
+) -> None:
     sessions, seen = stack.sessions, set[str]()
     await sessions.start_session("s")
-    first = await sessions.submit_user_message("s", "m1 a;a")
+    plan = "m1 a;a" if end == "cancelled" else "m1 a;a!"  # "!": the turn's last model call fails, every attempt
+    first = await sessions.submit_user_message("s", plan)
     first_approval = await pending(sessions, "s", seen)
     assert await sessions.send_user_message("s", "m2", delivery="steer")
     assert await sessions.resolve_interrupt("s", first_approval, approved=True)
-    await pending(sessions, "s", seen)  # the second round: the model call that asked for it read m2
-    assert await sessions.cancel_turn("s", reason="wrong customer")
+    second_approval = await pending(sessions, "s", seen)  # the model call that asked for it read m2
+    if end == "cancelled":
+        assert await sessions.cancel_turn("s", reason="wrong customer")
+    else:
+        assert await sessions.resolve_interrupt("s", second_approval, approved=True)
 
     result = await sessions.wait_for_turn("s", first, timeout=30)
     snapshot = await sessions.wait_until_idle("s", timeout=30)
 
-    assert result.status is TurnStatus.CANCELLED
+    assert result.status is TurnStatus(end)
     texts = user_texts(snapshot, "turn-1")
-    assert texts[:2] == ["m1 a;a", "m2"]
-    assert texts[-1].startswith(TURN_CANCELLED_NOTE_HEADER)
+    assert texts[:2] == [plan, "m2"]
+    assert texts[-1].startswith(TURN_CANCELLED_NOTE_HEADER if end == "cancelled" else TURN_FAILURE_NOTE_HEADER)
     assert snapshot.state is not None
-    assert snapshot.state.turn_count == 1, "the message joined the cancelled turn: it starts no turn of its own"
-
-
-async def test_a_steered_message_a_model_call_saw_is_stored_when_its_turn_fails(stack: InProcessStack) -> None:
-    sessions, seen = stack.sessions, set[str]()
-    await sessions.start_session("s")
-    first = await sessions.submit_user_message("s", "m1 a;a!")
-    first_approval = await pending(sessions, "s", seen)
-    assert await sessions.send_user_message("s", "m2", delivery="steer")
-    assert await sessions.resolve_interrupt("s", first_approval, approved=True)
-    await approve_next(sessions, "s", seen)  # the last model call then fails, three times
-
-    result = await sessions.wait_for_turn("s", first, timeout=60)
-    snapshot = await sessions.wait_until_idle("s", timeout=30)
-
-    assert result.status is TurnStatus.FAILED
-    texts = user_texts(snapshot, "turn-1")
-    assert texts[:2] == ["m1 a;a!", "m2"]
-    assert texts[-1].startswith(TURN_FAILURE_NOTE_HEADER)
+    assert snapshot.state.turn_count == 1, "the message joined the turn: it starts no turn of its own"
 
 
 async def test_a_withdrawal_that_meets_a_turn_taking_the_message_answers_false_and_the_message_runs(
