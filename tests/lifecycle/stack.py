@@ -1,4 +1,4 @@
-"""An engine for the lifecycle tests in the test process: fake Dex and a listening Worker on one event loop."""
+"""The lifecycle tests' engine in the test process: the embedded dev server and a listening Worker."""
 
 import asyncio
 import contextlib
@@ -16,8 +16,7 @@ from dex_agents.infrastructure.dex.container import (
     wait_worker_serving,
 )
 from dex_agents.infrastructure.dex.persistence import QUEUED_USER_MESSAGES, STEERED_USER_MESSAGES
-from dex_agents.testing import FakeDex
-from dex_agents.testing.fake_dex import TEST_RETRY_DELAY_SCALE, FakeDexConfig
+from dex_agents.testing import TEST_RETRY_DELAY_SCALE, DevServer, DevServerConfig
 from tests.lifecycle.runner import LifecycleRunner, lifecycle_options
 
 FLOW_TYPE = "LifecycleAgent"
@@ -51,7 +50,7 @@ class GatedWithdrawFlow(AgentSessionFlow):
 
 @attrs.frozen
 class InProcessStack:
-    fake: FakeDex
+    fake: DevServer
     flow: AgentSessionFlow
     sessions: AgentSessionClient
 
@@ -60,7 +59,7 @@ class InProcessStack:
 async def in_process_stack(flow: AgentSessionFlow) -> AsyncIterator[InProcessStack]:
     """Fake Dex and a listening Worker serving ``flow``, both in this process."""
     with tempfile.TemporaryDirectory(prefix="lifecycle-cache-") as cache:
-        async with FakeDex(FakeDexConfig(retry_delay_scale=TEST_RETRY_DELAY_SCALE)) as fake:
+        async with DevServer(DevServerConfig(retry_delay_scale=TEST_RETRY_DELAY_SCALE)) as fake:
             container = AgentContainer.build(
                 flows=[flow],
                 server_address=fake.address,
