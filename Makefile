@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: demo console check lint test unit integration sagent lint-sagent bench bench-peers clean chromium
+.PHONY: demo console chat-example check lint test unit integration sagent lint-sagent bench bench-peers clean chromium node-deps
 
 $(UV):
 	$(PYTHON) -m venv $(TOOLS)
@@ -28,6 +28,21 @@ demo: $(VENV)/.synced
 console: $(VENV)/.synced
 	$(BIN)/dex-agents console --demo $(ARGS)
 
+# The example chat page on `dex-agents serve --demo` (fake Dex, the order agent): http://127.0.0.1:8820
+chat-example: $(VENV)/.synced node-deps
+	$(BIN)/dex-agents serve --demo --static examples/chat $(ARGS)
+
+# The pinned AI SDK client (`ai` 7.x) from examples/chat's committed package-lock.json: the example page loads
+# it, and the chat backend's tests drive it from Node. No Node.js or npm fails here rather than skip those tests.
+CHAT := examples/chat
+$(CHAT)/node_modules/.package-lock.json: $(CHAT)/package.json $(CHAT)/package-lock.json
+	@command -v node >/dev/null && command -v npm >/dev/null || { echo "make: node and npm are needed" \
+		"(the chat backend's tests drive the AI SDK client in Node)" >&2; exit 1; }
+	cd $(CHAT) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+node-deps: $(CHAT)/node_modules/.package-lock.json
+
 lint: $(VENV)/.synced
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
@@ -37,10 +52,10 @@ lint: $(VENV)/.synced
 unit: $(VENV)/.synced
 	$(BIN)/pytest tests/unit -q
 
-integration: $(VENV)/.synced chromium
+integration: $(VENV)/.synced chromium node-deps
 	$(BIN)/pytest tests/integration -q
 
-test: $(VENV)/.synced chromium
+test: $(VENV)/.synced chromium node-deps
 	$(BIN)/pytest -q --durations=10
 
 # The web console's browser tests drive Debian's Chromium (Playwright never downloads a browser):
@@ -94,4 +109,5 @@ bench-peers: $(BENCH_VENV)/.synced
 	$(BENCH_VENV)/bin/python -m benchmarks.peers.bench --out $(PEERS)/results $(ARGS)
 
 clean:
-	rm -rf $(TOOLS) $(VENV) $(SAGENT_VENV) $(BENCH_VENV) .bench-out .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(TOOLS) $(VENV) $(SAGENT_VENV) $(BENCH_VENV) .bench-out .mypy_cache .pytest_cache .ruff_cache \
+		$(CHAT)/node_modules

@@ -29,15 +29,16 @@ DEADLINE = datetime(2026, 1, 1, 12, 5, tzinfo=UTC)
 
 # The spec's event list, copied: type and payload keys; plus turn_committed (issue 19, README: Deviations).
 SPEC_EVENTS = {
-    "turn_started": {"sequence"},
+    # The client message ID, the arguments, the output and the error: what a chat UI shows without a read.
+    "turn_started": {"sequence", "client_message_id"},
     "turn_completed": {"message_count"},
-    "turn_failed": {"error"},
+    "turn_failed": {"error", "client_message_id"},
     "turn_committed": {"outcome", "error", "message_count"},
     "text_delta": {"text"},
     "reasoning_delta": {"text"},
     "tool_call_started": {"tool_call_id", "tool_name", "delivery"},
-    "tool_call_finished": {"tool_call_id", "tool_name", "status"},
-    "tool_call_deferred": {"tool_call_id", "tool_name", "effect", "requires_approval"},
+    "tool_call_finished": {"tool_call_id", "tool_name", "status", "output", "error"},
+    "tool_call_deferred": {"tool_call_id", "tool_name", "effect", "requires_approval", "arguments"},
     "interrupt_raised": {"interrupt_id", "tool_call_id", "tool_name", "deadline"},
     "interrupt_resolved": {"interrupt_id", "approved", "rejection_message", "approver"},
     "usage_recorded": {"recorded", "session"},
@@ -94,6 +95,7 @@ def test_event_payloads_carry_plain_json_values_on_the_wire() -> None:
         "tool_name": "search",
         "effect": "read",
         "requires_approval": False,
+        "arguments": None,
     }
     assert wire(BUILT[AgentEventType.INTERRUPT_RAISED])["deadline"] == "2026-01-01T12:05:00+00:00"
     assert wire(ev.interrupt_raised("i", "c1", "refund", None))["deadline"] is None

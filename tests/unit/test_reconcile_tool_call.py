@@ -138,7 +138,7 @@ async def test_reconcile_records_succeeded_with_the_output_the_probe_found_and_p
     record = session.tool_calls["c1"]
     assert (record.status, record.output) == (S.SUCCEEDED, "sent #7")
     assert session.results.published == [ToolCallCompleted(tool_call_id="c1", turn_id="turn-1", status=S.SUCCEEDED)]
-    assert session.sink.events[-1].payload == ev.tool_call_finished("c1", "email", S.SUCCEEDED)
+    assert session.sink.events[-1].payload == ev.tool_call_finished("c1", "email", S.SUCCEEDED, output="sent #7")
     runner = session.scripted
     assert isinstance(runner, ProbingRunner)
     (probe,) = runner.probed

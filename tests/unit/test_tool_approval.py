@@ -135,7 +135,9 @@ async def test_a_rejected_call_is_recorded_rejected_and_publishes_its_one_result
     assert session.sink.events[0].payload == ev.interrupt_resolved(
         INTERRUPT, approved=False, rejection_message="Too costly"
     )
-    assert session.sink.events[1].payload == ev.tool_call_finished(CALL, "refund", ToolCallStatus.REJECTED)
+    assert session.sink.events[1].payload == ev.tool_call_finished(
+        CALL, "refund", ToolCallStatus.REJECTED, error="Too costly"
+    )
 
 
 async def test_an_expired_approval_is_recorded_expired_not_rejected_and_removes_the_interrupt() -> None:
@@ -150,7 +152,9 @@ async def test_an_expired_approval_is_recorded_expired_not_rejected_and_removes_
     assert record.approval is ApprovalStatus.EXPIRED
     assert session.interrupts.value == ()
     assert [r.status for r in session.results.published] == [ToolCallStatus.EXPIRED]
-    assert session.sink.events[1].payload == ev.tool_call_finished(CALL, "refund", ToolCallStatus.EXPIRED)
+    assert session.sink.events[1].payload == ev.tool_call_finished(
+        CALL, "refund", ToolCallStatus.EXPIRED, error=EXPIRED_REJECTION_MESSAGE
+    )
     assert session.sink.events[0].payload == ev.interrupt_resolved(
         INTERRUPT, approved=False, rejection_message=EXPIRED_REJECTION_MESSAGE
     )

@@ -63,7 +63,7 @@ async def test_a_tool_step_records_success_and_publishes_its_one_result(policy: 
     assert isinstance(started, ToolCallStartedPayload)
     assert (started.tool_call_id, started.tool_name) == ("c1", "tool")
     assert (started.delivery is None) == (step is StepName.CALL_TOOL)  # only single-attempt Steps mark deliveries
-    assert session.sink.events[1].payload == ev.tool_call_finished("c1", "tool", S.SUCCEEDED)
+    assert session.sink.events[1].payload == ev.tool_call_finished("c1", "tool", S.SUCCEEDED, output="42 rows")
 
 
 async def test_the_runner_gets_the_record_the_idempotency_key_and_the_attempt() -> None:
@@ -118,7 +118,7 @@ async def test_a_tool_execution_error_records_failed_with_its_message_and_publis
     record = session.tool_calls["c1"]
     assert (record.status, record.error) == (S.FAILED, "no such order")
     assert [r.status for r in session.results.published] == [S.FAILED]
-    assert session.sink.events[-1].payload == ev.tool_call_finished("c1", "tool", S.FAILED)
+    assert session.sink.events[-1].payload == ev.tool_call_finished("c1", "tool", S.FAILED, error="no such order")
 
 
 async def test_any_other_exception_fails_the_attempt_and_records_nothing() -> None:
@@ -204,7 +204,7 @@ async def test_record_tool_failure_records_failed_for_a_read_and_outcome_unknown
     record = session.tool_calls["c1"]
     assert (record.status, record.error) == (status, "3 attempts timed out")
     assert session.results.published == [ToolCallCompleted(tool_call_id="c1", turn_id="turn-1", status=status)]
-    assert session.sink.events[-1].payload == ev.tool_call_finished("c1", "tool", status)
+    assert session.sink.events[-1].payload == ev.tool_call_finished("c1", "tool", status, error="3 attempts timed out")
 
 
 async def test_record_tool_outcome_unknown_records_outcome_unknown_with_the_detail() -> None:

@@ -338,6 +338,51 @@ def console(
 
 
 @cli.command()
+@click.option("--server", metavar="HOST:PORT", default=None, help="The Dex server (not with --demo).")
+@click.option("--flow", "flow_target", metavar="MODULE:FLOW_FACTORY", default=None, help="The sessions' Flow.")
+@click.option("--demo", is_flag=True, default=False, help="Fake Dex and the demo's order agent in this process.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8820, show_default=True, help="Port on 127.0.0.1.")
+@click.option("--api-path", default="/api/chat", show_default=True, help="Where the chat API is served.")
+@click.option("--static", "static_dir", type=click.Path(file_okay=False), default=None, help="Serve a page's files.")
+@click.option("--worker/--no-worker", default=False, help="Also serve the Flow with a Worker here (default: no).")
+@debug_option
+@click.pass_context
+def serve(
+    ctx: click.Context,
+    server: str | None,
+    flow_target: str | None,
+    demo: bool,
+    port: int,
+    api_path: str,
+    static_dir: str | None,
+    worker: bool,
+    debug: bool,
+) -> int:
+    """Serve a Flow's sessions as a Vercel AI SDK chat backend: POST /api/chat, GET …/{id}/stream, …/{id}/messages."""
+    try:
+        from dex_agents.cli.serve import run_serve
+    except ModuleNotFoundError as error:
+        if (error.name or "").partition(".")[0] not in ("starlette", "uvicorn"):
+            raise
+        raise click.ClickException("serve needs the ui extra: pip install 'dex-agents[ui]'") from None
+    from pathlib import Path
+
+    return run(
+        lambda out: run_serve(
+            out,
+            server=server,
+            flow_target=flow_target,
+            demo=demo,
+            port=port,
+            api_path=api_path,
+            static=Path(static_dir) if static_dir else None,
+            serve_worker=worker,
+        ),
+        debug=_debug(ctx, debug),
+    )
+
+
+@cli.command()
 @click.option("--server", required=True, help="The Dex server's HOST:PORT (e.g. a `dexcli dev`).")
 @debug_option
 @click.pass_context

@@ -95,6 +95,8 @@ class TurnStartedPayload:
     event_type: ClassVar[AgentEventType] = AgentEventType.TURN_STARTED
     sequence: int
     """The sequence of the turn's user message."""
+    client_message_id: str | None = None
+    """The application's ID of the user message that started the turn, when it gave one."""
 
 
 @attrs.frozen(kw_only=True)
@@ -113,6 +115,8 @@ class TurnFailedPayload:
     event_type: ClassVar[AgentEventType] = AgentEventType.TURN_FAILED
     error: str
     """Why."""
+    client_message_id: str | None = None
+    """For a turn that failed before its user message was stored: that message's client message ID, if any."""
 
 
 @attrs.frozen(kw_only=True)
@@ -170,6 +174,11 @@ class ToolCallFinishedPayload:
     """The tool."""
     status: ToolCallStatus = attrs.field(converter=ToolCallStatus)
     """Its final status."""
+    output: str | None = None
+    """The tool's result text, when ``succeeded`` (cut beyond the event size limit)."""
+    error: str | None = None
+    """Why it did not succeed: the record's error, or its rejection message (``rejected``, ``expired``,
+    ``cancelled``); ``None`` when it succeeded."""
 
 
 @attrs.frozen(kw_only=True)
@@ -185,6 +194,8 @@ class ToolCallDeferredPayload:
     """The effect of its policy."""
     requires_approval: bool
     """Whether it waits for approval first."""
+    arguments: str | None = None
+    """The call's arguments as JSON text (cut beyond the event size limit)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -366,9 +377,9 @@ def _check_payload(event: AgentEvent, body: AgentEventBody) -> None:
         raise ValueError(f"a {event.type.value} event cannot carry a {type(body).__name__}")
 
 
-def turn_started(sequence: int) -> TurnStartedPayload:
-    """A turn started; ``sequence`` is its user message's sequence."""
-    return TurnStartedPayload(sequence=sequence)
+def turn_started(sequence: int, client_message_id: str | None = None) -> TurnStartedPayload:
+    """A turn started; ``sequence`` is its user message's sequence, ``client_message_id`` that message's ID."""
+    return TurnStartedPayload(sequence=sequence, client_message_id=client_message_id)
 
 
 def turn_completed(message_count: int) -> TurnCompletedPayload:
@@ -376,9 +387,9 @@ def turn_completed(message_count: int) -> TurnCompletedPayload:
     return TurnCompletedPayload(message_count=message_count)
 
 
-def turn_failed(error: str) -> TurnFailedPayload:
-    """A turn failed with ``error``."""
-    return TurnFailedPayload(error=error)
+def turn_failed(error: str, client_message_id: str | None = None) -> TurnFailedPayload:
+    """A turn failed with ``error`` (before its user message, of ID ``client_message_id``, was stored)."""
+    return TurnFailedPayload(error=error, client_message_id=client_message_id)
 
 
 def turn_committed(*, failed_with: str | None, message_count: int, cancelled: bool = False) -> TurnCommittedPayload:
@@ -416,18 +427,30 @@ def tool_call_started(tool_call_id: str, tool_name: str, *, delivery: str | None
     return ToolCallStartedPayload(tool_call_id=tool_call_id, tool_name=tool_name, delivery=delivery)
 
 
-def tool_call_finished(tool_call_id: str, tool_name: str, status: ToolCallStatus) -> ToolCallFinishedPayload:
-    """A tool call's record became final (once per call, rejections included)."""
-    return ToolCallFinishedPayload(tool_call_id=tool_call_id, tool_name=tool_name, status=status)
+def tool_call_finished(
+    tool_call_id: str,
+    tool_name: str,
+    status: ToolCallStatus,
+    *,
+    output: str | None = None,
+    error: str | None = None,
+) -> ToolCallFinishedPayload:
+    """A tool call's record became final (once per call, rejections included), with its output or error."""
+    return ToolCallFinishedPayload(
+        tool_call_id=tool_call_id, tool_name=tool_name, status=status, output=output, error=error
+    )
 
 
-def tool_call_deferred(tool_call_id: str, tool_name: str, policy: ToolPolicy) -> ToolCallDeferredPayload:
-    """The model asked for a tool call; the session will run it in its own Step."""
+def tool_call_deferred(
+    tool_call_id: str, tool_name: str, policy: ToolPolicy, *, arguments: str | None = None
+) -> ToolCallDeferredPayload:
+    """The model asked for a tool call (with ``arguments``, JSON text); the session will run it in its own Step."""
     return ToolCallDeferredPayload(
         tool_call_id=tool_call_id,
         tool_name=tool_name,
         effect=policy.effect,
         requires_approval=is_approval_required(policy),
+        arguments=arguments,
     )
 
 

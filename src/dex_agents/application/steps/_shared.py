@@ -48,30 +48,39 @@ def begin_turn(
     assert turn_id is not None
     refused = text_refusal(text, options=options, field="text", what="the user message")
     if refused is not None:
-        return fail_new_turn(started, str(refused), state_store=state_store, events=events)
+        return fail_new_turn(
+            started, str(refused), state_store=state_store, events=events, client_message_id=client_message_id
+        )
     try:
         user_message = runner.build_user_message(text)
         validate_user_message(user_message)
     except Exception as error:  # noqa: BLE001 - a runner bug fails this turn, never the session
         reason = f"the runner could not build the user message: {describe_exception(error)}"
-        return fail_new_turn(started, reason, state_store=state_store, events=events)
+        return fail_new_turn(
+            started, reason, state_store=state_store, events=events, client_message_id=client_message_id
+        )
     sequence = started.next_sequence
     stored = AgentMessage.stored(user_message, sequence=sequence, turn_id=turn_id, client_message_id=client_message_id)
     messages.append(stored)
     opened = started.with_messages_stored([stored])
     state_store.set(opened)
-    events.write(ev.turn_started(sequence), turn_id=turn_id)
+    events.write(ev.turn_started(sequence, client_message_id), turn_id=turn_id)
     return model_movement(opened, options.compaction)
 
 
 def fail_new_turn(
-    started: AgentState, reason: str, *, state_store: SessionStateStore, events: AgentEventWriter
+    started: AgentState,
+    reason: str,
+    *,
+    state_store: SessionStateStore,
+    events: AgentEventWriter,
+    client_message_id: str | None = None,
 ) -> Next:
     """Record a turn that failed before its user message was stored; ``AwaitUserMessage`` next."""
     turn_id = started.active_turn_id
     error = cap_text(reason, ERROR_TEXT_BYTES, what="the error")
     state_store.set(started.fail_turn(error))
-    events.write(ev.turn_failed(error), turn_id=turn_id)
+    events.write(ev.turn_failed(error, client_message_id), turn_id=turn_id)
     return GoTo(step=StepName.AWAIT_USER_MESSAGE)
 
 
@@ -122,7 +131,15 @@ def finish_tool_call(
     assert record.is_final
     tool_calls.put(record)
     results.publish(ToolCallCompleted(tool_call_id=record.tool_call_id, turn_id=record.turn_id, status=record.status))
-    events.write(ev.tool_call_finished(record.tool_call_id, record.tool_name, record.status))
+    events.write(
+        ev.tool_call_finished(
+            record.tool_call_id,
+            record.tool_name,
+            record.status,
+            output=record.output,
+            error=record.error if record.error is not None else record.rejection_message,
+        )
+    )
 
 
 def start_tool_call(

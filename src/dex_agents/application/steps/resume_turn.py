@@ -89,7 +89,11 @@ class ResumeTurn(Wired):
                 if record.status is ToolCallStatus.QUEUED:
                     cancelled = record.cancel(reason)
                     self.tool_calls.put(cancelled)
-                    self.events.write(ev.tool_call_finished(record.tool_call_id, record.tool_name, cancelled.status))
+                    self.events.write(
+                        ev.tool_call_finished(
+                            record.tool_call_id, record.tool_name, cancelled.status, error=cancelled.rejection_message
+                        )
+                    )
         resumed = state.resume_model()
         self.state.set(resumed)
         return model_movement(resumed, self.options.compaction)

@@ -202,7 +202,11 @@ class RunModel(Wired):
         for index, requested in enumerate(outcome.tool_calls):
             record = self._record(turn_id, requested, earlier + index, queued=index >= first)
             self.tool_calls.put(record)
-            self.events.write(ev.tool_call_deferred(requested.tool_call_id, requested.tool_name, requested.policy))
+            self.events.write(
+                ev.tool_call_deferred(
+                    requested.tool_call_id, requested.tool_name, requested.policy, arguments=requested.arguments
+                )
+            )
             if record.status is ToolCallStatus.QUEUED:
                 continue
             movement, interrupt = start_tool_call(record, now=now, options=self.options, events=self.events)
