@@ -150,7 +150,16 @@ the event stream. ``turn_completed`` and ``turn_failed`` are written before
 their Step commits; ``turn_committed`` (written by the next Step, after the
 commit) tells a UI reading the stream that the turn's state is readable.
 
-Serving a Flow needs the dex-agents codecs::
+An application in five lines (`open_agent_app` starts the Worker, Client and
+blob cache for its Flows, binds what needs binding and shuts all down on exit)::
+
+    async with open_agent_app([flow], server_address="127.0.0.1:8801") as app:
+        sessions = app.sessions(flow)
+        await sessions.start_session("session-42")
+        receipt = await sessions.submit_user_message("session-42", "Find my open tickets")
+        print((await sessions.wait_for_turn("session-42", receipt, timeout=120)).reply)
+
+Serving a Flow by hand needs the dex-agents codecs::
 
     registry = dex.Registry([flow], codec_registry(), allow_async_handlers=True)
 """
@@ -236,6 +245,7 @@ from dex_agents.domain.tools import (
 from dex_agents.domain.turn_control import TURN_CANCELLED_NOTE_HEADER, CancelTurnRequest, TurnCancelRequest
 from dex_agents.domain.turns import AgentTurnOutcome, DeferredToolCall, ToolCallsRequested, TurnCompleted
 from dex_agents.domain.usage import AgentUsage
+from dex_agents.infrastructure.dex.app import AgentApp, open_agent_app
 from dex_agents.infrastructure.dex.client import (
     AgentEventMessage,
     AgentSessionClient,
@@ -286,6 +296,7 @@ __all__ = [
     "TURN_CANCELLED_NOTE_HEADER",
     "TURN_FAILURE_NOTE_FOOTER",
     "TURN_FAILURE_NOTE_HEADER",
+    "AgentApp",
     "AgentContainer",
     "AgentEvent",
     "AgentEventMessage",
@@ -354,6 +365,7 @@ __all__ = [
     "idempotency_key",
     "is_approval_required",
     "message_sequence_key",
+    "open_agent_app",
     "turn_result",
     "wait_worker_serving",
 ]

@@ -4,7 +4,8 @@ EXPECTED = {
     "AGENT_EVENTS_STREAM_NAME", "AGENT_MESSAGES", "AGENT_STATE", "AGENT_TOOL_CALLS", "AGENT_USAGE",
     "DEFAULT_EVENT_STREAM_CAPACITY_BYTES", "EVENT_PAYLOAD_KEYS", "FRAMEWORK_RUN_STATE", "INTERRUPT_RESOLUTIONS",
     "OUTCOME_UNKNOWN_TOOL_RESULT", "PENDING_INTERRUPTS", "QUEUED_USER_MESSAGES", "TOOL_CALL_RESULTS",
-    "AgentContainer", "AgentEvent", "AgentEventMessage", "AgentEventType", "AgentEventWriter", "AgentFrameworkRunner",
+    "AgentApp", "AgentContainer", "AgentEvent", "AgentEventMessage", "AgentEventType", "AgentEventWriter",
+    "AgentFrameworkRunner",
     "AgentInterrupt", "AgentInterruptResolution", "AgentMessage", "AgentMessagesPage", "AgentSessionClient",
     "AgentSessionFlow", "AgentSessionOptions", "AgentSessionStartInput", "AgentSnapshot", "AgentState", "AgentStatus",
     "AgentToolCall", "AgentTurnContext", "AgentTurnOutcome", "AgentUsage", "AgentUserMessage", "DeferredToolCall",
@@ -12,7 +13,7 @@ EXPECTED = {
     "ListAgentMessagesRequest", "MessageRole", "ResolveInterruptRequest", "RunnerContractError", "ToolCallCompleted",
     "ToolCallStatus", "ToolCallsRequested", "ToolEffect", "ToolExecutionError", "ToolExecutionResult", "ToolPolicy",
     "TurnCompleted", "build_turn_failure_note", "codec_registry", "describe_tool_call_outcome", "idempotency_key",
-    "is_approval_required", "message_sequence_key",
+    "is_approval_required", "message_sequence_key", "open_agent_app",
     # hardening: limits and the errors of refused inputs and oversized results
     "DEFAULT_MAX_EVENT_BYTES", "DEFAULT_MAX_INPUT_TEXT_BYTES", "DEFAULT_MAX_TOOL_OUTPUT_BYTES", "InputProblem",
     "InvalidInputError", "StepResultTooLargeError", "SessionUnavailableError",

@@ -16,10 +16,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from dex_agents.cli.engine import open_engine
+from dex_agents.cli.engine import parse_server
 from dex_agents.cli.errors import CliError, UsageError
 from dex_agents.cli.loading import EXAMPLE_TARGET, load_flow
-from dex_agents.infrastructure.dex.client import AgentSessionClient
+from dex_agents.infrastructure.dex.app import open_agent_app
+from dex_agents.infrastructure.dex.container import WorkerMode
+from dex_agents.testing.fake_dex import FakeDex
 from dex_agents.ui import vercel_ai_app
 from dex_agents.ui.server import serve_asgi, with_static
 
@@ -56,10 +58,27 @@ async def run_serve(
         raise UsageError(f"--static must be a directory, got {str(static)!r}")
     flow = load_flow(EXAMPLE_TARGET if demo else str(flow_target)).flow
     async with contextlib.AsyncExitStack() as stack:
-        engine = await stack.enter_async_context(open_engine(None if demo else server, [flow], console))
-        if demo or serve_worker:
-            await stack.enter_async_context(engine.worker())
-        app = vercel_ai_app(AgentSessionClient(engine.client, flow), api_path=api_path)
+        if demo:
+            with console.status("starting fake Dex", spinner="dots"):
+                address = (await stack.enter_async_context(FakeDex())).address
+            described = f"fake Dex in this process on {address}"
+        else:
+            address = parse_server(str(server))
+            described = f"Dex on {address}"
+        # On the embedded fake Dex the Worker listens (the faster mode); an external server may not reach it.
+        try:
+            agents = await stack.enter_async_context(
+                open_agent_app(
+                    [flow],
+                    server_address=address,
+                    workers=1 if demo or serve_worker else 0,
+                    worker_mode=WorkerMode.LISTEN if demo else WorkerMode.PULL,
+                    stop_drain_seconds=1,
+                )
+            )
+        except ConnectionError as error:
+            raise CliError(str(error)) from error
+        app = vercel_ai_app(agents.sessions(flow), api_path=api_path)
         if static is not None:
             app = with_static(app, static)
         try:
@@ -70,7 +89,7 @@ async def run_serve(
         console.print(Text("dex-agents serve: ", style="bold") + Text(api), soft_wrap=True)
         page = f"; the page at {url}/" if static is not None else ""
         console.print(
-            Text(f"{engine.description}; sessions of {flow.get_flow_type()}{page}. Ctrl-C stops.", style="dim"),
+            Text(f"{described}; sessions of {flow.get_flow_type()}{page}. Ctrl-C stops.", style="dim"),
             soft_wrap=True,
         )
         console.file.flush()
