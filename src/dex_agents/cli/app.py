@@ -340,7 +340,7 @@ def console(
 @cli.command()
 @click.option("--server", metavar="HOST:PORT", default=None, help="The Dex server (not with --demo).")
 @click.option("--flow", "flow_target", metavar="MODULE:FLOW_FACTORY", default=None, help="The sessions' Flow.")
-@click.option("--demo", is_flag=True, default=False, help="Fake Dex and the demo's order agent in this process.")
+@click.option("--demo", is_flag=True, default=False, help="The dev server and the demo's order agent in this process.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8820, show_default=True, help="Port on 127.0.0.1.")
 @click.option("--api-path", default="/api/chat", show_default=True, help="Where the chat API is served.")
 @click.option("--static", "static_dir", type=click.Path(file_okay=False), default=None, help="Serve a page's files.")

@@ -1,7 +1,7 @@
 """``dex-agents serve``: a Flow's sessions as a Vercel AI SDK chat backend (`dex_agents.ui.vercel_ai_app`).
 
 With ``--server`` and ``--flow`` it talks to that Dex server (``--worker``
-also serves the Flow here); with ``--demo`` it starts fake Dex and the demo's
+also serves the Flow here); with ``--demo`` it starts the dev server and the demo's
 order agent with its Worker in this process, as ``console --demo`` does.
 ``--static DIR`` also serves a page's files at ``/`` on the same origin (the
 example chat page, ``examples/chat``). It binds 127.0.0.1 and serves until
@@ -19,9 +19,9 @@ from rich.text import Text
 from dex_agents.cli.engine import parse_server
 from dex_agents.cli.errors import CliError, UsageError
 from dex_agents.cli.loading import EXAMPLE_TARGET, load_flow
+from dex_agents.devserver import DevServer
 from dex_agents.infrastructure.dex.app import open_agent_app
 from dex_agents.infrastructure.dex.container import WorkerMode
-from dex_agents.testing.fake_dex import FakeDex
 from dex_agents.ui import vercel_ai_app
 from dex_agents.ui.server import serve_asgi, with_static
 
@@ -51,7 +51,7 @@ async def run_serve(
         CliError: the port cannot be bound, or Dex does not answer.
     """
     if demo and (server is not None or flow_target is not None):
-        raise UsageError("--demo runs its own fake Dex and order agent: leave out --server and --flow")
+        raise UsageError("--demo runs its own dev server and order agent: leave out --server and --flow")
     if not demo and (server is None or flow_target is None):
         raise UsageError("give --server HOST:PORT and --flow MODULE:FLOW_FACTORY, or --demo")
     if static is not None and not static.is_dir():
@@ -59,13 +59,13 @@ async def run_serve(
     flow = load_flow(EXAMPLE_TARGET if demo else str(flow_target)).flow
     async with contextlib.AsyncExitStack() as stack:
         if demo:
-            with console.status("starting fake Dex", spinner="dots"):
-                address = (await stack.enter_async_context(FakeDex())).address
-            described = f"fake Dex in this process on {address}"
+            with console.status("starting the dev server", spinner="dots"):
+                address = (await stack.enter_async_context(DevServer())).address
+            described = f"the dev server in this process on {address}"
         else:
             address = parse_server(str(server))
             described = f"Dex on {address}"
-        # On the embedded fake Dex the Worker listens (the faster mode); an external server may not reach it.
+        # On the embedded dev server the Worker listens (the faster mode); an external server may not reach it.
         try:
             agents = await stack.enter_async_context(
                 open_agent_app(

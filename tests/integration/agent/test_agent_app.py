@@ -11,7 +11,7 @@ import pytest
 
 from dex_agents import open_agent_app
 from dex_agents.cli.order_agent import build_order_flow
-from dex_agents.testing import FakeDex
+from dex_agents.devserver import DevServer
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +30,7 @@ async def test_the_readmes_five_line_app_runs_as_pasted(tmp_path: Path) -> None:
     block = readme_block()
     lines = block[block.index("async with open_agent_app") :].split("\n\n")[0].splitlines()
     assert len(lines) == 5, lines
-    async with FakeDex() as fake:
+    async with DevServer() as fake:
         program = block.replace("127.0.0.1:8801", fake.address)
         state = {"DEX_AGENTS_DEMO_STATE": str(tmp_path), "DEX_AGENTS_DEMO_CHUNK_DELAY": "0"}
         result = await _run(program, state)
@@ -71,7 +71,7 @@ async def test_a_client_only_app_drives_sessions_a_worker_app_serves(
     monkeypatch.setenv("DEX_AGENTS_DEMO_CHUNK_DELAY", "0")
     worker_flow, client_flow = build_order_flow(), build_order_flow()
     async with (
-        FakeDex() as fake,
+        DevServer() as fake,
         open_agent_app([worker_flow], server_address=fake.address, workers=2) as serving,
         open_agent_app([client_flow], server_address=fake.address, workers=0) as app,
     ):

@@ -1,6 +1,6 @@
-"""The chat backend on fake Dex with an in-process Worker, served on a free loopback port, and the pinned AI SDK.
+"""The chat backend on the dev server with an in-process Worker, served on a free loopback port, and the pinned AI SDK.
 
-`chat_stack` runs fake Dex, a Worker for the Flow and `vercel_ai_app` (with
+`chat_stack` runs the dev server, a Worker for the Flow and `vercel_ai_app` (with
 ``examples/chat`` as its static page) in the test's event loop. `AI_MODULE`
 is the pinned ``ai`` package that ``make`` installs with ``npm ci`` from the
 example's committed ``package-lock.json``; `node_command` fails the test
@@ -39,7 +39,7 @@ class ChatStack:
 
 @contextlib.asynccontextmanager
 async def chat_stack(flow: AgentSessionFlow) -> AsyncIterator[ChatStack]:
-    """Run fake Dex, a Worker for ``flow`` and the chat backend on 127.0.0.1 while the block runs."""
+    """Run the dev server, a Worker for ``flow`` and the chat backend on 127.0.0.1 while the block runs."""
     quiet = Console(file=io.StringIO())
     async with open_engine(None, [flow], quiet) as engine, engine.worker():
         sessions = AgentSessionClient(engine.client, flow)
