@@ -114,8 +114,10 @@ attempt of one call, so an idempotent write can deduplicate its retries.
 Error policy: what the model must see is a value (``ToolExecutionError`` makes
 a ``failed`` record; a rejection, ``rejected``; a refused RPC answers
 ``False``); anything else raises and is left to Dex retries and failure routes;
-runner contract violations raise `RunnerContractError`. Live events are best
-effort; the snapshot is the truth.
+runner contract violations raise `RunnerContractError` (every value a runner
+returns is type-checked where it comes back, `dex_agents.domain.contract`: the
+error names the method, what the contract asks for and what came back). Live
+events are best effort; the snapshot is the truth.
 
 Tool outcomes: a call waiting for approval ends ``rejected`` (a person said
 no) or ``expired`` (its deadline passed; the model sees
@@ -250,7 +252,7 @@ from dex_agents.infrastructure.dex.client import (
     AgentEventMessage,
     AgentSessionClient,
     MessageReceipt,
-    SessionUnavailableError,
+    SessionStart,
 )
 from dex_agents.infrastructure.dex.codec import codec_registry
 from dex_agents.infrastructure.dex.container import AgentContainer, WorkerMode, wait_worker_serving
@@ -268,6 +270,11 @@ from dex_agents.infrastructure.dex.persistence import (
     PENDING_INTERRUPTS,
     QUEUED_USER_MESSAGES,
     TOOL_CALL_RESULTS,
+)
+from dex_agents.infrastructure.dex.session_errors import (
+    NoWorkerError,
+    SessionAlreadyExistsError,
+    SessionUnavailableError,
 )
 
 __all__ = [
@@ -338,10 +345,13 @@ __all__ = [
     "MessageDelivery",
     "MessageReceipt",
     "MessageRole",
+    "NoWorkerError",
     "ReconcileResult",
     "ReconcileVerdict",
     "ResolveInterruptRequest",
     "RunnerContractError",
+    "SessionAlreadyExistsError",
+    "SessionStart",
     "SessionUnavailableError",
     "SteeredLanding",
     "StepResultTooLargeError",

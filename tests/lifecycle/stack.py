@@ -2,8 +2,10 @@
 
 import asyncio
 import contextlib
+import dataclasses
 import tempfile
 from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
 
 import attrs
 import dex
@@ -56,10 +58,18 @@ class InProcessStack:
 
 
 @contextlib.asynccontextmanager
-async def in_process_stack(flow: AgentSessionFlow) -> AsyncIterator[InProcessStack]:
-    """Fake Dex and a listening Worker serving ``flow``, both in this process."""
+async def in_process_stack(
+    flow: AgentSessionFlow, *, serve: bool = True, dispatch_wait: timedelta | None = None
+) -> AsyncIterator[InProcessStack]:
+    """The embedded dev server and, unless ``serve`` is false, a listening Worker serving ``flow``, in this process.
+
+    ``dispatch_wait``: how long the server waits for a Worker before it fails a task (10 s by default).
+    """
+    config = DevServerConfig(retry_delay_scale=TEST_RETRY_DELAY_SCALE)
+    if dispatch_wait is not None:
+        config = dataclasses.replace(config, dispatch_wait=dispatch_wait)
     with tempfile.TemporaryDirectory(prefix="lifecycle-cache-") as cache:
-        async with DevServer(DevServerConfig(retry_delay_scale=TEST_RETRY_DELAY_SCALE)) as fake:
+        async with DevServer(config) as fake:
             container = AgentContainer.build(
                 flows=[flow],
                 server_address=fake.address,
@@ -69,14 +79,16 @@ async def in_process_stack(flow: AgentSessionFlow) -> AsyncIterator[InProcessSta
                 stop_drain_seconds=1,
             )
             worker, client = container.worker(), container.client()
-            serving = asyncio.create_task(worker.start())
+            serving = asyncio.create_task(worker.start()) if serve else None
             try:
-                await wait_worker_serving(worker, serving)
+                if serving is not None:
+                    await wait_worker_serving(worker, serving)
                 yield InProcessStack(fake, flow, AgentSessionClient(client, flow))
             finally:
-                await worker.stop()
-                with contextlib.suppress(Exception):
-                    await serving
+                if serving is not None:
+                    await worker.stop()
+                    with contextlib.suppress(Exception):
+                        await serving
                 await client.close()
                 await flow.close_client()
                 container.blob_cache().close()

@@ -32,6 +32,8 @@ EXPECTED = {
     "FRAMEWORK_RUN_STATES",
     # Worker modes (issue 14): pull or listening Workers, and waiting until one serves
     "WorkerMode", "wait_worker_serving",
+    # the session lifecycle (issue 27): an idempotent start, and what Dex refused said in one line
+    "NoWorkerError", "SessionAlreadyExistsError", "SessionStart",
 }  # fmt: skip
 
 

@@ -22,6 +22,10 @@ the turn has committed. It carries the turn's outcome (``completed`` or
 turn while the stream works (a blank queued message makes the wait run, and
 write it, again), and never for a session that has not run a turn yet.
 
+Each payload also reads as the spec's JSON object, a read-only mapping
+(``payload["status"]``, ``payload.get("status")``, ``keys``, iteration:
+`dex_agents.domain.payload_view.PayloadView`), beside its typed fields.
+
 Size: a Stream message has a limit (real Dex refuses messages over 100 KiB
 by default), so `fit_event_body` bounds each event's payload as JSON: a text
 or reasoning delta too long for one event is split into several, in order,
@@ -39,6 +43,7 @@ import attrs
 
 from dex_agents.domain.json_values import JsonValue
 from dex_agents.domain.limits import cap_text, json_text_size
+from dex_agents.domain.payload_view import PayloadView
 from dex_agents.domain.tools import ToolCallStatus, ToolEffect, ToolPolicy, is_approval_required
 from dex_agents.domain.usage import AgentUsage
 
@@ -89,7 +94,7 @@ def _usage(value: AgentUsage | Mapping[str, int]) -> AgentUsage:
 
 
 @attrs.frozen(kw_only=True)
-class TurnStartedPayload:
+class TurnStartedPayload(PayloadView):
     """A turn started."""
 
     event_type: ClassVar[AgentEventType] = AgentEventType.TURN_STARTED
@@ -100,7 +105,7 @@ class TurnStartedPayload:
 
 
 @attrs.frozen(kw_only=True)
-class TurnCompletedPayload:
+class TurnCompletedPayload(PayloadView):
     """A turn completed (written before its state is committed)."""
 
     event_type: ClassVar[AgentEventType] = AgentEventType.TURN_COMPLETED
@@ -109,7 +114,7 @@ class TurnCompletedPayload:
 
 
 @attrs.frozen(kw_only=True)
-class TurnFailedPayload:
+class TurnFailedPayload(PayloadView):
     """A turn failed (written before its state is committed)."""
 
     event_type: ClassVar[AgentEventType] = AgentEventType.TURN_FAILED
@@ -120,7 +125,7 @@ class TurnFailedPayload:
 
 
 @attrs.frozen(kw_only=True)
-class TurnCommittedPayload:
+class TurnCommittedPayload(PayloadView):
     """A turn's final state is committed and readable."""
 
     event_type: ClassVar[AgentEventType] = AgentEventType.TURN_COMMITTED
@@ -133,7 +138,7 @@ class TurnCommittedPayload:
 
 
 @attrs.frozen(kw_only=True)
-class TextDeltaPayload:
+class TextDeltaPayload(PayloadView):
     """A piece of the model's text."""
 
     event_type: ClassVar[AgentEventType] = AgentEventType.TEXT_DELTA
@@ -142,7 +147,7 @@ class TextDeltaPayload:
 
 
 @attrs.frozen(kw_only=True)
-class ReasoningDeltaPayload:
+class ReasoningDeltaPayload(PayloadView):
     """A piece of the model's reasoning."""
 
     event_type: ClassVar[AgentEventType] = AgentEventType.REASONING_DELTA
@@ -151,7 +156,7 @@ class ReasoningDeltaPayload:
 
 
 @attrs.frozen(kw_only=True)
-class ToolCallStartedPayload:
+class ToolCallStartedPayload(PayloadView):
     """A tool call's Step is about to run the tool."""
 
     event_type: ClassVar[AgentEventType] = AgentEventType.TOOL_CALL_STARTED
@@ -164,7 +169,7 @@ class ToolCallStartedPayload:
 
 
 @attrs.frozen(kw_only=True)
-class ToolCallFinishedPayload:
+class ToolCallFinishedPayload(PayloadView):
     """A tool call's record became final (once per call, rejections included)."""
 
     event_type: ClassVar[AgentEventType] = AgentEventType.TOOL_CALL_FINISHED
@@ -182,7 +187,7 @@ class ToolCallFinishedPayload:
 
 
 @attrs.frozen(kw_only=True)
-class ToolCallDeferredPayload:
+class ToolCallDeferredPayload(PayloadView):
     """The model asked for a tool call; the session will run it in its own Step."""
 
     event_type: ClassVar[AgentEventType] = AgentEventType.TOOL_CALL_DEFERRED
@@ -199,7 +204,7 @@ class ToolCallDeferredPayload:
 
 
 @attrs.frozen(kw_only=True)
-class InterruptRaisedPayload:
+class InterruptRaisedPayload(PayloadView):
     """A tool call waits for approval."""
 
     event_type: ClassVar[AgentEventType] = AgentEventType.INTERRUPT_RAISED
@@ -214,7 +219,7 @@ class InterruptRaisedPayload:
 
 
 @attrs.frozen(kw_only=True)
-class InterruptResolvedPayload:
+class InterruptResolvedPayload(PayloadView):
     """An approval was answered (or expired)."""
 
     event_type: ClassVar[AgentEventType] = AgentEventType.INTERRUPT_RESOLVED
@@ -229,7 +234,7 @@ class InterruptResolvedPayload:
 
 
 @attrs.frozen(kw_only=True)
-class UsageRecordedPayload:
+class UsageRecordedPayload(PayloadView):
     """A model call's usage was added to the session total."""
 
     event_type: ClassVar[AgentEventType] = AgentEventType.USAGE_RECORDED
@@ -240,7 +245,7 @@ class UsageRecordedPayload:
 
 
 @attrs.frozen(kw_only=True)
-class HistoryCompactedPayload:
+class HistoryCompactedPayload(PayloadView):
     """A compaction stored a new summary; the model now reads it in place of the covered messages.
 
     The messages stay stored: snapshots and pages still return them.
@@ -258,7 +263,7 @@ class HistoryCompactedPayload:
 
 
 @attrs.frozen(kw_only=True)
-class UserMessageSteeredPayload:
+class UserMessageSteeredPayload(PayloadView):
     """A steered user message was taken: by the running turn, or to start a new one."""
 
     event_type: ClassVar[AgentEventType] = AgentEventType.USER_MESSAGE_STEERED
@@ -271,7 +276,7 @@ class UserMessageSteeredPayload:
 
 
 @attrs.frozen(kw_only=True)
-class TurnCancelledPayload:
+class TurnCancelledPayload(PayloadView):
     """A turn ended because a person cancelled it (written before its state is committed)."""
 
     event_type: ClassVar[AgentEventType] = AgentEventType.TURN_CANCELLED

@@ -119,7 +119,13 @@ def validate_user_message(message: FrameworkMessage) -> None:
     """Check what `build_user_message` returned.
 
     Raises:
-        RunnerContractError: the message's role is not ``user``.
+        RunnerContractError: it is not a `FrameworkMessage`, or its role is not ``user``.
     """
+    returned: object = message
+    if not isinstance(returned, FrameworkMessage):
+        raise RunnerContractError(
+            "the runner broke its contract: AgentFrameworkRunner.build_user_message must return a FrameworkMessage, "
+            f"got {type(returned).__qualname__} {returned!r:.120}"
+        )
     if message.role is not MessageRole.USER:
         raise RunnerContractError(f"build_user_message must return a user message, got role {message.role.value!r}")

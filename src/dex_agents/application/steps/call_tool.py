@@ -59,9 +59,15 @@ from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import End, Next
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import CancelRequestStore, DeliveryLedger, ToolCallStore, ToolResultPublisher
-from dex_agents.application.runner import AgentFrameworkRunner, DeferredToolExecution, HeartbeatFn
+from dex_agents.application.runner import (
+    AgentFrameworkRunner,
+    DeferredToolExecution,
+    HeartbeatFn,
+    ToolExecutionResult,
+)
 from dex_agents.application.steps._shared import finish_tool_call, settle_unknown_outcome, tool_call_record
 from dex_agents.application.wiring import Wired
+from dex_agents.domain.contract import broken
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.limits import cap_text, sanitize_output_text
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus, idempotency_key
@@ -111,7 +117,10 @@ class _ToolCallStep(Wired):
             heartbeat=self.heartbeat,
         )
         try:
-            result = await self.runner.execute_deferred_tool_call(execution)
+            returned: object = await self.runner.execute_deferred_tool_call(execution)
+            if not isinstance(returned, ToolExecutionResult):
+                raise broken("execute_deferred_tool_call", "a ToolExecutionResult", returned)
+            result = returned
         except ToolExecutionError as error:
             finished = record.fail(self._bounded(error.message, "the tool's error"), attempt=call.attempt)
             state = error.framework_state

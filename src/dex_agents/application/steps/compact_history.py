@@ -57,6 +57,7 @@ from dex_agents.application.steps._turn_control import end_cancelled_turn
 from dex_agents.application.steps.record_turn_failure import RecordTurnFailure
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
+from dex_agents.domain.contract import broken
 from dex_agents.domain.history import HistorySummary, compaction_cut
 from dex_agents.domain.limits import cap_text, sanitize_output_text
 from dex_agents.domain.session import AgentState
@@ -125,8 +126,14 @@ class CompactHistory(Wired):
             return self._to_model(state, why)
         previous = None if state.summary_count == 0 else self.summaries.get(state.summary_count)
         covered = [m for m in loaded if m.sequence <= cut.through_sequence]
-        result = await history_compactor(self.runner).compact(covered, None if previous is None else previous.text)
-        summary_result = result if isinstance(result, CompactionSummary) else CompactionSummary(str(result))
+        result: object = await history_compactor(self.runner).compact(
+            covered, None if previous is None else previous.text
+        )
+        if isinstance(result, str):
+            result = CompactionSummary(result)
+        if not isinstance(result, CompactionSummary):
+            raise broken("compact", "a CompactionSummary or its text (HistoryCompactor)", result)
+        summary_result = result
         text = cap_text(sanitize_output_text(summary_result.text), policy.summary_limit_bytes, what="the summary")
         summary = HistorySummary(number=state.summary_count + 1, through_sequence=cut.through_sequence, text=text)
         self.summaries.put(summary)

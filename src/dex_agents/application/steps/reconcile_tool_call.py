@@ -32,11 +32,13 @@ from dex_agents.application.runner import (
     AgentFrameworkRunner,
     DeferredToolExecution,
     HeartbeatFn,
+    ReconcileResult,
     ReconcileVerdict,
     ToolCallReconciler,
 )
 from dex_agents.application.steps._shared import finish_tool_call, tool_call_record
 from dex_agents.application.wiring import Wired
+from dex_agents.domain.contract import broken
 from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text, sanitize_output_text
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus, idempotency_key
 
@@ -81,7 +83,10 @@ class ReconcileToolCall(Wired):
             events=self.events,
             heartbeat=self.heartbeat,
         )
-        found = await self.runner.reconcile_tool_call(execution)
+        returned: object = await self.runner.reconcile_tool_call(execution)
+        if not isinstance(returned, ReconcileResult):
+            raise broken("reconcile_tool_call", "a ReconcileResult", returned)
+        found = returned
         match found.verdict:
             case ReconcileVerdict.APPLIED:
                 output = sanitize_output_text(found.output or "")

@@ -61,6 +61,7 @@ from dex_agents.application.steps._shared import start_tool_call
 from dex_agents.application.steps._turn_control import end_cancelled_turn
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
+from dex_agents.domain.contract import check_turn_outcome
 from dex_agents.domain.interrupts import interrupt_id_for
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.session import AgentState
@@ -136,7 +137,7 @@ class RunModel(Wired):
             steered_messages=steered,
         )
         try:
-            outcome = await self.runner.run_model_step(context)
+            returned: object = await self.runner.run_model_step(context)
         except ContextOverflowError:
             if state.retry_after_overflow:
                 raise  # the history was already compacted for this call
@@ -146,6 +147,7 @@ class RunModel(Wired):
                 input=CompactionReason.OVERFLOW.value,
                 window=compaction_window(state),
             )
+        outcome = check_turn_outcome(returned)
         if steered:
             # From now on the run state holds them; they are stored with the turn however it ends.
             self.steered.set(())

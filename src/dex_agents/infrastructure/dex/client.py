@@ -3,7 +3,10 @@
 Everything goes through the Flow's RPCs and its live event Stream; the client
 never touches state directly. An RPC to a session that does not exist (or
 has ended, where the call needs it running) raises `SessionUnavailableError`,
-which is also the SDK's `dex.FlowNotActiveOrNotFoundError`. Every input is checked before anything is sent
+which is also the SDK's `dex.FlowNotActiveOrNotFoundError`; starting an ID that
+exists raises `SessionAlreadyExistsError` (`ensure_session` is the idempotent
+start); a call no Worker can serve raises `NoWorkerError` (see
+`dex_agents.infrastructure.dex.session_errors`). Every input is checked before anything is sent
 (`dex_agents.application.inputs`): a text over the Flow's
 ``max_input_text_bytes``, with a lone surrogate or NUL, or a malformed ID
 raises `InvalidInputError` with the reason, and nothing reaches the session.
@@ -43,9 +46,10 @@ that times out (every `RECHECK_INTERVAL`) reads the snapshot anyway.
 import asyncio
 import collections
 import contextlib
+import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
@@ -54,7 +58,7 @@ import dex
 
 from dex_agents.application.inputs import id_refusal, session_id_refusal, text_refusal
 from dex_agents.application.rpcs.resolve_interrupt import request_refusal
-from dex_agents.domain.errors import DexAgentsError, InvalidInputError
+from dex_agents.domain.errors import InvalidInputError
 from dex_agents.domain.events import AgentEvent, AgentEventType, TurnFailedPayload
 from dex_agents.domain.interrupts import ResolveInterruptRequest
 from dex_agents.domain.limits import InputProblem
@@ -81,6 +85,10 @@ from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.turn_control import CancelTurnRequest
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 from dex_agents.infrastructure.dex.persistence import AGENT_MESSAGES
+from dex_agents.infrastructure.dex.session_errors import NoWorkerError as NoWorkerError
+from dex_agents.infrastructure.dex.session_errors import SessionAlreadyExistsError as SessionAlreadyExistsError
+from dex_agents.infrastructure.dex.session_errors import SessionUnavailableError as SessionUnavailableError
+from dex_agents.infrastructure.dex.session_errors import translated_errors
 from dex_agents.infrastructure.dex.session_index import SessionIndex
 
 InputT = TypeVar("InputT")
@@ -99,6 +107,7 @@ RECHECK_INTERVAL = timedelta(seconds=2)
 _LOCK_CONFLICT_PAUSE = 0.05
 _LOCK_CONFLICT_MAX_PAUSE = 1.0
 _STOP_WAIT = timedelta(seconds=30)
+_MAX_LONG_POLL_SECONDS = 60
 _SNAPSHOT_TRIES = 5
 _KEPT_INDEXES = 1024
 """Sessions whose last message index a client keeps for its next snapshot (least recently read go first)."""
@@ -119,6 +128,20 @@ class MessageReceipt:
     """Messages stored before it was queued: its turn's messages come after them."""
     resume_token: str
     """The event stream position before it was queued: its turn's events come after it."""
+
+
+@attrs.frozen(kw_only=True)
+class SessionStart:
+    """What `AgentSessionClient.ensure_session` found or started."""
+
+    session_id: str
+    """The session."""
+    run_id: str
+    """Dex's run ID of the session's Flow execution."""
+    created: bool
+    """Whether this call started it (``False``: it existed, and nothing was sent)."""
+    running: bool
+    """Whether it takes messages (``False``: it has ended; its state stays readable)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -163,7 +186,8 @@ class AgentSessionClient:
         Raises:
             InvalidInputError: the session ID or the first message is refused; nothing was recorded or started.
             SessionIndexError: the client's session index could not record the session; it was not started.
-            dex.FlowAlreadyStartedError: a session with this ID exists.
+            SessionAlreadyExistsError: a session (or another Flow) has this ID; nothing was started.
+                `ensure_session` starts one only when none has the ID.
         """
         _raise_if(session_id_refusal(session_id, starting=True))
         if initial_message is not None:
@@ -180,7 +204,55 @@ class AgentSessionClient:
         if self._session_index is not None:
             # Before the start: a crash in between leaves a row without a session, never a session without a row.
             await self._session_index.arecord(self._flow.get_flow_type(), session_id)
-        return await self._client.start_flow(self._flow, session_id, start, options or dex.StartFlowOptions())
+        with translated_errors(self._flow.get_flow_type()):
+            return await self._client.start_flow(self._flow, session_id, start, options or dex.StartFlowOptions())
+
+    async def ensure_session(
+        self,
+        session_id: str,
+        initial_message: str | None = None,
+        *,
+        options: dex.StartFlowOptions | None = None,
+    ) -> "SessionStart":
+        """Start the session unless one with this ID exists; the idempotent `start_session`.
+
+        For applications that key sessions by something of their own (a chat
+        front-end's conversation ID): call it before every use, from any
+        number of processes at once. When no session has the ID it starts one
+        as `start_session` does, with ``initial_message`` as its first message.
+        When this agent's session has it, nothing is started or sent (not
+        ``initial_message`` either: send with `submit_user_message`), and the
+        session is returned as it is, ``running`` or ended (an ended session's
+        history stays readable; Dex does not start a new session under a used ID).
+
+        Raises:
+            InvalidInputError: as `start_session`.
+            SessionIndexError: as `start_session`.
+            SessionAlreadyExistsError: a Flow of another type has this ID: it cannot be this agent's session.
+        """
+        try:
+            run_id = await self.start_session(session_id, initial_message, options=options)
+        except SessionAlreadyExistsError as exists:
+            try:
+                info = await self.describe_session(session_id)
+            except SessionUnavailableError:
+                raise exists from None
+            if info.flow_type != self._flow.get_flow_type():
+                raise SessionAlreadyExistsError(
+                    exists.code,
+                    exists.sub_status,
+                    f"ID {session_id!r} belongs to a Flow of type {info.flow_type!r}, not to a session of "
+                    f"{self._flow.get_flow_type()!r}: use another session ID",
+                    exists.operation,
+                    session_id,
+                ) from exists
+            return SessionStart(
+                session_id=session_id,
+                run_id=info.run_id,
+                created=False,
+                running=info.status is dex.FlowStatus.RUNNING,
+            )
+        return SessionStart(session_id=session_id, run_id=run_id, created=True, running=True)
 
     async def send_user_message(
         self, session_id: str, text: str, *, delivery: MessageDelivery | str = MessageDelivery.QUEUE
@@ -419,11 +491,17 @@ class AgentSessionClient:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"{session_id}: timed out waiting for {what}")
-            poll = timedelta(seconds=min(left, RECHECK_INTERVAL.total_seconds()))
+            # Dex long-polls in whole seconds: at least one, and the wait itself ends at the deadline.
+            poll = timedelta(seconds=max(1, int(min(left, RECHECK_INTERVAL.total_seconds()))))
             try:
-                message = await self.read_agent_event(session_id, resume_token, long_poll=poll)
+                message = await asyncio.wait_for(
+                    self.read_agent_event(session_id, resume_token, long_poll=poll),
+                    None if math.isinf(left) else left,
+                )
             except dex.LongPollTimeoutError:
                 return resume_token
+            except TimeoutError:
+                raise TimeoutError(f"{session_id}: timed out waiting for {what}") from None
             resume_token = message.resume_token
             event = message.event
             if isinstance(event.payload, TurnFailedPayload) and event.turn_id is not None:
@@ -612,12 +690,16 @@ class AgentSessionClient:
     ) -> AgentEventMessage:
         """Wait for the next live event after ``resume_token`` ("" for the oldest retained).
 
+        ``long_poll`` is rounded up to whole seconds (Dex waits in whole seconds, at most 60).
+
         Raises:
             dex.LongPollTimeoutError: nothing arrived within ``long_poll`` (a server-side wait).
             InvalidInputError: the session ID is refused.
+            ValueError: ``long_poll`` is not more than 0 and at most 60 s.
         """
         self._check_session_id(session_id)
-        message = await self._client.read_stream(session_id, self._flow.events_stream, resume_token, long_poll)
+        poll = None if long_poll is None else timedelta(seconds=_long_poll_seconds(long_poll))
+        message = await self._client.read_stream(session_id, self._flow.events_stream, resume_token, poll)
         return AgentEventMessage(event=message.value, resume_token=message.resume_token)
 
     def _check_user_message(self, session_id: str, text: str) -> bool:
@@ -666,7 +748,7 @@ class AgentSessionClient:
         session answers (`SessionUnavailableError` for a write).
         """
         self._check_session_id(session_id)
-        with _session_must_exist():
+        with translated_errors(self._flow.get_flow_type()):
             try:
                 result = await self._client.invoke_rpc(
                     cast(Any, rpc), session_id, request, options=options or dex.RPCInvokeOptions()
@@ -696,7 +778,7 @@ class AgentSessionClient:
     ) -> OutputT:
         """Invoke an RPC without input."""
         self._check_session_id(session_id)
-        with _session_must_exist():
+        with translated_errors(self._flow.get_flow_type()):
             result = await self._client.invoke_rpc(
                 cast(Any, rpc), session_id, options=options or dex.RPCInvokeOptions()
             )
@@ -716,35 +798,36 @@ class AgentSessionClient:
         await self._closed(session_id)
 
 
-class SessionUnavailableError(DexAgentsError, dex.FlowNotActiveOrNotFoundError):
-    """No session has this ID, or it has ended and the call needs a running one.
-
-    It is Dex's `dex.FlowNotActiveOrNotFoundError` too, with the same status
-    details, so code that catches the SDK's error keeps working.
-    """
-
-
-@contextlib.contextmanager
-def _session_must_exist() -> Iterator[None]:
-    try:
-        yield
-    except dex.FlowNotActiveOrNotFoundError as error:
-        if isinstance(error, SessionUnavailableError):
-            raise
-        unavailable = SessionUnavailableError(
-            error.code,
-            error.sub_status,
-            f"session {error.flow_id!r} does not exist or has ended: {error.detail}",
-            error.operation,
-            error.flow_id,
-        )
-        raise unavailable from error
-
-
 def _raise_if(refused: InvalidInputError | None) -> None:
     if refused is not None:
         raise refused
 
 
 def _seconds(timeout: float | timedelta) -> float:
-    return timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+    """A wait's timeout in seconds: a non-negative number or duration (``math.inf``: no limit).
+
+    Raises:
+        TypeError: it is neither a number nor a `timedelta`.
+        ValueError: it is negative or not a number.
+    """
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float | timedelta):
+        raise TypeError(f"timeout must be seconds (a number) or a timedelta, got {timeout!r}")
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError(f"timeout must be zero or more seconds, got {timeout!r}")
+    return seconds
+
+
+def _long_poll_seconds(long_poll: timedelta) -> int:
+    """A long poll in the whole seconds Dex waits in (rounded up).
+
+    Raises:
+        TypeError: it is not a `timedelta`.
+        ValueError: it is not positive, or longer than Dex waits.
+    """
+    if not isinstance(long_poll, timedelta):
+        raise TypeError(f"long_poll must be a timedelta, got {long_poll!r}")
+    seconds = long_poll.total_seconds()
+    if not 0 < seconds <= _MAX_LONG_POLL_SECONDS:
+        raise ValueError(f"long_poll must be more than 0 and at most {_MAX_LONG_POLL_SECONDS} s, got {long_poll!r}")
+    return math.ceil(seconds)
