@@ -187,6 +187,7 @@ from dex_agents.application.runner import (
     ReconcileVerdict,
     ToolCallReconciler,
     ToolExecutionResult,
+    TurnFailedError,
 )
 from dex_agents.domain.errors import (
     DexAgentsError,
@@ -366,6 +367,7 @@ __all__ = [
     "ToolPolicy",
     "TurnCancelRequest",
     "TurnCompleted",
+    "TurnFailedError",
     "TurnResult",
     "TurnStatus",
     "WorkerMode",

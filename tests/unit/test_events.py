@@ -112,6 +112,7 @@ def test_event_payloads_carry_plain_json_values_on_the_wire() -> None:
         "cached_input_tokens": 0,
         "reasoning_tokens": 0,
         "cost_usd": 0.0,
+        "tool_calls": 0,
     }
 
 

@@ -34,6 +34,8 @@ EXPECTED = {
     "WorkerMode", "wait_worker_serving",
     # the session lifecycle (issue 27): an idempotent start, and what Dex refused said in one line
     "NoWorkerError", "SessionAlreadyExistsError", "SessionStart",
+    # usage limits per turn (issue 26): a turn the framework ended at once, without another attempt
+    "TurnFailedError",
 }  # fmt: skip
 
 

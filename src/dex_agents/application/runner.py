@@ -16,9 +16,12 @@ or a retry, so it derives everything from its arguments.
 - Optionally, `dex_agents.application.compaction.HistoryCompactor.compact`
   (``compact(messages, previous_summary) -> summary``): how the runner
   summarises history for ``CompactHistory``.
+  `TurnFailedError` fails the turn at once, without another attempt (a usage
+  limit reached: retrying would repeat it).
 - `AgentFrameworkRunner.execute_deferred_tool_call` runs one tool call once and
-  returns `ToolExecutionResult`; `ToolExecutionError` records ``failed`` and is
-  not retried; any other exception is a Step failure.
+  returns `ToolExecutionResult` (with the usage of agent runs inside the tool);
+  `ToolExecutionError` records ``failed`` and is not retried; any other
+  exception is a Step failure.
 - Optionally, `ToolCallReconciler.reconcile_tool_call` (a runner that has it
   is a `ToolCallReconciler`): the reconcile probe of a call whose policy is
   ``reconcilable`` and whose outcome is unknown. A read: did the call with
@@ -38,6 +41,7 @@ from dex_agents.domain.history import HistorySummary
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage, FrameworkMessage
 from dex_agents.domain.tools import AgentToolCall, ToolEffect, ToolPolicy
 from dex_agents.domain.turns import AgentTurnOutcome
+from dex_agents.domain.usage import AgentUsage
 
 HeartbeatFn = Callable[[], Awaitable[None]]
 """Records liveness of the running Step."""
@@ -141,6 +145,23 @@ class ToolExecutionResult:
     """The result text."""
     framework_state: str | None = attrs.field(default=None, kw_only=True)
     """Runner-owned text that replaces the record's `AgentToolCall.framework_state`; ``None`` keeps it."""
+    usage: AgentUsage | None = attrs.field(default=None, kw_only=True)
+    """The framework's model usage while the tool ran (an agent run inside the tool), counted into the turn's
+    and the session's usage; ``None`` when there was none."""
+
+
+class TurnFailedError(Exception):
+    """The framework ended the turn with an error another attempt would repeat (raised by `run_model_step`).
+
+    For example a usage limit the turn reached. ``RunModel`` fails the turn at once with this message
+    (``last_turn_error``, ``turn_failed``), as ``RecordTurnFailure`` would after exhausted attempts,
+    without another attempt; ``usage`` is what the failed call used, added to the session's.
+    """
+
+    def __init__(self, message: str, *, usage: AgentUsage | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.usage = usage
 
 
 class AgentFrameworkRunner(Protocol):

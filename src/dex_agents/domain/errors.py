@@ -7,6 +7,7 @@ record or session transitions raise `InvalidTransitionError`.
 """
 
 from dex_agents.domain.limits import InputProblem
+from dex_agents.domain.usage import AgentUsage
 
 
 class DexAgentsError(Exception):
@@ -31,11 +32,13 @@ class ToolExecutionError(DexAgentsError):
     as a ``failed`` tool call with this message and never retried.
     """
 
-    def __init__(self, message: str, *, framework_state: str | None = None) -> None:
+    def __init__(self, message: str, *, framework_state: str | None = None, usage: AgentUsage | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.framework_state = framework_state
         """Runner-owned text that replaces the record's ``framework_state``; ``None`` keeps it."""
+        self.usage = usage
+        """The framework's model usage while the tool ran, as `ToolExecutionResult.usage`."""
 
 
 class StepAttemptError(DexAgentsError):

@@ -41,6 +41,7 @@ from typing import assert_never
 import attrs
 
 from dex_agents.domain.errors import InvalidTransitionError
+from dex_agents.domain.usage import AgentUsage
 
 
 class ToolEffect(StrEnum):
@@ -291,6 +292,8 @@ class AgentToolCall:
     ``framework_state`` of its `ToolExecutionResult` or `ToolExecutionError` when it gives one."""
     sequential: bool = False
     """Whether the call runs alone: the calls before it end first, and the calls after it start once it ended."""
+    usage: AgentUsage | None = None
+    """The framework's model usage while the tool ran (a sub-agent's), as its tool Step reported it."""
 
     @property
     def digest(self) -> str:

@@ -1,4 +1,9 @@
-"""Model usage and its sums."""
+"""Model usage and its sums.
+
+A turn's usage counts its model calls and also the framework's own model calls made while a tool
+ran (a sub-agent sharing the run's usage): a tool Step reports those (`ToolExecutionResult.usage`),
+and ``ResumeTurn`` adds them to the session's when it takes the call's result.
+"""
 
 import attrs
 
@@ -19,6 +24,8 @@ class AgentUsage:
     """Output tokens spent on reasoning."""
     cost_usd: float = 0.0
     """What the calls cost in US dollars, when the framework prices them (the sagent runner does); else 0."""
+    tool_calls: int = 0
+    """Tool calls that ran and returned, as the framework counts them (the Pydantic AI runner does); else 0."""
 
     @property
     def total_tokens(self) -> int:
@@ -33,4 +40,13 @@ class AgentUsage:
             cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
+            tool_calls=self.tool_calls + other.tool_calls,
         )
+
+    @property
+    def is_zero(self) -> bool:
+        """Whether nothing was used."""
+        return self == _ZERO
+
+
+_ZERO = AgentUsage()

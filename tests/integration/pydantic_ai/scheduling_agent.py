@@ -7,7 +7,10 @@ under ``$PYDANTIC_AI_TEST_STATE``; one called with ``hold`` parks at that
 
 - ``work``: a plain tool (parallel); ``serial``: ``sequential=True``;
   ``ledger``: a tool of a sequential ``FunctionToolset``; ``approve_serial``:
-  sequential and ``requires_approval=True``.
+  sequential and ``requires_approval=True``; ``delegate``: asks a sub-agent
+  that shares the run's usage (``usage=ctx.usage``, two model calls).
+
+`LIMITED_FLOW_TYPE` runs the same agent with ``UsageLimits(request_limit=2)``.
 
 The same `build_agent` runs plainly in the test process, so a test compares
 a plain run's order with a session's.
@@ -16,16 +19,19 @@ a plain run's order with a session's.
 import os
 from pathlib import Path
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext
 from pydantic_ai.toolsets import FunctionToolset
+from pydantic_ai.usage import UsageLimits
 
 from dex_agents import AgentSessionFlow, ToolEffect, ToolPolicy
 from dex_agents.adapters.pydantic_ai import pydantic_ai_session_flow
 from dex_agents.testing import FileGate, InvocationLog
-from tests.unit.adapters.pydantic_ai.scripted_model import ScriptedModel
+from tests.unit.adapters.pydantic_ai.scripted_model import ScriptedModel, call, script
 
 STATE_ENV = "PYDANTIC_AI_TEST_STATE"
 FLOW_TYPE = "PydanticSchedulingAgent"
+LIMITED_FLOW_TYPE = "PydanticLimitedSchedulingAgent"
+LIMITS = UsageLimits(request_limit=2)
 
 READ = ToolPolicy(ToolEffect.READ)
 TOOL_POLICIES = {
@@ -33,6 +39,7 @@ TOOL_POLICIES = {
     "serial": READ,
     "ledger": READ,
     "approve_serial": ToolPolicy(ToolEffect.READ, requires_approval=True),
+    "delegate": READ,
 }
 
 
@@ -81,6 +88,18 @@ def build_agent() -> Agent[None, str]:
         """Do work that runs alone, once someone approved it."""
         return await _run("approve_serial", label, hold)
 
+    sub_agent: Agent[None, str] = Agent(ScriptedModel().model())
+
+    @sub_agent.tool_plain
+    def echo(text: str) -> str:
+        return text
+
+    @agent.tool
+    async def delegate(ctx: RunContext[None], question: str) -> str:
+        """Ask a sub-agent, which shares the run's usage."""
+        asked = script([call("e", "echo", text=question)], "the sub-agent's answer", name="sub")
+        return (await sub_agent.run(asked, usage=ctx.usage)).output
+
     return agent
 
 
@@ -88,4 +107,7 @@ AGENT = build_agent()
 
 
 def build_flows() -> list[AgentSessionFlow]:
-    return [pydantic_ai_session_flow(AGENT, flow_type=FLOW_TYPE, tool_policies=TOOL_POLICIES)]
+    return [
+        pydantic_ai_session_flow(AGENT, flow_type=FLOW_TYPE, tool_policies=TOOL_POLICIES),
+        pydantic_ai_session_flow(AGENT, flow_type=LIMITED_FLOW_TYPE, tool_policies=TOOL_POLICIES, usage_limits=LIMITS),
+    ]

@@ -1,4 +1,8 @@
-"""Sequential tools in a session on an engine: the same order as a plain run, approvals and lost Workers mid-chain.
+"""Scheduling and usage in a session on an engine, held to a plain run of the same agent and script.
+
+Sequential tools: the same order as a plain run, approvals and lost Workers
+mid-chain. Usage: a sub-agent's model calls counted as in the plain run, and a
+request limit over the whole turn failing it with Pydantic AI's error.
 
 A session and a plain ``agent.run`` of the same agent and script are held to
 the same rule: a ``sequential`` call starts after every call before it ended,
@@ -10,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic_ai import UsageLimitExceeded
 
 from dex_agents import AgentSessionFlow, AgentSnapshot
 from dex_agents.testing import (
@@ -20,7 +25,7 @@ from dex_agents.testing import (
 )
 from dex_agents.testing.stack import Backend
 from tests.integration.conftest import PROJECT_ROOT
-from tests.integration.pydantic_ai.scheduling_agent import AGENT, STATE_ENV, build_flows, gate, invocations
+from tests.integration.pydantic_ai.scheduling_agent import AGENT, LIMITS, STATE_ENV, build_flows, gate, invocations
 from tests.unit.adapters.pydantic_ai.scripted_model import call, script
 
 pytestmark = pytest.mark.integration
@@ -37,17 +42,22 @@ def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def flow() -> AgentSessionFlow:
-    return build_flows()[0]
+def flows() -> list[AgentSessionFlow]:
+    return build_flows()
+
+
+@pytest.fixture
+def flow(flows: list[AgentSessionFlow]) -> AgentSessionFlow:
+    return flows[0]
 
 
 @pytest.fixture
 async def stack(
-    tmp_path: Path, state_dir: Path, flow: AgentSessionFlow, backend: Backend
+    tmp_path: Path, state_dir: Path, flows: list[AgentSessionFlow], backend: Backend
 ) -> AsyncIterator[AgentTestStack]:
     async with AgentTestStack(
         tmp_path / "stack",
-        [flow],
+        flows,
         WORKER_MODULE,
         worker_cwd=PROJECT_ROOT,
         worker_env={STATE_ENV: str(state_dir)},
@@ -190,3 +200,30 @@ async def test_a_worker_killed_mid_chain_repeats_only_the_running_sequential_cal
     starts = [e["name"] for e in invocations().entries() if e["kind"] == "start"]
     assert starts == ["s", "s", "c"]
     assert_runs_alone(invocations().entries()[1:], ["s", "c"], "s")
+
+
+async def test_a_sub_agents_usage_counts_and_a_request_limit_holds_for_the_whole_turn_as_in_a_plain_run(
+    stack: AgentTestStack, flows: list[AgentSessionFlow]
+) -> None:
+    delegated = script([call("d", "delegate", question="where is order 7?")], "@summary", name="delegate")
+    rounds = script([call("w1", "work", label="1")], [call("w2", "work", label="2")], "done", name="rounds")
+    plain = await AGENT.run(delegated)
+    with pytest.raises(UsageLimitExceeded) as limited:
+        await AGENT.run(rounds, usage_limits=LIMITS)
+    flow, limited_flow = flows
+    await stack.start_worker()
+    await stack.sessions(flow).start_session("u", delegated)
+    await stack.sessions(limited_flow).start_session("l", rounds)
+
+    snapshot = await idle(stack, flow, "u")
+    assert snapshot.messages[-1].text == plain.output
+    assert (snapshot.usage.model_calls, snapshot.usage.tool_calls) == (plain.usage.requests, plain.usage.tool_calls)
+    assert snapshot.usage.model_calls == 4  # the agent's two and the sub-agent's two
+
+    failed = await idle(stack, limited_flow, "l")
+    assert failed.state is not None
+    assert failed.state.last_turn_error == f"pydantic_ai.exceptions.UsageLimitExceeded: {limited.value}"
+    assert failed.usage.model_calls == 2
+    steps = await executed(stack, "l")
+    assert steps.count("RunModel") == 3  # the third model Step fails the turn, without another attempt
+    assert "RecordTurnFailure" not in steps

@@ -5,11 +5,17 @@ Public API:
 - `pydantic_ai_session_flow(agent, *, flow_type, tool_policies=None,
   default_tool_effect=UNCLASSIFIED, interrupt_deadline=None,
   event_stream_capacity_bytes=10 MiB, deps_factory=None, model=None,
-  compaction=None, compactor=None, tool_result_budget_chars=200_000)`: the
-  `AgentSessionFlow` of one agent.
+  compaction=None, compactor=None, tool_result_budget_chars=200_000,
+  usage_limits=None)`: the `AgentSessionFlow` of one agent.
 - `PydanticAIRunner(agent, *, deps_factory=None, model=None, compactor=None,
-  tool_result_budget_chars=200_000)`: the `AgentFrameworkRunner`, to build
-  `AgentSessionFlow` yourself.
+  tool_result_budget_chars=200_000, usage_limits=None)`: the
+  `AgentFrameworkRunner`, to build `AgentSessionFlow` yourself.
+
+Usage: ``usage_limits`` are each turn's `UsageLimits`, as ``agent.run`` has
+them for a run (``None``: Pydantic AI's default, 50 requests), checked against
+the turn's usage across its Steps, agent runs inside a tool that share
+``ctx.usage`` included; a turn that reaches one fails at once with Pydantic
+AI's ``UsageLimitExceeded`` message (`dex_agents.adapters.pydantic_ai._usage`).
 
 Long sessions: the model reads the session's summary (first, as a user
 prompt marked as a summary) and the messages after it; the agent's own

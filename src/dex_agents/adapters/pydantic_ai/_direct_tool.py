@@ -125,9 +125,17 @@ class DirectTool:
     model: Model
 
     async def call(
-        self, part: ToolCallPart, *, deps: object, conversation_id: str, metadata: dict[str, Any]
+        self,
+        part: ToolCallPart,
+        *,
+        deps: object,
+        conversation_id: str,
+        metadata: dict[str, Any],
+        usage: RunUsage | None = None,
     ) -> ToolReturnPart:
         """Validate and call the tool; return the part the model would read.
+
+        ``usage`` is the context's usage (a fresh one by default), which the call adds to as a run would.
 
         Raises:
             pydantic_ai.exceptions.UnexpectedModelBehavior: the tool ran out of retries.
@@ -139,7 +147,7 @@ class DirectTool:
         ctx: RunContext[Any] = RunContext(
             deps=deps,
             model=self.model,
-            usage=RunUsage(),
+            usage=RunUsage() if usage is None else usage,
             agent=self.agent,
             messages=[ModelResponse(parts=[part])],
             conversation_id=conversation_id,

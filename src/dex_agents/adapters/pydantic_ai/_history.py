@@ -20,7 +20,7 @@ first turn's opening request with the agent's system prompts; it replays in
 place of the turn's user message, which it already contains.
 
 Run state: the turn's messages so far plus the IDs of the calls the last model
-response requested, as JSON text (see `RunState`).
+response requested, and the turn's usage so far, as JSON text (see `RunState`).
 
 Parse memo: every ``RunModel`` replays all earlier turns, so without a memo a
 Worker re-validates the whole stored history on every model Step (about 25 µs
@@ -52,7 +52,9 @@ from pydantic_ai.messages import (
     UserContent,
     UserPromptPart,
 )
+from pydantic_ai.usage import RunUsage
 
+from dex_agents.adapters.pydantic_ai._usage import dump_run_usage, load_run_usage
 from dex_agents.domain.errors import RunnerContractError
 from dex_agents.domain.messages import AgentMessage, FrameworkMessage, MessageRole
 
@@ -283,11 +285,16 @@ class RunState:
     """Every Pydantic AI message of the turn so far, its opening request first."""
     tool_call_ids: tuple[str, ...] = attrs.field(converter=_id_tuple)
     """The calls the last model response requested, in model order."""
+    usage: RunUsage | None = None
+    """The turn's usage up to that response (its tools not yet run); ``None`` in a state written before it was kept."""
 
     def encode(self) -> str:
-        """Return the state as JSON text: ``{"tool_call_ids": [...], "messages": "<JSON array>"}``."""
+        """Return the state as JSON text: ``{"tool_call_ids": [...], "messages": "<JSON array>", "usage": {...}}``."""
         messages = ModelMessagesTypeAdapter.dump_json(list(self.messages)).decode()
-        return json.dumps({"tool_call_ids": list(self.tool_call_ids), "messages": messages})
+        state: dict[str, object] = {"tool_call_ids": list(self.tool_call_ids), "messages": messages}
+        if self.usage is not None:
+            state["usage"] = dump_run_usage(self.usage)
+        return json.dumps(state)
 
     @classmethod
     def decode(cls, text: str) -> "RunState":
@@ -300,8 +307,9 @@ class RunState:
             loaded = json.loads(text)
             ids = loaded["tool_call_ids"]
             messages = ModelMessagesTypeAdapter.validate_json(loaded["messages"])
-        except (ValueError, KeyError, TypeError) as error:
+            usage = None if loaded.get("usage") is None else load_run_usage(loaded["usage"])
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise RunnerContractError(f"not a Pydantic AI run state: {text[:60]!r}") from error
         if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
             raise RunnerContractError(f"not a Pydantic AI run state: {text[:60]!r}")
-        return cls(messages=messages, tool_call_ids=ids)
+        return cls(messages=messages, tool_call_ids=ids, usage=usage)

@@ -36,7 +36,8 @@ ends with `DeferredToolRequests` as before) unless:
   words a denial answered inside a run differently from one given to a resumed run).
 
 A live run differs from a fresh one only in what no Step output depends on: the messages of one
-turn share the run's ``run_id``, and the request limit is lifted (each durable run had its own).
+turn share the run's ``run_id``. Its usage is the turn's, as a resumed run's is: the tool Steps'
+usage joins it before it goes on (`dex_agents.adapters.pydantic_ai._usage`).
 """
 
 import asyncio
@@ -196,7 +197,9 @@ class LiveRun:
         self.turn_length = len(self.turn_base)
         """How many of the turn's messages earlier Steps of this run already returned."""
         self.usage_mark = RunUsage()
-        """The run's usage that earlier Steps already reported."""
+        """The run's usage that earlier Steps already reported (tool Steps' included)."""
+        self.run_usage = RunUsage()
+        """The run's own usage object (``agent.run(usage=...)``): the turn's usage as it goes."""
         self.supplied: frozenset[str] = frozenset()
         """The calls whose results the run's current segment answers."""
         self.record = ModelStepRecord()

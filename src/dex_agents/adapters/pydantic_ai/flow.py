@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.models import KnownModelName, Model
+from pydantic_ai.usage import UsageLimits
 
 from dex_agents.adapters.pydantic_ai._compaction import DEFAULT_TOOL_RESULT_BUDGET_CHARS
 from dex_agents.adapters.pydantic_ai.runner import PydanticAIRunner
@@ -36,6 +37,7 @@ def pydantic_ai_session_flow(
     tool_result_budget_chars: int | None = DEFAULT_TOOL_RESULT_BUDGET_CHARS,
     direct_tool_calls: bool = True,
     live_runs: bool = True,
+    usage_limits: UsageLimits | None = None,
 ) -> AgentSessionFlow:
     """Build the `AgentSessionFlow` that runs ``agent`` as durable sessions.
 
@@ -57,6 +59,9 @@ def pydantic_ai_session_flow(
             an agent run (same result; see `PydanticAIRunner`); ``False``: always run the agent.
         live_runs: let one agent run serve the model Steps of a turn that land on the same Worker
             (same outcomes and run states; see `PydanticAIRunner`); ``False``: one run per model Step.
+        usage_limits: each turn's `UsageLimits`, as ``agent.run`` takes them for a run, enforced across the
+            turn's Steps; a turn that reaches one fails with Pydantic AI's ``UsageLimitExceeded`` message
+            (``last_turn_error``). ``None``: Pydantic AI's default (50 requests a turn).
 
     Raises:
         ValueError: the agent cannot run in Step mode (see `PydanticAIRunner`), or
@@ -70,6 +75,7 @@ def pydantic_ai_session_flow(
         tool_result_budget_chars=tool_result_budget_chars,
         direct_tool_calls=direct_tool_calls,
         live_runs=live_runs,
+        usage_limits=usage_limits,
     )
     options = AgentSessionOptions(
         compaction=compaction or CompactionPolicy(),

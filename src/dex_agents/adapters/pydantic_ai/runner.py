@@ -67,7 +67,13 @@ import attrs
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved
 from pydantic_ai.agent import AbstractAgent, AgentRunResult
 from pydantic_ai.capabilities import AbstractCapability, ReinjectSystemPrompt
-from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, UnexpectedModelBehavior
+from pydantic_ai.exceptions import (
+    ApprovalRequired,
+    CallDeferred,
+    ModelRetry,
+    UnexpectedModelBehavior,
+    UsageLimitExceeded,
+)
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 from pydantic_ai.models import KnownModelName, Model
 from pydantic_ai.tools import ToolDefinition
@@ -115,6 +121,15 @@ from dex_agents.adapters.pydantic_ai._streaming import (
     NonStreamingFallbackCapability,
     run_streams,
 )
+from dex_agents.adapters.pydantic_ai._usage import (
+    agent_usage,
+    check_tool_calls,
+    copy_usage,
+    limit_failure,
+    model_step_limits,
+    turn_usage,
+    usage_since,
+)
 from dex_agents.adapters.pydantic_ai.idempotency import IDEMPOTENCY_KEY_METADATA_KEY
 from dex_agents.adapters.pydantic_ai.reconcile import ReconcileCall, find_reconcile_probe, tool_has_probe
 from dex_agents.application.compaction import CompactionSummary, HistoryCompactor
@@ -150,17 +165,6 @@ def framework_effect(definition: ToolDefinition | None) -> ToolEffect | None:
         if annotations.get("idempotentHint") is True:
             return ToolEffect.IDEMPOTENT_WRITE
     return None
-
-
-def agent_usage(usage: RunUsage) -> AgentUsage:
-    """Map Pydantic AI's run usage to the session's."""
-    return AgentUsage(
-        model_calls=usage.requests,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cached_input_tokens=usage.cache_read_tokens,
-        reasoning_tokens=usage.output_reasoning_tokens,
-    )
 
 
 def check_answered_calls(
@@ -221,16 +225,10 @@ def _continues(live: LiveRun, turn: AgentTurnContext, history_key: object) -> bo
     )
 
 
-def _usage_since(now: RunUsage, mark: RunUsage) -> AgentUsage:
-    """The usage of a live run since ``mark`` (what earlier Steps reported)."""
-    total, before = agent_usage(now), agent_usage(mark)
-    return AgentUsage(
-        model_calls=total.model_calls - before.model_calls,
-        input_tokens=total.input_tokens - before.input_tokens,
-        output_tokens=total.output_tokens - before.output_tokens,
-        cached_input_tokens=total.cached_input_tokens - before.cached_input_tokens,
-        reasoning_tokens=total.reasoning_tokens - before.reasoning_tokens,
-    )
+def _reported(usage: RunUsage, mark: RunUsage) -> AgentUsage | None:
+    """What a tool Step's run added to its usage since ``mark``, or ``None`` when nothing."""
+    added = agent_usage(usage - mark)
+    return None if added.is_zero else added
 
 
 def _ran_out_of_retries(error: UnexpectedModelBehavior, tool_name: str) -> bool:
@@ -257,6 +255,7 @@ class PydanticAIRunner(Generic[DepsT]):
         tool_result_budget_chars: int | None = DEFAULT_TOOL_RESULT_BUDGET_CHARS,
         direct_tool_calls: bool = True,
         live_runs: bool = True,
+        usage_limits: UsageLimits | None = None,
     ) -> None:
         """Check the agent and keep what every run needs.
 
@@ -280,6 +279,10 @@ class PydanticAIRunner(Generic[DepsT]):
             live_runs: let one agent run serve every model Step of a turn that lands on this
                 runner while the run waits (same outcomes and run states; see
                 `dex_agents.adapters.pydantic_ai._live_runs`). ``False``: every model Step is a new run.
+            usage_limits: the limits of each turn, as ``agent.run(usage_limits=...)`` has them for a run,
+                enforced across the turn's Steps (`dex_agents.adapters.pydantic_ai._usage`); a turn
+                that reaches one fails with Pydantic AI's ``UsageLimitExceeded`` message. ``None``:
+                Pydantic AI's default ``UsageLimits()`` (50 requests a turn), as ``agent.run`` without them.
 
         Raises:
             ValueError: the agent has output validators but no `DeferredToolRequests`
@@ -300,6 +303,7 @@ class PydanticAIRunner(Generic[DepsT]):
         self._tool_result_budget_chars = tool_result_budget_chars
         self._direct_tools = DirectToolCache(agent, model) if direct_tool_calls else None
         self._live = LiveRuns() if live_runs else None
+        self._usage_limits = UsageLimits() if usage_limits is None else usage_limits
 
     @property
     def agent(self) -> AbstractAgent[DepsT, Any]:
@@ -337,6 +341,10 @@ class PydanticAIRunner(Generic[DepsT]):
                 if answers is None or answers.approvals:
                     live.abandon()
                 else:
+                    # The tool Steps' usage joins the run's (ResumeTurn reported it: not again here).
+                    used = turn_usage(None, turn.tool_calls, live.tool_call_ids)
+                    live.run_usage.incr(used)
+                    live.usage_mark.incr(used)
                     live.resume(answers, turn.events)
                     return await self._live_stop(live, turn)
         opening = self._opening_message(turn)
@@ -372,10 +380,12 @@ class PydanticAIRunner(Generic[DepsT]):
             supplied: frozenset[str] = frozenset()
             results: DeferredToolResults | None = None
             user_prompt: _history.UserPrompt | None = prompt
+            usage = RunUsage()
         else:
             state = _history.RunState.decode(turn.framework_run_state)
             earlier_turn_messages = list(state.messages)
             supplied = frozenset(state.tool_call_ids)
+            usage = turn_usage(state.usage, turn.tool_calls, state.tool_call_ids)
             results = deferred_tool_results(
                 state.tool_call_ids, turn.tool_calls, typed=typed_call_ids(earlier_turn_messages)
             )
@@ -384,7 +394,10 @@ class PydanticAIRunner(Generic[DepsT]):
             steered = [message.text for message in turn.steered_messages]
             user_prompt = "\n\n".join(steered) if steered else None
 
-        def run(usage_limits: UsageLimits | None = None) -> Awaitable[AgentRunResult[Any]]:
+        mark = copy_usage(usage)
+        limits = model_step_limits(self._usage_limits)
+
+        def run() -> Awaitable[AgentRunResult[Any]]:
             return self._agent.run(
                 user_prompt,
                 message_history=[*history, *earlier_turn_messages],
@@ -394,7 +407,8 @@ class PydanticAIRunner(Generic[DepsT]):
                 model=self._model,
                 conversation_id=turn.flow_id,
                 capabilities=capabilities,
-                usage_limits=usage_limits,
+                usage=usage,
+                usage_limits=limits,
             )
 
         if live is not None:
@@ -404,11 +418,14 @@ class PydanticAIRunner(Generic[DepsT]):
             live.turn_length = len(earlier_turn_messages)
             live.supplied = supplied
             live.prompt = prompt
-            # One run serves several model Steps: a request limit would count them all (a durable run counts its own).
-            live.start(lambda: run(UsageLimits(request_limit=None)))
+            live.run_usage = usage
+            live.usage_mark = mark
+            live.start(run)
             return await self._live_stop(live, turn)
         try:
             result = await run()
+        except UsageLimitExceeded as error:
+            raise limit_failure(error, usage_since(usage, mark)) from error
         except Exception as error:
             if is_context_overflow(error):
                 raise ContextOverflowError(str(error)) from error
@@ -416,14 +433,14 @@ class PydanticAIRunner(Generic[DepsT]):
         new_messages = result.new_messages()
         check_answered_calls(new_messages, supplied, record.output_tool_names)
         output: object = result.output
-        return self._outcome(
-            output, [*earlier_turn_messages, *new_messages], agent_usage(result.usage), turn, record, prompt
-        )
+        return self._outcome(output, [*earlier_turn_messages, *new_messages], result.usage, mark, turn, record, prompt)
 
     async def _live_stop(self, live: LiveRun, turn: AgentTurnContext) -> AgentTurnOutcome:
         """Wait for the live run's next stop and answer the Step as the durable path would."""
         try:
             stop = await live.next_stop()
+        except UsageLimitExceeded as error:
+            raise limit_failure(error, usage_since(live.run_usage, live.usage_mark)) from error
         except Exception as error:
             if is_context_overflow(error):
                 raise ContextOverflowError(str(error)) from error
@@ -438,9 +455,7 @@ class PydanticAIRunner(Generic[DepsT]):
             usage = stop.usage
         try:
             check_answered_calls(turn_messages[live.turn_length :], live.supplied, live.record.output_tool_names)
-            outcome = self._outcome(
-                output, turn_messages, _usage_since(usage, live.usage_mark), turn, live.record, live.prompt
-            )
+            outcome = self._outcome(output, turn_messages, usage, live.usage_mark, turn, live.record, live.prompt)
         except BaseException:
             live.abandon()  # a run waiting at a handoff nobody keeps would wait for ever
             raise
@@ -450,7 +465,7 @@ class PydanticAIRunner(Generic[DepsT]):
             live.supplied = frozenset(live.tool_call_ids)
             live.turn_base = list(turn_messages)
             live.turn_length = len(turn_messages)
-            live.usage_mark = usage
+            live.usage_mark = copy_usage(usage)
             self._live.keep(live)
         return outcome
 
@@ -458,17 +473,27 @@ class PydanticAIRunner(Generic[DepsT]):
         self,
         output: object,
         turn_messages: list[ModelMessage],
-        usage: AgentUsage,
+        run_usage: RunUsage,
+        mark: RunUsage,
         turn: AgentTurnContext,
         record: ModelStepRecord,
         prompt: _history.UserPrompt,
     ) -> AgentTurnOutcome:
+        """The Step's outcome; ``run_usage`` is the turn's usage now, ``mark`` what earlier Steps reported of it.
+
+        Raises:
+            TurnFailedError: the requested calls would pass the tool call limit.
+        """
+        usage = usage_since(run_usage, mark)
         if isinstance(output, DeferredToolRequests):
             calls = requested_calls(output, turn_messages)
+            check_tool_calls(self._usage_limits, run_usage, len(calls), step_usage=usage)
             approvals = frozenset(call.tool_call_id for call in output.approvals)
             return ToolCallsRequested(
                 framework_run_state=_history.RunState(
-                    messages=turn_messages, tool_call_ids=[call.tool_call_id for call in calls]
+                    messages=turn_messages,
+                    tool_call_ids=[call.tool_call_id for call in calls],
+                    usage=copy_usage(run_usage),
                 ).encode(),
                 tool_calls=[self._deferred_call(call, turn, record, approvals) for call in calls],
                 usage=usage,
@@ -494,8 +519,21 @@ class PydanticAIRunner(Generic[DepsT]):
         """Run one tool call, directly or through the agent, stopping before any model request.
 
         Directly (Pydantic AI's tool manager, no agent run) when nothing but the tool could take part in
-        the run: see `dex_agents.adapters.pydantic_ai._direct_tool`.
+        the run: see `dex_agents.adapters.pydantic_ai._direct_tool`. The result (or the
+        `ToolExecutionError`) carries what the run added to its usage: the tool's own call, and the
+        model calls of agent runs inside the tool that share ``ctx.usage``.
         """
+        usage = RunUsage()
+        mark = copy_usage(usage)
+        try:
+            output = await self._tool_step(call, usage)
+        except ToolExecutionError as error:
+            if error.usage is None:
+                error.usage = _reported(usage, mark)
+            raise
+        return ToolExecutionResult(output, usage=_reported(usage, mark))
+
+    async def _tool_step(self, call: DeferredToolExecution, usage: RunUsage) -> str:
         record = call.tool_call
         tools = ToolDefinitions()
         part = ToolCallPart(record.tool_name, record.arguments, tool_call_id=record.tool_call_id)
@@ -511,8 +549,9 @@ class PydanticAIRunner(Generic[DepsT]):
                     deps=deps,
                     conversation_id=call.flow_id,
                     metadata={IDEMPOTENCY_KEY_METADATA_KEY: call.idempotency_key},
+                    usage=usage,
                 )
-                return ToolExecutionResult(tool_step_output([return_part], record, tools))
+                return tool_step_output([return_part], record, tools)
             result = await self._agent.run(
                 None,
                 message_history=[ModelResponse(parts=[part])],
@@ -525,6 +564,7 @@ class PydanticAIRunner(Generic[DepsT]):
                 conversation_id=call.flow_id,
                 metadata={IDEMPOTENCY_KEY_METADATA_KEY: call.idempotency_key},
                 capabilities=[ToolStepCapability(tools=tools), RevealToolCapability(tool_name=record.tool_name)],
+                usage=usage,
             )
         except ApprovalRequired as error:
             raise ToolExecutionError(ASKED_FOR_APPROVAL) from error
@@ -543,7 +583,7 @@ class PydanticAIRunner(Generic[DepsT]):
             if tools.kind(record.tool_name) == "external":
                 raise ToolExecutionError(EXTERNAL_TOOL) from error
             raise
-        return ToolExecutionResult(tool_step_output(result.output, record, tools))
+        return tool_step_output(result.output, record, tools)
 
     async def reconcile_tool_call(self, call: DeferredToolExecution) -> ReconcileResult:
         """Run the tool's reconcile probe (declared in its metadata); ``unknown`` when it has none."""

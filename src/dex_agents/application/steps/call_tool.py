@@ -32,7 +32,9 @@ The one assumption left: what the ledger reads back is durable (Stream writes
 are durable once read back). The result is ``succeeded``, or ``failed`` for
 `ToolExecutionError` (not retried); its one ``TOOL_CALL_RESULTS`` message is
 published with it; a ``framework_state`` either gives replaces the record's
-(the runner's own per-call state, `AgentToolCall.framework_state`). Any other
+(the runner's own per-call state, `AgentToolCall.framework_state`), and a
+``usage`` either gives is kept on the record (`AgentToolCall.usage`) for
+``ResumeTurn`` to count. Any other
 exception fails the attempt. A record that is already final ends without running or publishing. Next: ends (or
 ``ReconcileToolCall`` as above).
 
@@ -123,12 +125,14 @@ class _ToolCallStep(Wired):
             result = returned
         except ToolExecutionError as error:
             finished = record.fail(self._bounded(error.message, "the tool's error"), attempt=call.attempt)
-            state = error.framework_state
+            state, usage = error.framework_state, error.usage
         else:
             finished = record.succeed(self._bounded(result.output, "the tool's output"), attempt=call.attempt)
-            state = result.framework_state
+            state, usage = result.framework_state, result.usage
         if state is not None:
             finished = attrs.evolve(finished, framework_state=state)
+        if usage is not None and not usage.is_zero:
+            finished = attrs.evolve(finished, usage=usage)
         finish_tool_call(finished, tool_calls=self.tool_calls, results=self.results, events=self.events)
         return End()
 

@@ -16,6 +16,10 @@ cancelled (`TurnCancelRequest`), every queued record is recorded ``cancelled``
 instead (no Step waits for their results, so none is published) and the
 model comes next, which ends the turn.
 
+The usage a delivered call's tool Step reported (`AgentToolCall.usage`: agent
+runs inside the tool) is added to the session's here, once per result, with a
+``usage_recorded`` event.
+
 The same wait takes every steered user message queued by then
 (``STEERED_USER_MESSAGES``, without waiting for one): this is the turn's
 model-call boundary, after every tool result of the model's last response.
@@ -39,6 +43,7 @@ from dex_agents.application.ports import (
     SessionStateStore,
     SteeredMessageStore,
     ToolCallStore,
+    UsageStore,
 )
 from dex_agents.application.steps._shared import start_tool_call
 from dex_agents.application.wiring import Wired
@@ -47,6 +52,7 @@ from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.tool_order import next_wave, release
 from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted, ToolCallStatus
 from dex_agents.domain.turn_control import cancel_rejection_message
+from dex_agents.domain.usage import AgentUsage
 
 
 @attrs.frozen(kw_only=True)
@@ -61,10 +67,11 @@ class ResumeTurn(Wired):
     interrupts: InterruptStore
     clock: Clock
     cancel_request: CancelRequestStore
+    usage: UsageStore
 
     async def execute(self, delivered: Sequence[ToolCallCompleted], steered: Sequence[AgentUserMessage] = ()) -> Next:
         """Go on to the model, or wait for the results still missing; keep ``steered`` for the next model call."""
-        del delivered  # the records, not the messages, say whether the turn can go on
+        # The records, not the messages, say whether the turn can go on; the messages say whose usage to count.
         taken = [message for message in steered if not message.is_blank]
         if taken:
             self.steered.set((*self.steered.get(), *taken))
@@ -76,6 +83,7 @@ class ResumeTurn(Wired):
         assert state is not None, "the session has not started"
         assert state.active_turn_id is not None, "ResumeTurn needs an active turn"
         records = [record for record in self.tool_calls.all() if record.turn_id == state.active_turn_id]
+        self._count_usage(delivered, records)
         unfinished = sum(1 for r in records if not r.is_final and r.status is not ToolCallStatus.QUEUED)
         if unfinished:
             return WaitAgain(input=unfinished)
@@ -116,3 +124,14 @@ class ResumeTurn(Wired):
             self.interrupts.set(pending)
         movements.append(GoTo(step=StepName.RESUME_TURN, input=len(wave)))
         return GoToMany(movements=movements)
+
+    def _count_usage(self, delivered: Sequence[ToolCallCompleted], records: Sequence[AgentToolCall]) -> None:
+        """Add the usage of the delivered calls' tool Steps to the session's (each call once)."""
+        ids = {(result.turn_id, result.tool_call_id) for result in delivered}
+        used = [r.usage for r in records if r.usage is not None and r.is_final and (r.turn_id, r.tool_call_id) in ids]
+        if not used:
+            return
+        recorded = sum(used, AgentUsage())
+        total = self.usage.get() + recorded
+        self.usage.set(total)
+        self.events.write(ev.usage_recorded(recorded, total))

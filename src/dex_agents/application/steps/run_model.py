@@ -13,6 +13,10 @@ A turn with a `TurnCancelRequest` ends here, before the model is called
 (`end_cancelled_turn`): this is the boundary every cancel reaches
 (``CompactHistory``, which may come first, checks the same request).
 
+- `TurnFailedError` (the framework ended the turn, such as at a usage limit):
+  fails the turn at once, as ``RecordTurnFailure`` does after exhausted
+  attempts (the message is ``last_turn_error``), and counts the usage the
+  error carries; no other attempt, which would only repeat it.
 - `ContextOverflowError` (the provider refused the context): goes to
   ``CompactHistory`` (input ``overflow``), which compacts and comes back here
   once; an overflow on that retry fails the attempt. The steered messages
@@ -56,9 +60,16 @@ from dex_agents.application.ports import (
     UsageStore,
     UserMessageQueue,
 )
-from dex_agents.application.runner import AgentFrameworkRunner, AgentTurnContext, ContextOverflowError, HeartbeatFn
+from dex_agents.application.runner import (
+    AgentFrameworkRunner,
+    AgentTurnContext,
+    ContextOverflowError,
+    HeartbeatFn,
+    TurnFailedError,
+)
 from dex_agents.application.steps._shared import start_tool_call
 from dex_agents.application.steps._turn_control import end_cancelled_turn
+from dex_agents.application.steps.record_turn_failure import RecordTurnFailure
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.contract import check_turn_outcome
@@ -147,6 +158,8 @@ class RunModel(Wired):
                 input=CompactionReason.OVERFLOW.value,
                 window=compaction_window(state),
             )
+        except TurnFailedError as failure:
+            return await self._fail(failure)
         outcome = check_turn_outcome(returned)
         if steered:
             # From now on the run state holds them; they are stored with the turn however it ends.
@@ -165,6 +178,18 @@ class RunModel(Wired):
                 return self._defer(state, turn_id, outcome, len(records))
             case _:
                 assert_never(outcome)
+
+    async def _fail(self, failure: TurnFailedError) -> Next:
+        """Fail the turn at once, as ``RecordTurnFailure`` would, after counting what the failed call used."""
+        if failure.usage is not None and not failure.usage.is_zero:
+            total = self.usage.get() + failure.usage
+            self.usage.set(total)
+            self.events.write(ev.usage_recorded(failure.usage, total))
+        # Every port the failure record needs is one of this Step's, under the same name.
+        record = RecordTurnFailure(
+            **{field.name: getattr(self, field.name) for field in attrs.fields(RecordTurnFailure)}
+        )
+        return await record.execute(recovery_error=failure.message)
 
     def _complete(
         self, state: AgentState, turn_id: str, outcome: TurnCompleted, records: Sequence[AgentToolCall]

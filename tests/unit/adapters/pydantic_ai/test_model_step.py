@@ -23,7 +23,7 @@ from dex_agents import (
     TurnCompleted,
 )
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner
-from dex_agents.adapters.pydantic_ai.runner import agent_usage
+from dex_agents.adapters.pydantic_ai._usage import agent_usage
 from dex_agents.domain.events import ReasoningDeltaPayload, TextDeltaPayload
 from dex_agents.testing import RecordingEventSink, make_turn_context
 from tests.unit.adapters.pydantic_ai.scripted_model import ScriptedModel, call, script
@@ -269,12 +269,12 @@ async def test_an_agent_with_an_event_hook_gets_the_model_events_and_the_session
     assert "PartDeltaEvent" in seen
 
 
-def test_usage_maps_requests_cached_and_reasoning_tokens() -> None:
+def test_usage_maps_requests_tool_calls_cached_and_reasoning_tokens() -> None:
     usage = RunUsage(
         requests=2, input_tokens=100, cache_read_tokens=40, output_tokens=20, output_reasoning_tokens=7, tool_calls=3
     )
     assert agent_usage(usage) == AgentUsage(
-        model_calls=2, input_tokens=100, output_tokens=20, cached_input_tokens=40, reasoning_tokens=7
+        model_calls=2, input_tokens=100, output_tokens=20, cached_input_tokens=40, reasoning_tokens=7, tool_calls=3
     )
 
 
