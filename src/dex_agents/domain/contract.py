@@ -118,3 +118,6 @@ def _check_call(method: str, call: object) -> None:
     state: object = call.framework_state
     if state is not None and not isinstance(state, str):
         raise broken(method, "DeferredToolCall whose framework_state is text or None", state)
+    sequential: object = call.sequential
+    if not isinstance(sequential, bool):
+        raise broken(method, "DeferredToolCall whose sequential is a bool", sequential)

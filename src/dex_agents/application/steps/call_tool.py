@@ -69,7 +69,7 @@ from dex_agents.application.runner import (
 )
 from dex_agents.application.steps._shared import finish_tool_call, settle_unknown_outcome, tool_call_record
 from dex_agents.application.wiring import Wired
-from dex_agents.domain.contract import broken
+from dex_agents.domain.contract import broken, check_usage
 from dex_agents.domain.errors import ToolExecutionError
 from dex_agents.domain.limits import cap_text, sanitize_output_text
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus, idempotency_key
@@ -131,8 +131,10 @@ class _ToolCallStep(Wired):
             state, usage = result.framework_state, result.usage
         if state is not None:
             finished = attrs.evolve(finished, framework_state=state)
-        if usage is not None and not usage.is_zero:
-            finished = attrs.evolve(finished, usage=usage)
+        if usage is not None:
+            check_usage("execute_deferred_tool_call", usage)
+            if not usage.is_zero:
+                finished = attrs.evolve(finished, usage=usage)
         finish_tool_call(finished, tool_calls=self.tool_calls, results=self.results, events=self.events)
         return End()
 
