@@ -1,6 +1,9 @@
 """The ``dex-agents`` commands (click), and how each one runs and fails.
 
-Every command is a coroutine run by `asyncio.run`. A failure prints one line,
+Every command is a coroutine run by `asyncio.run`, printing through a
+`dex_agents.cli.output.SafeConsole`: control characters in anything shown
+(model text, tool output, reasons, IDs, errors) appear as visible marks,
+never as escape codes the terminal would run. A failure prints one line,
 ``error: ...``, on standard error and exits non-zero (2 for malformed input, 1
 otherwise); ``--debug`` adds the traceback. Ctrl-C cancels the coroutine, so
 every Worker, server and child process it started is stopped on the way out,
@@ -9,6 +12,7 @@ and exits 130.
 
 import asyncio
 import os
+import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,6 +22,7 @@ from rich.console import Console
 from rich.text import Text
 
 from dex_agents.cli.errors import EXIT_INTERRUPTED, EXIT_OK, CliError, UsageError, explain
+from dex_agents.cli.output import SafeConsole, VisibleWriter
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -31,16 +36,19 @@ Command = Callable[[Console], Coroutine[Any, Any, None]]
 
 
 def make_console() -> Console:
-    """Return the console for standard output (100 columns when it is not a terminal)."""
-    console = Console(highlight=False)
+    """Return the console for standard output (100 columns when it is not a terminal).
+
+    A `SafeConsole`: control characters in what it prints show as visible marks (`dex_agents.cli.output`).
+    """
+    console = SafeConsole(highlight=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(highlight=False, width=NON_TERMINAL_WIDTH)
+        console = SafeConsole(highlight=False, width=NON_TERMINAL_WIDTH)
     return console
 
 
 def run(command: Command, *, debug: bool) -> int:
     """Run one command's coroutine and return the exit code (errors are printed, not raised)."""
-    errors = Console(stderr=True, highlight=False)
+    errors = SafeConsole(stderr=True, highlight=False)
     console = make_console()
     try:
         asyncio.run(command(console))
@@ -115,6 +123,23 @@ def demo(
     )
 
 
+def _approver_option(function: F) -> F:
+    option = click.option(
+        "--approver",
+        metavar="NAME",
+        default=None,
+        callback=_check_approver,
+        help="Who your approvals and rejections name (default: your OS user name).",
+    )
+    return option(function)
+
+
+def _check_approver(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and (not value.strip() or len(value) > 512 or "\x00" in value):
+        raise click.BadParameter("give 1 to 512 characters of text (not blank)", ctx, param)
+    return value
+
+
 @cli.command()
 @click.argument("target", metavar="MODULE:FLOW_FACTORY")
 @click.option(
@@ -126,9 +151,18 @@ def demo(
     default=True,
     help="Serve the Flow with a Worker in this process (default); --no-worker when your app's Worker serves it.",
 )
+@_approver_option
 @debug_option
 @click.pass_context
-def chat(ctx: click.Context, target: str, server: str | None, session_id: str | None, worker: bool, debug: bool) -> int:
+def chat(
+    ctx: click.Context,
+    target: str,
+    server: str | None,
+    session_id: str | None,
+    worker: bool,
+    approver: str | None,
+    debug: bool,
+) -> int:
     """Talk to an agent session: streamed answers, approvals asked inline, /snapshot, /history, /stop.
 
     MODULE:FLOW_FACTORY names a function returning an AgentSessionFlow (for
@@ -139,7 +173,9 @@ def chat(ctx: click.Context, target: str, server: str | None, session_id: str | 
     from dex_agents.cli.chat import run_chat
 
     return run(
-        lambda console: run_chat(console, target, server=server, session_id=session_id, serve_worker=worker),
+        lambda console: run_chat(
+            console, target, server=server, session_id=session_id, serve_worker=worker, approver=approver
+        ),
         debug=_debug(ctx, debug),
     )
 
@@ -168,6 +204,7 @@ def _flow_option(function: F) -> F:
 @_flow_option
 @click.option("--from", "resume_token", metavar="TOKEN", default="", help="Resume token (default: the oldest event).")
 @click.option("--until-idle", is_flag=True, default=False, help="Exit once no turn runs and no approval waits.")
+@_approver_option
 @debug_option
 @click.pass_context
 def watch(
@@ -177,11 +214,13 @@ def watch(
     flow_target: str,
     resume_token: str,
     until_idle: bool,
+    approver: str | None,
     debug: bool,
 ) -> int:
     """Follow a running session's events and answer its approvals.
 
-    Type approve ID, reject ID "reason", snapshot or quit while it runs.
+    Type approve ID, reject ID "reason", snapshot or quit while it runs. An
+    approval binds to the call as watch printed it, and names --approver.
     """
     from dex_agents.cli.watch import run_watch
 
@@ -193,6 +232,7 @@ def watch(
             flow_target=flow_target,
             resume_token=resume_token,
             until_idle=until_idle,
+            approver=approver,
         ),
         debug=_debug(ctx, debug),
     )
@@ -203,15 +243,39 @@ def watch(
 @click.argument("interrupt_id")
 @_server_option
 @_flow_option
+@_approver_option
+@click.option(
+    "--call-digest",
+    metavar="DIGEST",
+    default=None,
+    help="Approve only the call of this digest (the call_digest you were shown); default: the call as printed.",
+)
 @debug_option
 @click.pass_context
-def approve(ctx: click.Context, session_id: str, interrupt_id: str, server: str, flow_target: str, debug: bool) -> int:
-    """Approve one pending tool call of a session."""
+def approve(
+    ctx: click.Context,
+    session_id: str,
+    interrupt_id: str,
+    server: str,
+    flow_target: str,
+    approver: str | None,
+    call_digest: str | None,
+    debug: bool,
+) -> int:
+    """Approve one pending tool call of a session (printed first); a call that differs is failed, not run."""
     from dex_agents.cli.watch import run_answer
 
     return run(
         lambda console: run_answer(
-            console, session_id, interrupt_id, server=server, flow_target=flow_target, approved=True, reason=None
+            console,
+            session_id,
+            interrupt_id,
+            server=server,
+            flow_target=flow_target,
+            approved=True,
+            reason=None,
+            approver=approver,
+            call_digest=call_digest,
         ),
         debug=_debug(ctx, debug),
     )
@@ -223,6 +287,7 @@ def approve(ctx: click.Context, session_id: str, interrupt_id: str, server: str,
 @click.argument("reason", required=False)
 @_server_option
 @_flow_option
+@_approver_option
 @debug_option
 @click.pass_context
 def reject(
@@ -232,6 +297,7 @@ def reject(
     reason: str | None,
     server: str,
     flow_target: str,
+    approver: str | None,
     debug: bool,
 ) -> int:
     """Reject one pending tool call of a session, with an optional reason the model sees."""
@@ -239,7 +305,14 @@ def reject(
 
     return run(
         lambda console: run_answer(
-            console, session_id, interrupt_id, server=server, flow_target=flow_target, approved=False, reason=reason
+            console,
+            session_id,
+            interrupt_id,
+            server=server,
+            flow_target=flow_target,
+            approved=False,
+            reason=reason,
+            approver=approver,
         ),
         debug=_debug(ctx, debug),
     )
@@ -406,9 +479,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.exceptions.Exit as done:
         return done.exit_code
     except click.ClickException as error:
-        error.show()
+        error.show(file=VisibleWriter(sys.stderr))  # type: ignore[arg-type]
         return error.exit_code
     except click.Abort:
-        Console(stderr=True).print(Text("interrupted", style="yellow"))
+        SafeConsole(stderr=True).print(Text("interrupted", style="yellow"))
         return EXIT_INTERRUPTED
     return result if isinstance(result, int) else EXIT_OK

@@ -35,6 +35,7 @@ from rich.text import Text
 from dex_agents.cli.engine import open_engine
 from dex_agents.cli.follow import ApprovalDecision, ApprovalRequest, Approver, SessionFollower
 from dex_agents.cli.loading import load_flow
+from dex_agents.cli.output import safe_console
 from dex_agents.cli.render import EventRenderer
 from dex_agents.cli.terminal import (
     TERMINAL_REJECTION,
@@ -106,6 +107,7 @@ class ChatSession:
         *,
         approver: Approver | None = None,
         after_quit: AfterQuit,
+        answered_by: str | None = None,
     ) -> None:
         """Create the chat.
 
@@ -116,6 +118,7 @@ class ChatSession:
             lines: what the person types; read while a turn runs when it is a terminal (``is_terminal``).
             approver: answers approvals; by default the person is asked on ``lines``.
             after_quit: what becomes of the session on ``/quit``, for its message.
+            answered_by: who answers name as approver (default: the OS user).
         """
         self.sessions = sessions
         self.session_id = session_id
@@ -126,7 +129,7 @@ class ChatSession:
         """Whether lines are read while a turn runs (a person at a terminal), else one turn at a time."""
         if approver is None:
             approver = self._ask if self.typing_while_running else PromptApprover(lines)
-        self.follower = SessionFollower(sessions, session_id, self.renderer, approver=approver)
+        self.follower = SessionFollower(sessions, session_id, self.renderer, approver=approver, answered_by=answered_by)
         self.after_quit = after_quit
         self.stopped = False
         self.delivery = MessageDelivery.STEER
@@ -356,9 +359,19 @@ def new_session_id(prefix: str = "chat") -> str:
 
 
 async def run_chat(
-    console: Console, target: str, *, server: str | None, session_id: str | None, serve_worker: bool
+    console: Console,
+    target: str,
+    *,
+    server: str | None,
+    session_id: str | None,
+    serve_worker: bool,
+    approver: str | None = None,
 ) -> None:
-    """Run ``dex-agents chat``: load the Flow, connect, serve it, and talk until the person leaves."""
+    """Run ``dex-agents chat``: load the Flow, connect, serve it, and talk until the person leaves.
+
+    Approvals answered at the prompt name ``approver`` (by default the OS user).
+    """
+    console = safe_console(console)
     import pydantic_ai
 
     pydantic_ai.BANNER_ENABLED = False  # the terminal belongs to the chat; the Worker runs agents in this process
@@ -376,6 +389,7 @@ async def run_chat(
             console,
             TerminalLines(console),
             after_quit=AfterQuit.of(embedded=engine.embedded, serve_worker=serve_worker),
+            answered_by=approver,
         )
         fresh = await chat.start()
         console.print(

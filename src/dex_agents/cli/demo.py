@@ -41,6 +41,7 @@ from rich.text import Text
 from dex_agents.cli.engine import Engine, open_engine
 from dex_agents.cli.errors import CliError
 from dex_agents.cli.follow import Approver, SessionFollower
+from dex_agents.cli.output import safe_console
 from dex_agents.cli.render import EventRenderer
 from dex_agents.cli.shop import (
     CRASH_ENV,
@@ -418,6 +419,7 @@ async def run_demo(console: Console, *, answer: bool | None, crash: bool, framew
     Raises:
         CliError: the framework cannot run here (sagent outside Python 3.13+), or the demo failed.
     """
+    console = safe_console(console)
     if framework == SAGENT and (problem := sagent_unavailable()) is not None:
         raise CliError(problem)
     lines = TerminalLines(console)

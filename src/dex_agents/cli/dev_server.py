@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from dex_agents.cli.errors import CliError
+from dex_agents.cli.output import safe_console
 from dex_agents.devserver import DevServer
 
 HOST = "127.0.0.1"
@@ -37,6 +38,7 @@ def ensure_port_free(port: int) -> None:
 
 async def run_dev_server(console: Console, port: int, *, ready: asyncio.Event | None = None) -> None:
     """Serve the dev server on ``port`` (0: any free port) until SIGINT or SIGTERM."""
+    console = safe_console(console)
     ensure_port_free(port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

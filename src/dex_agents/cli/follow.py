@@ -5,7 +5,9 @@ resume token, draws every event with an `EventRenderer`, and hands each
 approval that is still pending to an `Approver` (demo and chat ask at the
 terminal; ``watch`` passes none and takes typed commands instead). Events
 carry no tool arguments or results, so the follower reads them from the
-snapshot. A turn ends for the follower at ``turn_committed``, written after
+snapshot. Each answer names who gave it (``answered_by``, the OS user by
+default) and binds an approval to the call as the person was shown it
+(`ApprovalRequest.call_digest`). A turn ends for the follower at ``turn_committed``, written after
 the turn's state committed: the stored messages it reads then need no
 waiting. Other events arrive before their Step commits, so the follower reads
 the snapshot again briefly until it shows what they announce. Streams are best
@@ -15,6 +17,8 @@ event cannot make it wait forever.
 
 import asyncio
 import contextlib
+import getpass
+import os
 from collections.abc import AsyncGenerator, Callable
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -37,7 +41,7 @@ from dex_agents.domain.events import (
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.session import turn_number
 from dex_agents.domain.snapshot import AgentSnapshot
-from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
+from dex_agents.domain.tools import AgentToolCall, ToolCallStatus, call_digest
 from dex_agents.infrastructure.dex.client import AgentEventMessage, AgentSessionClient, MessageReceipt
 
 DEFAULT_POLL = timedelta(seconds=1)
@@ -64,6 +68,11 @@ class ApprovalRequest:
     """Its arguments (JSON text)."""
     deadline: datetime | None
     """When the session stops waiting, if ever."""
+
+    @property
+    def call_digest(self) -> str:
+        """The digest of the call as the person is shown it (`tool_name`, `arguments`): an approval binds to it."""
+        return call_digest(self.tool_name, self.arguments)
 
     @classmethod
     def of(cls, session_id: str, interrupt: AgentInterrupt) -> "ApprovalRequest":
@@ -95,6 +104,14 @@ class Approver(Protocol):
         ...
 
 
+def os_user() -> str:
+    """Who runs this command, as the OS says (``$LOGNAME``, ``$USER``..., else the account of the process)."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return f"uid {os.getuid()}"
+
+
 def turn_number_or_zero(turn_id: str | None) -> int:
     """Return ``n`` of ``turn-<n>`` (`dex_agents.domain.session.turn_number`), 0 for anything else."""
     if turn_id is None:
@@ -120,6 +137,7 @@ class SessionFollower:
         renderer: EventRenderer,
         *,
         approver: Approver | None = None,
+        answered_by: str | None = None,
         resume_token: str = "",
         poll: timedelta = DEFAULT_POLL,
     ) -> None:
@@ -130,6 +148,7 @@ class SessionFollower:
             session_id: the session.
             renderer: where events are drawn.
             approver: answers pending approvals; ``None`` only draws them.
+            answered_by: who the answers name as approver (default: the OS user, `os_user`).
             resume_token: where to start reading (``""``: the oldest event kept).
             poll: how long one read waits before the snapshot is checked.
         """
@@ -137,6 +156,7 @@ class SessionFollower:
         self.session_id = session_id
         self.renderer = renderer
         self.approver = approver
+        self.answered_by = answered_by or os_user()
         self.resume_token = resume_token
         self.poll = poll
         self.on_event: Callable[[AgentEvent], None] | None = None
@@ -278,6 +298,9 @@ class SessionFollower:
             request.interrupt_id,
             approved=decision.approved,
             rejection_message=None if decision.approved else decision.rejection_message,
+            approver=self.answered_by,
+            # An approval is of the call the person was shown: a call that differs is failed, not run.
+            call_digest=request.call_digest if decision.approved else None,
         )
         if not accepted:
             self.renderer.line(

@@ -44,7 +44,7 @@ from dex_agents.domain.events import (
 )
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterrupt, interrupt_id_for
 from dex_agents.domain.messages import AgentMessage, MessageRole
-from dex_agents.domain.tools import AgentToolCall
+from dex_agents.domain.tools import AgentToolCall, call_digest
 from dex_agents.domain.usage import AgentUsage
 
 
@@ -70,7 +70,14 @@ _ToolCallPayload = ToolCallStartedPayload | ToolCallFinishedPayload | ToolCallDe
 class EventRenderer:
     """Draws a session's live events on a `rich.console.Console`."""
 
-    def __init__(self, console: Console, *, live: bool | None = None, echo_user_messages: bool = True) -> None:
+    def __init__(
+        self,
+        console: Console,
+        *,
+        live: bool | None = None,
+        echo_user_messages: bool = True,
+        approval_arguments: bool = False,
+    ) -> None:
         """Create a renderer.
 
         Args:
@@ -79,8 +86,14 @@ class EventRenderer:
                 on a terminal.
             echo_user_messages: print the user message that starts each turn
                 (off when the person just typed it).
+            approval_arguments: print the whole arguments of every call that
+                waits for approval, and remember the digest of what was printed
+                (`shown_approvals`), for a person who answers by typing its ID.
         """
         self.console = console
+        self._approval_arguments = approval_arguments
+        self.shown_approvals: dict[str, str] = {}
+        """The digest of each pending call printed whole, by interrupt ID (with ``approval_arguments``)."""
         self._echo_user = echo_user_messages
         self._live_mode = console.is_terminal if live is None else live
         self._text = LiveText()
@@ -287,7 +300,12 @@ class EventRenderer:
         if extras.interrupt is None:
             self.line(f"⏸ {outcome.tool_name} asked for approval ({interrupt_id}); no longer pending", style="dim")
         else:
-            self.line(f"⏸ {outcome.tool_name} waits for approval{until} (interrupt {interrupt_id})", style="yellow")
+            line = Text(f"⏸ {outcome.tool_name} waits for approval{until} (interrupt {interrupt_id})", style="yellow")
+            if self._approval_arguments:
+                interrupt = extras.interrupt
+                line += Text(f": {interrupt.tool_name} {compact_json(interrupt.arguments)}")
+                self.shown_approvals[interrupt_id] = call_digest(interrupt.tool_name, interrupt.arguments)
+            self.line(line)
 
     def _interrupt_resolved(self, payload: InterruptResolvedPayload) -> None:
         interrupt_id = payload.interrupt_id
@@ -296,14 +314,15 @@ class EventRenderer:
             if outcome.turn_id is not None and interrupt_id_for(outcome.turn_id, outcome.tool_call_id) == interrupt_id:
                 outcome.approved = approved
         reason = payload.rejection_message
+        by = f" · by {payload.approver}" if payload.approver else ""
         if approved:
-            self.line(f"✓ approved ({interrupt_id})", style="green")
+            self.line(f"✓ approved ({interrupt_id}){by}", style="green")
         elif reason == EXPIRED_REJECTION_MESSAGE:
             # An expiry travels as an unapproved answer with this message; its call ends ``expired``.
             self.line(f"⌛ expired ({interrupt_id}): nobody answered before the deadline", style="yellow")
         else:
             because = f": {reason}" if reason else ""
-            self.line(f"✗ rejected ({interrupt_id}){because}", style="yellow")
+            self.line(f"✗ rejected ({interrupt_id}){because}{by}", style="yellow")
 
     def _tool_started(self, event: AgentEvent, payload: ToolCallStartedPayload) -> None:
         outcome = self._outcome(event, payload)

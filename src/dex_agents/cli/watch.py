@@ -10,6 +10,14 @@ waiting message, by the client message ID the snapshot lists), ``snapshot``,
 malformed command is reported in one line; when standard input is not a
 terminal (a script) it also ends the watch with exit code 2.
 ``approve`` and ``reject`` answer one approval and exit.
+
+Every answer names its approver (``--approver``, by default the OS user), and
+an approval is bound to the call as it was shown (its ``call_digest``): a
+call that differs is failed, not run. ``watch`` prints the whole call of every
+approval that waits (when it starts, when one is raised, at ``snapshot``), and
+``approve ID`` binds to what it printed; an approval it has not shown is not
+sent. ``dex-agents approve`` prints the call it approves, bound to what it
+read, or to ``--call-digest`` when the caller saw the call elsewhere.
 """
 
 import asyncio
@@ -24,12 +32,14 @@ from rich.text import Text
 
 from dex_agents.cli.engine import open_engine
 from dex_agents.cli.errors import CliError, UsageError
-from dex_agents.cli.follow import SessionFollower
+from dex_agents.cli.follow import SessionFollower, os_user
 from dex_agents.cli.loading import load_flow
+from dex_agents.cli.output import safe_console
 from dex_agents.cli.render import EventRenderer
 from dex_agents.cli.terminal import TerminalLines
 from dex_agents.cli.views import compact_json, queue_lines, render_snapshot
 from dex_agents.domain.snapshot import AgentSnapshot
+from dex_agents.domain.tools import call_digest as tool_call_digest
 from dex_agents.infrastructure.dex.client import AgentSessionClient
 
 COMMANDS_HELP = 'commands: approve ID · reject ID "reason" · cancel "reason" · withdraw MESSAGE_ID · snapshot · quit'
@@ -99,29 +109,45 @@ async def answer_interrupt(
     *,
     approved: bool,
     reason: str | None = None,
+    approver: str | None = None,
+    call_digest: str | None = None,
 ) -> None:
-    """Approve or reject one pending approval.
+    """Approve or reject one pending approval, naming ``approver``; an approval binds to ``call_digest``.
 
     Raises:
         CliError: the approval is not pending (the message lists those that are).
     """
-    if await sessions.resolve_interrupt(session_id, interrupt_id, approved=approved, rejection_message=reason):
+    if await sessions.resolve_interrupt(
+        session_id,
+        interrupt_id,
+        approved=approved,
+        rejection_message=reason,
+        approver=approver,
+        call_digest=call_digest if approved else None,
+    ):
         return
     snapshot = await sessions.get_agent_snapshot(session_id)
     pending = ", ".join(i.interrupt_id for i in snapshot.pending_interrupts) or "none"
     raise CliError(f"no pending approval {interrupt_id!r} in session {session_id!r} (pending: {pending})")
 
 
-def print_pending(console: Console, snapshot: AgentSnapshot) -> None:
-    """Print the session's pending approvals and how to answer them, and its waiting messages."""
+def print_pending(console: Console, snapshot: AgentSnapshot) -> dict[str, str]:
+    """Print the session's pending approvals and how to answer them, and its waiting messages.
+
+    Returns the digest of each call printed, by interrupt ID.
+    """
     for line in queue_lines(snapshot):
         console.print(line, soft_wrap=True)
+    shown: dict[str, str] = {}
     for interrupt in snapshot.pending_interrupts:
         console.print(
             Text(f"pending approval {interrupt.interrupt_id}: ", style="yellow")
             + Text(f"{interrupt.tool_name} {compact_json(interrupt.arguments)}")
-            + Text(f'  (approve {interrupt.interrupt_id} | reject {interrupt.interrupt_id} "reason")', style="dim")
+            + Text(f'  (approve {interrupt.interrupt_id} | reject {interrupt.interrupt_id} "reason")', style="dim"),
+            soft_wrap=True,
         )
+        shown[interrupt.interrupt_id] = tool_call_digest(interrupt.tool_name, interrupt.arguments)
+    return shown
 
 
 class Watch:
@@ -135,13 +161,18 @@ class Watch:
         lines: TerminalLines,
         *,
         resume_token: str = "",
+        approver: str | None = None,
+        shown: dict[str, str] | None = None,
     ) -> None:
-        """Create the watch (see `run_watch` for the arguments)."""
+        """Create the watch (see `run_watch` for the arguments; ``shown``: calls printed already, `print_pending`)."""
         self.sessions = sessions
         self.session_id = session_id
         self.console = console
         self.lines = lines
-        self.renderer = EventRenderer(console)
+        self.approver = approver or os_user()
+        self.renderer = EventRenderer(console, approval_arguments=True)
+        self.shown = dict(shown or {})
+        """The digest of every pending call this watch printed whole, by interrupt ID."""
         self.follower = SessionFollower(sessions, session_id, self.renderer, resume_token=resume_token)
 
     async def run(self, *, until_idle: bool) -> None:
@@ -198,8 +229,20 @@ class Watch:
             case "approve" | "reject":
                 assert command.interrupt_id is not None
                 approved = command.action == "approve"
+                digest = self.shown.get(command.interrupt_id) or self.renderer.shown_approvals.get(command.interrupt_id)
+                if approved and digest is None:
+                    raise CliError(
+                        f"approval {command.interrupt_id!r} was not shown here, so it is not sent: type snapshot "
+                        "to see what waits, then approve it"
+                    )
                 await answer_interrupt(
-                    self.sessions, self.session_id, command.interrupt_id, approved=approved, reason=command.reason
+                    self.sessions,
+                    self.session_id,
+                    command.interrupt_id,
+                    approved=approved,
+                    reason=command.reason,
+                    approver=self.approver,
+                    call_digest=digest,
                 )
                 self.console.print(Text(f"sent: {command.action} {command.interrupt_id}", style="dim"))
             case "cancel":
@@ -216,14 +259,24 @@ class Watch:
             case "snapshot":
                 snapshot = await self.sessions.get_agent_snapshot(self.session_id)
                 render_snapshot(self.console, self.session_id, snapshot, tool_outcomes=self.renderer.tool_outcomes)
+                for interrupt in snapshot.pending_interrupts:  # render_snapshot printed each whole
+                    self.shown[interrupt.interrupt_id] = tool_call_digest(interrupt.tool_name, interrupt.arguments)
             case "help" | "quit":
                 self.console.print(Text(COMMANDS_HELP, style="dim"))
 
 
 async def run_watch(
-    console: Console, session_id: str, *, server: str, flow_target: str, resume_token: str, until_idle: bool
+    console: Console,
+    session_id: str,
+    *,
+    server: str,
+    flow_target: str,
+    resume_token: str,
+    until_idle: bool,
+    approver: str | None = None,
 ) -> None:
-    """Run ``dex-agents watch``."""
+    """Run ``dex-agents watch`` (answers name ``approver``, by default the OS user)."""
+    console = safe_console(console)
     loaded = load_flow(flow_target)
     async with open_engine(server, [loaded.flow], console) as engine:
         sessions = engine.sessions(loaded.flow)
@@ -233,8 +286,16 @@ async def run_watch(
             Text(f"watching session {session_id} ", style="bold")
             + Text(f"· {state} · {engine.description} · {COMMANDS_HELP}", style="dim")
         )
-        print_pending(console, snapshot)
-        watch = Watch(sessions, session_id, console, TerminalLines(console), resume_token=resume_token)
+        shown = print_pending(console, snapshot)
+        watch = Watch(
+            sessions,
+            session_id,
+            console,
+            TerminalLines(console),
+            resume_token=resume_token,
+            approver=approver,
+            shown=shown,
+        )
         await watch.run(until_idle=until_idle)
 
 
@@ -247,12 +308,37 @@ async def run_answer(
     flow_target: str,
     approved: bool,
     reason: str | None,
+    approver: str | None = None,
+    call_digest: str | None = None,
 ) -> None:
-    """Run ``dex-agents approve`` or ``dex-agents reject``."""
+    """Run ``dex-agents approve`` or ``dex-agents reject``.
+
+    An approval binds to ``call_digest`` when given, else to the call as this command prints it.
+    """
+    console = safe_console(console)
     loaded = load_flow(flow_target)
     async with open_engine(server, [loaded.flow], console) as engine:
         sessions = engine.sessions(loaded.flow)
-        await require_session(sessions, session_id, engine.address)
-        await answer_interrupt(sessions, session_id, interrupt_id, approved=approved, reason=reason)
+        snapshot = await require_session(sessions, session_id, engine.address)
+        pending = {interrupt.interrupt_id: interrupt for interrupt in snapshot.pending_interrupts}
+        interrupt = pending.get(interrupt_id)
+        if interrupt is None:
+            listed = ", ".join(pending) or "none"
+            raise CliError(f"no pending approval {interrupt_id!r} in session {session_id!r} (pending: {listed})")
+        if approved:
+            console.print(
+                Text(f"approving {interrupt_id}: ", style="yellow")
+                + Text(f"{interrupt.tool_name} {compact_json(interrupt.arguments)}"),
+                soft_wrap=True,
+            )
+        await answer_interrupt(
+            sessions,
+            session_id,
+            interrupt_id,
+            approved=approved,
+            reason=reason,
+            approver=approver or os_user(),
+            call_digest=call_digest or tool_call_digest(interrupt.tool_name, interrupt.arguments),
+        )
         verb = "approved" if approved else "rejected"
         console.print(Text(f"{verb} {interrupt_id} in session {session_id}"))

@@ -37,6 +37,7 @@ from dex_agents.cli.demo import PROMPT
 from dex_agents.cli.engine import open_engine
 from dex_agents.cli.errors import CliError, UsageError
 from dex_agents.cli.loading import load_flow
+from dex_agents.cli.output import safe_console
 from dex_agents.console.app import ConsoleBackend, build_console_app
 from dex_agents.console.security import TOKEN_ENV, ConsoleConfigError, ConsoleSecurity, is_loopback
 from dex_agents.infrastructure.dex.client import AgentSessionClient
@@ -206,6 +207,7 @@ async def run_console(
         UsageError: neither ``--demo`` nor ``--server`` with ``--flow``, an unsafe bind, a weak token, bad TLS files.
         CliError: the port is busy.
     """
+    console = safe_console(console)
     if demo and (server is not None or flow_target is not None):
         raise UsageError("--demo runs its own dev server and order agent: leave out --server and --flow")
     if not demo and (server is None or flow_target is None):

@@ -9,6 +9,7 @@ from rich.console import Console
 
 from dex_agents import (
     EXPIRED_REJECTION_MESSAGE,
+    AgentEvent,
     AgentEventType,
     AgentInterrupt,
     AgentMessage,
@@ -24,6 +25,7 @@ from dex_agents import (
 )
 from dex_agents.cli.render import EventExtras, EventRenderer
 from dex_agents.cli.views import render_snapshot
+from dex_agents.domain.tools import call_digest
 from dex_agents.testing import make_tool_call
 from tests.unit.cli.events import ASSISTANT, YOU, event, text
 
@@ -218,9 +220,8 @@ def test_turn_start_echoes_the_user_message_and_a_failure_is_one_line() -> None:
     assert lines[2] == "  ✗ turn-1 failed: the model is down"
 
 
-def test_approval_lines_say_whether_the_approval_is_still_pending_and_how_it_was_answered() -> None:
-    view, out = renderer()
-    raised = event(
+def _refund_raised() -> AgentEvent:
+    return event(
         AgentEventType.INTERRUPT_RAISED,
         step="AwaitToolApproval-1",
         interrupt_id="turn-1.call-2",
@@ -228,14 +229,23 @@ def test_approval_lines_say_whether_the_approval_is_still_pending_and_how_it_was
         tool_name="refund_order",
         deadline=None,
     )
-    interrupt = AgentInterrupt(
+
+
+def _refund_interrupt(arguments: str) -> AgentInterrupt:
+    return AgentInterrupt(
         interrupt_id="turn-1.call-2",
         turn_id="turn-1",
         tool_call_id="call-2",
         tool_name="refund_order",
-        arguments="{}",
+        arguments=arguments,
         raised_at=datetime.now(UTC),
     )
+
+
+def test_approval_lines_say_whether_the_approval_is_still_pending_and_how_it_was_answered() -> None:
+    view, out = renderer()
+    raised = _refund_raised()
+    interrupt = _refund_interrupt("{}")
     view.handle(raised, EventExtras(interrupt=interrupt))
     view.handle(raised)
     view.handle(
@@ -252,6 +262,28 @@ def test_approval_lines_say_whether_the_approval_is_still_pending_and_how_it_was
         "  ✗ rejected (turn-1.call-2): too expensive",
     ]
     assert view.tool_outcomes[0].approved is False
+
+
+def test_a_watch_renderer_prints_the_whole_call_waiting_for_approval_and_who_answered() -> None:
+    out = io.StringIO()
+    view = EventRenderer(Console(file=out, width=200, color_system=None), live=False, approval_arguments=True)
+    arguments = '{"order_id": "7", "note": "' + "x" * 150 + '"}'
+    interrupt = _refund_interrupt(arguments)
+    raised = _refund_raised()
+    view.handle(raised, EventExtras(interrupt=interrupt))
+    view.handle(
+        event(
+            AgentEventType.INTERRUPT_RESOLVED,
+            interrupt_id="turn-1.call-2",
+            approved=True,
+            rejection_message=None,
+            approver="ann",
+        )
+    )
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"  ⏸ refund_order waits for approval (interrupt turn-1.call-2): refund_order {arguments}"
+    assert lines[1] == "  ✓ approved (turn-1.call-2) · by ann"
+    assert view.shown_approvals == {"turn-1.call-2": call_digest("refund_order", arguments)}
 
 
 def test_snapshot_shows_state_messages_tool_outcomes_pending_approvals_and_usage() -> None:
