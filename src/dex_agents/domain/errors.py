@@ -71,3 +71,12 @@ class DeliveryUnconfirmedError(DexAgentsError):
 
     The tool did not run; the attempt fails and the call is recorded ``outcome_unknown``.
     """
+
+
+class DeliveryLedgerUnavailableError(DeliveryUnconfirmedError):
+    """The Worker has no way to read ``tool_call_started`` back (no Client): a set-up error, said with its fix.
+
+    Raised before anything was announced, so the tool did not run: the call is
+    recorded ``failed`` with this message (it is known not to have run), and the
+    Worker logs it as an error.
+    """

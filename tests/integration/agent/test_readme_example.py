@@ -56,7 +56,6 @@ async def test_readme_example_runs_a_session_to_its_answer(
         client = AsyncClient(
             registry, cache, ClientOptions(server_address=address, worker_target=WorkerTarget(pull=True))
         )
-        flow.bind_client(lambda: client)  # single-attempt tools read their start back through a Client
         serving = asyncio.create_task(worker.start())
         await worker.wait_pull_registered(timeout=30)
 

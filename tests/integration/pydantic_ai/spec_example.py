@@ -113,7 +113,6 @@ async def main() -> None:
     client = AsyncClient(
         registry, cache, ClientOptions(server_address=SERVER_ADDRESS, worker_target=WorkerTarget(pull=True))
     )
-    flow.bind_client(lambda: client)  # changed: single-attempt tools read their start back through a Client
     serving = asyncio.create_task(worker.start())
     try:
         await worker.wait_pull_registered(timeout=30)

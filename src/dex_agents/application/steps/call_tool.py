@@ -27,6 +27,9 @@ first output):
    ``reconcilable``, see `settle_unknown_outcome`).
    A marker never confirmed fails the attempt (`DeliveryUnconfirmedError`),
    so the failure route records ``outcome_unknown`` and the tool never ran.
+   A ledger that cannot read at all (`DeliveryLedgerUnavailableError`: the
+   Worker has no Client, a set-up error) records the call ``failed`` with
+   the error naming the fix, logged as an error: it is known not to have run.
 
 The one assumption left: what the ledger reads back is durable (Stream writes
 are durable once read back). The result is ``succeeded``, or ``failed`` for
@@ -52,6 +55,7 @@ cut to ``max_tool_output_bytes`` with a notice the model reads
 (`cap_text`), so a tool returning 10 MB does not fail its Step.
 """
 
+import logging
 import uuid
 
 import attrs
@@ -70,10 +74,12 @@ from dex_agents.application.runner import (
 from dex_agents.application.steps._shared import finish_tool_call, settle_unknown_outcome, tool_call_record
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.contract import broken, check_usage
-from dex_agents.domain.errors import ToolExecutionError
+from dex_agents.domain.errors import DeliveryLedgerUnavailableError, ToolExecutionError
 from dex_agents.domain.limits import cap_text, sanitize_output_text
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus, idempotency_key
 from dex_agents.domain.turn_control import cancel_rejection_message
+
+_log = logging.getLogger(__name__)
 
 
 @attrs.frozen(kw_only=True)
@@ -105,7 +111,14 @@ class _ToolCallStep(Wired):
             failed = record.fail(mismatch, attempt=0)
             finish_tool_call(failed, tool_calls=self.tool_calls, results=self.results, events=self.events)
             return End()
-        held = await self._announce(call, record)
+        try:
+            held = await self._announce(call, record)
+        except DeliveryLedgerUnavailableError as error:
+            # Nothing was announced: the tool did not run, and never will on this Worker as it is set up.
+            _log.error("%s (session %s, tool call %s)", error, call.flow_id, record.tool_call_id)
+            failed = record.fail(str(error), attempt=call.attempt)
+            finish_tool_call(failed, tool_calls=self.tool_calls, results=self.results, events=self.events)
+            return End()
         if held is not None:
             return settle_unknown_outcome(
                 record, held, tool_calls=self.tool_calls, results=self.results, events=self.events

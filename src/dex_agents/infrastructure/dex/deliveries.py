@@ -4,10 +4,13 @@
 ``AsyncClient`` the Worker holds (``list_stream_messages``, newest first, back to
 the call's ``tool_call_deferred``), so what it returns is what the server
 stored, not what the Step queued. The Worker binds the Client when it is built
-(`AgentContainer` does it for every Flow it serves; a Worker built by hand calls
-`AgentSessionFlow.bind_client`). Unbound, a single-attempt tool Step fails its
-attempt with `DeliveryUnconfirmedError` and the call ends ``outcome_unknown``:
-the tool never runs unconfirmed.
+(`AgentContainer` does it for every Flow it serves; `AgentSessionFlow.bind_client`
+names one). Unbound, the ledger builds its own for the server of the
+``dex.AsyncWorker`` that serves the Flow in this process
+(`dex_agents.infrastructure.dex.own_worker`), so a Worker built by hand needs
+no extra line; when there is no such Worker, the call is recorded ``failed``
+with an error naming the fix (`DeliveryLedgerUnavailableError`): the tool never
+runs unconfirmed.
 
 `UncheckedDeliveries` is the explicit opt-out (``AgentSessionFlow(...,
 confirm_deliveries=False)``): no read-back, today's narrower guarantee (an
@@ -15,13 +18,16 @@ engine that redelivers an attempt after the tool's effect runs it again).
 """
 
 import asyncio
+import weakref
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import dex
 
 from dex_agents.domain.errors import DeliveryUnconfirmedError
 from dex_agents.domain.events import AgentEvent, ToolCallDeferredPayload, started_deliveries
+from dex_agents.infrastructure.dex.own_worker import OwnWorkerClient, OwnWorkerNotFoundError, worker_client
 
 DEFAULT_CONFIRM_TIMEOUT = timedelta(seconds=30)
 """How long a Step waits to read its ``tool_call_started`` back before its attempt fails."""
@@ -37,12 +43,19 @@ class DexDeliveryLedger:
     """Reads single-attempt tool Steps' ``tool_call_started`` events back through a Worker-held Client."""
 
     def __init__(
-        self, stream: "dex.Stream[AgentEvent]", *, confirm_timeout: timedelta = DEFAULT_CONFIRM_TIMEOUT
+        self,
+        stream: "dex.Stream[AgentEvent]",
+        *,
+        confirm_timeout: timedelta = DEFAULT_CONFIRM_TIMEOUT,
+        flow: "dex.Flow[Any] | None" = None,
     ) -> None:
+        """Read ``stream``; ``flow`` is the Flow whose Worker's server an unbound ledger reads from."""
         self._stream = stream
         self._confirm_timeout = confirm_timeout
         self._client_factory: Callable[[], dex.AsyncClient] | None = None
         self._client: dex.AsyncClient | None = None
+        self._flow = None if flow is None else weakref.ref(flow)
+        self._own: OwnWorkerClient | None = None
 
     def bind(self, client_factory: Callable[[], dex.AsyncClient]) -> None:
         """Read through a Client ``client_factory`` builds on first use (on the Worker's event loop)."""
@@ -50,27 +63,35 @@ class DexDeliveryLedger:
         self._client = None
 
     async def close(self) -> None:
-        """Close the Client, if one was built."""
+        """Close the Clients this ledger built, if any."""
         client, self._client = self._client, None
-        if client is not None:
-            await client.close()
+        own, self._own = self._own, None
+        for built in (client, None if own is None else own.client):
+            if built is not None:
+                await built.close()
 
-    def _reader(self) -> dex.AsyncClient:
-        if self._client is None:
-            if self._client_factory is None:
-                raise DeliveryUnconfirmedError(
-                    "this Worker holds no Dex Client to confirm single-attempt tool calls: build it with "
-                    "AgentContainer.worker() or call AgentSessionFlow.bind_client (or opt out with "
-                    "AgentSessionFlow(confirm_deliveries=False))"
-                )
+    async def _reader(self) -> dex.AsyncClient:
+        if self._client is None and self._client_factory is not None:
             self._client = self._client_factory()
-        return self._client
+        if self._client is not None:
+            return self._client
+        if self._own is not None and not self._own.current:
+            stale, self._own = self._own, None
+            await stale.client.close()
+        if self._own is None:
+            flow = None if self._flow is None else self._flow()
+            if flow is None:
+                raise OwnWorkerNotFoundError(
+                    "this ledger knows no Flow to find a Worker for: call AgentSessionFlow.bind_client"
+                )
+            self._own = worker_client(flow, flow.get_flow_type())
+        return self._own.client
 
     async def started(
         self, flow_id: str, tool_call_id: str, *, step_execution_id: str, attempt: int
     ) -> tuple[str, ...]:
         """Return the delivery markers of this Step attempt's stored ``tool_call_started`` events, oldest first."""
-        client = self._reader()
+        client = await self._reader()
         newest_first: list[AgentEvent] = []
         token = ""
         while True:

@@ -71,9 +71,11 @@ class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
     ) -> None:
         """``confirm_deliveries=False`` opts out of reading single-attempt tool starts back (no Client needed).
 
-        With the default, the Worker must hold a Client (`bind_client`, which
-        `AgentContainer.worker` calls), else every single-attempt tool call ends
-        ``outcome_unknown`` without running.
+        With the default, single-attempt tool Steps read their start back
+        through a Client: the one `bind_client` names (`AgentContainer.worker`
+        binds one), else one built for the server of the ``dex.AsyncWorker``
+        that serves this Flow in the process. Without either, such a call is
+        recorded ``failed``, with an error naming the fix, and never runs.
         """
         if not flow_type or "/" in flow_type:
             raise ValueError(f"flow_type must be non-empty and contain no '/', got {flow_type!r}")
@@ -82,7 +84,7 @@ class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
         self.runner = runner
         self.events_stream: dex.Stream[AgentEvent] = agent_events_stream(self.options.event_stream_capacity_bytes)
         self.deliveries: DexDeliveryLedger | UncheckedDeliveries = (
-            DexDeliveryLedger(self.events_stream) if confirm_deliveries else UncheckedDeliveries()
+            DexDeliveryLedger(self.events_stream, flow=self) if confirm_deliveries else UncheckedDeliveries()
         )
         self._agent = AgentSetup(
             runner=runner, options=self.options, clock=clock or SystemClock(), deliveries=self.deliveries
