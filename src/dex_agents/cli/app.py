@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.text import Text
 
 from dex_agents.cli.errors import EXIT_INTERRUPTED, EXIT_OK, CliError, UsageError, explain
-from dex_agents.cli.output import SafeConsole, VisibleWriter
+from dex_agents.cli.output import SafeConsole, VisibleWriter, install_visible_logging
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,6 +48,7 @@ def make_console() -> Console:
 
 def run(command: Command, *, debug: bool) -> int:
     """Run one command's coroutine and return the exit code (errors are printed, not raised)."""
+    install_visible_logging()
     errors = SafeConsole(stderr=True, highlight=False)
     console = make_console()
     try:

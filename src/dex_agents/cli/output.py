@@ -27,10 +27,15 @@ those never reach the terminal either. Markup and emoji codes in printed
 strings are not interpreted (``[link=...]`` would write an OSC 8 hyperlink).
 
 `VisibleWriter` applies `visible` to plain text written to a stream, for what
-the command line prints without rich (click's usage errors).
+the command line prints without rich (click's usage errors), and
+`VisibleLogFormatter` to log records (a traceback quotes what it failed on):
+`install_visible_logging` gives the root logger such a handler, and the web
+console's uvicorn logs through one too.
 """
 
+import logging
 import re
+import sys
 from collections.abc import Iterable
 from typing import Any, TextIO
 
@@ -138,3 +143,21 @@ class VisibleWriter:
     def flush(self) -> None:
         """Flush the stream."""
         self._stream.flush()
+
+
+class VisibleLogFormatter(logging.Formatter):
+    """A log formatter whose lines (message and traceback) are made `visible`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Format ``record`` as `logging.Formatter` does, then make it visible."""
+        return visible(super().format(record))
+
+
+def install_visible_logging() -> None:
+    """Log warnings and errors to standard error through `VisibleLogFormatter`, unless logging is set up already."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(VisibleLogFormatter("%(message)s"))
+    root.addHandler(handler)

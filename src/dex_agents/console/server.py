@@ -110,6 +110,20 @@ def read_token(token_file: Path | None) -> str | None:
     return token
 
 
+LOG_CONFIG: dict[str, object] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"visible": {"()": "dex_agents.cli.output.VisibleLogFormatter", "fmt": "%(levelname)s: %(message)s"}},
+    "handlers": {"stderr": {"formatter": "visible", "class": "logging.StreamHandler", "stream": "ext://sys.stderr"}},
+    "loggers": {
+        "uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+        "uvicorn.error": {"level": "INFO"},
+        "uvicorn.access": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+    },
+}
+"""uvicorn's logging: what it logs (a traceback quotes the request that failed) shows control characters visibly."""
+
+
 class _Server(uvicorn.Server):
     """uvicorn without its signal handlers: Ctrl-C cancels the command's coroutine, which stops the server."""
 
@@ -151,9 +165,12 @@ async def serve_console(
     config = uvicorn.Config(
         app,
         log_level="warning",
+        log_config=LOG_CONFIG,
         lifespan="off",
         timeout_graceful_shutdown=1,
         access_log=False,
+        # The client address and scheme are the connection's: no header may name others (throttling is per client).
+        proxy_headers=False,
         ssl_certfile=None if tls is None else str(tls.cert),
         ssl_keyfile=None if tls is None else str(tls.key),
     )

@@ -4,7 +4,10 @@ import asyncio
 import contextlib
 import io
 import ipaddress
+import logging
+import logging.config
 import ssl
+import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,9 +19,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from rich.console import Console
+from starlette.types import Receive, Scope, Send
 
 from dex_agents.cli.demo import PROMPT
-from dex_agents.console.server import TlsFiles, run_console
+from dex_agents.console.server import LOG_CONFIG, TlsFiles, run_console, serve_console
 from dex_agents.testing.devserver import DevServer
 from tests.integration.console.support import RawResponse, raw_request
 
@@ -143,3 +147,32 @@ async def test_the_console_serves_https_with_its_token_from_a_file_and_a_secure_
         assert (await _https_get(url, "/", tls, {"Authorization": f"Bearer {token}"})).status == 200
         with pytest.raises((ConnectionError, asyncio.IncompleteReadError, ValueError, IndexError)):
             await raw_request(url.replace("https://", "http://"), "GET", "/")  # no plain HTTP on that port
+
+
+async def test_no_header_can_name_another_client_or_scheme_to_the_console(tmp_path: Path) -> None:
+    # Throttling is per client address, and the cookie's Secure flag follows the scheme: neither may be forged.
+    async def echo(scope: Scope, receive: Receive, send: Send) -> None:
+        body = f"{scope['client'][0]} {scope['scheme']}".encode()
+        headers = [(b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async with serve_console(echo, "127.0.0.1", 0) as url:
+        forged = {"X-Forwarded-For": "203.0.113.9", "X-Forwarded-Proto": "https", "Forwarded": "for=203.0.113.9"}
+        answer = await raw_request(url, "GET", "/", headers=forged)
+    assert answer.body == b"127.0.0.1 http"
+
+
+def test_what_the_console_logs_shows_control_characters_visibly() -> None:
+    try:
+        raise RuntimeError("session '\x1b]0;PWNED\x07' failed")
+    except RuntimeError:
+        record = logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, "GET /sessions/\x1b[2J", None, None)
+        record.exc_info = sys.exc_info()
+    formatter = logging.config.DictConfigurator(LOG_CONFIG).configure_formatter(
+        LOG_CONFIG["formatters"]["visible"]  # type: ignore[index]
+    )
+    shown = formatter.format(record)
+    assert "\x1b" not in shown
+    assert "GET /sessions/␛[2J" in shown
+    assert "session '␛]0;PWNED␇' failed" in shown
