@@ -4,10 +4,11 @@ Pages are plain server-rendered HTML. `render` formats a template whose
 arguments are escaped (`html.escape`, quotes included) unless they are
 `Markup`; templates are literals in this module, so text from a session
 (messages, tool arguments and outputs, errors, reasons) can only ever reach
-the page escaped. The page script (``static/console.js``, served with its
-stylesheet from the package's files) inserts live text with ``textContent``
-only, and the Content-Security-Policy
-(`dex_agents.console.security`) allows no inline script, as a second line.
+the page escaped, its controls and bidi overrides shown as visible marks. The
+page script (``static/console.js``, served with its stylesheet from the
+package's files) inserts live text with ``textContent`` only, and the
+Content-Security-Policy (`dex_agents.console.security`) allows no inline
+script, as a second line.
 """
 
 import html
@@ -18,6 +19,7 @@ from urllib.parse import quote, urlencode
 
 import attrs
 
+from dex_agents.cli.output import visible
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.snapshot import AgentSnapshot
@@ -32,10 +34,13 @@ class Markup(str):
 
 
 def esc(value: object) -> Markup:
-    """Return ``value`` as HTML: `Markup` as is, anything else as escaped text."""
+    """Return ``value`` as HTML: `Markup` as is, anything else escaped, its invisible characters made `visible`.
+
+    So a model cannot reorder (bidi overrides) or hide what an approval shows.
+    """
     if isinstance(value, Markup):
         return value
-    return Markup(html.escape("" if value is None else str(value), quote=True))
+    return Markup(html.escape(visible("" if value is None else str(value)), quote=True))
 
 
 def render(template: str, **values: object) -> Markup:
@@ -111,16 +116,10 @@ def sessions_table(rows: Sequence[SessionRow], *, total: int | None = None) -> M
         )
         for row in rows
     )
-    more = (
-        render(
-            '<p class="muted" id="more-sessions">The newest {shown} of {total} listed sessions; '
-            "open an older one by its ID below.</p>",
-            shown=len(rows),
-            total=total,
-        )
-        if total is not None and total > len(rows)
-        else Markup("")
-    )
+    more = Markup("")
+    if total is not None and total > len(rows):
+        note = '<p class="muted" id="more-sessions">The newest {shown} of {total} listed sessions; open an older one'
+        more = render(note + " by its ID below.</p>", shown=len(rows), total=total)
     table = (
         render(
             '<table id="sessions"><thead><tr><th>Session</th><th>Status</th><th>Turns</th>'

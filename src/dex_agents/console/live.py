@@ -28,6 +28,7 @@ turns must not draw again.
 
 from typing import assert_never
 
+from dex_agents.cli.output import visible
 from dex_agents.domain.events import (
     AgentEvent,
     HistoryCompactedPayload,
@@ -68,7 +69,14 @@ def skip_event(event: AgentEvent, *, shown_turns: int) -> bool:
 
 
 def live_update(event: AgentEvent) -> dict[str, JsonValue]:
-    """Return the browser's update for one event (JSON data; every string in it is shown as text)."""
+    """Return the browser's update for one event (JSON data; every string in it is shown as text).
+
+    Its strings' controls and bidi overrides are visible marks (`dex_agents.cli.output.visible`), as on the pages.
+    """
+    return {key: visible(value) if isinstance(value, str) else value for key, value in _update(event).items()}
+
+
+def _update(event: AgentEvent) -> dict[str, JsonValue]:
     base: dict[str, JsonValue] = {
         "type": event.type.value,
         "turn": event.turn_id,

@@ -1,5 +1,7 @@
 """The console's parts without a server: live updates, escaping, loopback names."""
 
+from datetime import UTC, datetime
+
 import pytest
 
 from dex_agents.console import html as views
@@ -15,6 +17,7 @@ from dex_agents.domain.events import (
     turn_committed,
     user_message_steered,
 )
+from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage, MessageDelivery, MessageRole
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.snapshot import AgentSnapshot
@@ -185,3 +188,19 @@ def test_a_cancelled_turn_is_a_lasting_note_with_the_reason() -> None:
     assert update["refresh"] is True
     silent = live_update(_event(turn_cancelled(None, finished_tool_calls=0)))
     assert silent["text"] == "turn-2 cancelled by a person (no reason given); 0 tool calls of it had ended"
+
+
+def test_invisible_and_bidi_characters_show_as_marks_on_pages_and_in_live_updates() -> None:
+    interrupt = AgentInterrupt(
+        interrupt_id="turn-1.call-1",
+        turn_id="turn-1",
+        tool_call_id="call-1",
+        tool_name="transfer",
+        arguments='{"to": "alice\u202e001$\u202c", "note": "\x1b[8mhidden"}',
+        raised_at=datetime.now(UTC),
+    )
+    form = views.approval_form("s-1", interrupt, csrf="c" * 64, return_to="/approvals")
+    assert "\u202e" not in form
+    assert "alice\\u202e001$\\u202c" in form
+    update = live_update(_event(text_delta("\x1b]0;PWNED\x07 \u2066x\u2069")))
+    assert update["text"] == "␛]0;PWNED␇ \\u2066x\\u2069"
