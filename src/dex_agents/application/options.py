@@ -3,6 +3,7 @@
 from collections.abc import Mapping
 from datetime import timedelta
 from types import MappingProxyType
+from typing import Protocol
 
 import attrs
 
@@ -24,6 +25,20 @@ DEFAULT_DELTA_COALESCE_BYTES = 2048
 
 MIN_TEXT_LIMIT_BYTES = 1024
 """The smallest text limit an option accepts (room for a truncation notice)."""
+
+
+class TracerSource(Protocol):
+    """An OpenTelemetry ``TracerProvider``, as `AgentSessionOptions.tracing` takes one."""
+
+    def get_tracer(self, instrumenting_module_name: str, /) -> object:
+        """Return a tracer."""
+        ...
+
+
+def _check_tracing(_instance: object, _attribute: object, value: object) -> None:
+    if isinstance(value, bool) or callable(getattr(value, "get_tracer", None)):
+        return
+    raise TypeError(f"tracing takes True, False or an OpenTelemetry TracerProvider, got {value!r}")
 
 
 def _frozen_policies(policies: Mapping[str, ToolPolicy] | None) -> Mapping[str, ToolPolicy]:
@@ -98,3 +113,13 @@ class AgentSessionOptions:
     the Step. ``0`` writes every delta as it comes."""
     delta_coalesce_bytes: int = attrs.field(default=DEFAULT_DELTA_COALESCE_BYTES, validator=_check_coalesce_bytes)
     """Size of held delta text (UTF-8 bytes) at which it is written at once."""
+    tracing: "bool | TracerSource" = attrs.field(default=False, validator=_check_tracing)
+    """OpenTelemetry traces of the sessions (the ``[otel]`` extra): ``True`` traces with the global
+    ``TracerProvider``, a ``TracerProvider`` traces with it; ``False`` (the default) traces nothing and imports
+    no OpenTelemetry.
+
+    Each Step attempt is one span (``RunModel``, each tool Step, ``CompactHistory``, approvals, ...), and every
+    span of a turn joins the turn's one trace, across Workers, retries and restarts: the turn's trace context
+    is stored with the turn. The model call runs inside its Step's span, so a framework's own instrumentation
+    (Pydantic AI's ``Agent.instrument_all()``, Logfire) nests under it. ``docs/tracing.md`` lists the spans
+    and their attributes."""

@@ -129,6 +129,11 @@ class AgentState:
 
     last_turn_cancelled: bool = False
     """Whether the last finished turn was cancelled (`cancel_turn`); a later turn's end clears it."""
+    turn_traceparent: str | None = None
+    """The running turn's trace context as a W3C ``traceparent``, when sessions are traced; ``None`` otherwise.
+
+    Stored with the turn so every Step of it, on any Worker and in any attempt, joins the turn's one trace.
+    """
 
     @property
     def next_sequence(self) -> int:
@@ -182,6 +187,7 @@ class AgentState:
             turn_count=number,
             active_turn_id=turn_id_for(number),
             retry_after_overflow=False,
+            turn_traceparent=None,
         )
 
     def wait_for_tools(self) -> "AgentState":
@@ -199,6 +205,7 @@ class AgentState:
             active_turn_id=None,
             last_turn_error=None,
             last_turn_cancelled=False,
+            turn_traceparent=None,
         )
 
     def fail_turn(self, error: str) -> "AgentState":
@@ -208,6 +215,7 @@ class AgentState:
             active_turn_id=None,
             last_turn_error=error,
             last_turn_cancelled=False,
+            turn_traceparent=None,
         )
 
     def cancel_turn(self) -> "AgentState":
@@ -217,6 +225,7 @@ class AgentState:
             active_turn_id=None,
             last_turn_error=None,
             last_turn_cancelled=True,
+            turn_traceparent=None,
         )
 
     def with_messages_stored(self, messages: Iterable[AgentMessage]) -> "AgentState":

@@ -85,6 +85,7 @@ CONTEXT_BUDGET_ENV = "AGENT_TEST_CONTEXT_BUDGET"
 KEEP_RECENT_ENV = "AGENT_TEST_KEEP_RECENT"
 CLOCK_SKEW_ENV = "AGENT_TEST_WORKER_CLOCK_SKEW_SECONDS"
 COALESCE_ENV = "AGENT_TEST_DELTA_COALESCE_SECONDS"
+TRACE_FILE_ENV = "AGENT_TEST_TRACE_FILE"
 FLOW_TYPE = "ScriptedAgent"
 BREAK_BUILD = "[break build_user_message]"
 WRONG_ROLE = "[build with the assistant role]"
@@ -374,6 +375,36 @@ class SkewedClock:
         return datetime.now(UTC) + self.skew
 
 
+def json_lines_tracing(path: Path) -> Any:
+    """A ``TracerProvider`` writing each ended span at once as a JSON line to ``path`` (it survives a SIGKILL)."""
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    class JsonLinesExporter(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            lines = [
+                json.dumps(
+                    {
+                        "name": span.name,
+                        "trace_id": f"{span.context.trace_id:032x}",
+                        "span_id": f"{span.context.span_id:016x}",
+                        "parent_id": None if span.parent is None else f"{span.parent.span_id:016x}",
+                        "attributes": dict(span.attributes or {}),
+                        "pid": os.getpid(),
+                    }
+                )
+                for span in spans
+                if span.context is not None
+            ]
+            with path.open("a", encoding="utf-8") as file:
+                file.write("".join(line + "\n" for line in lines))
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(JsonLinesExporter()))
+    return provider
+
+
 def build_flow() -> AgentSessionFlow:
     skew = os.environ.get(CLOCK_SKEW_ENV)
     if skew is not None:
@@ -403,6 +434,9 @@ def build_flow() -> AgentSessionFlow:
     coalesce = os.environ.get(COALESCE_ENV)
     if coalesce is not None:
         options = attrs.evolve(options, delta_coalesce_window=float(coalesce))
+    trace_file = os.environ.get(TRACE_FILE_ENV)
+    if trace_file is not None:
+        options = attrs.evolve(options, tracing=json_lines_tracing(Path(trace_file)))
     heartbeat = os.environ.get(HEARTBEAT_ENV)
     if os.environ.get(KILL_POINT_ENV):
         return KillPointFlow(ScriptedAgentRunner(), flow_type=FLOW_TYPE, options=options)

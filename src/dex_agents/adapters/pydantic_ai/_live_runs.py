@@ -42,7 +42,9 @@ usage joins it before it goes on (`dex_agents.adapters.pydantic_ai._usage`).
 
 import asyncio
 import contextlib
+import contextvars
 import dataclasses
+import sys
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -209,6 +211,7 @@ class LiveRun:
         self.loop: asyncio.AbstractEventLoop | None = None
         """The event loop the run runs on; a Step on another loop cannot continue it."""
         self._task: asyncio.Task[AgentRunResult[Any]] | None = None
+        self._context: contextvars.Context | None = None
         self._handoff: asyncio.Future[Handoff] | None = None
         self._results: asyncio.Future[DeferredToolResults] | None = None
         self.abandoned = False
@@ -222,7 +225,8 @@ class LiveRun:
         async def running() -> AgentRunResult[Any]:
             return await run()
 
-        self._task = loop.create_task(running())
+        self._context = contextvars.copy_context()
+        self._task = loop.create_task(running(), context=self._context)
         self._task.add_done_callback(_retrieve)
 
     def capability(self) -> "LiveModelStepCapability":
@@ -264,6 +268,8 @@ class LiveRun:
         assert waiting is not None, "the run is not waiting for results"
         assert not waiting.done(), "the run is not waiting for results"
         self.deltas.target = deltas
+        if self._context is not None:
+            carry_trace_context(self._context)
         self._handoff = asyncio.get_running_loop().create_future()
         self._results = None
         waiting.set_result(results)
@@ -289,6 +295,21 @@ class LiveRun:
             # A run left on an event loop that has closed since (a test's loop) cannot be cancelled; it is gone.
             with contextlib.suppress(RuntimeError):
                 task.cancel()
+
+
+def carry_trace_context(into: contextvars.Context) -> None:
+    """Make the resuming Step's current OpenTelemetry context current in the waiting run's ``into`` as well.
+
+    The run's task was created under its first Step's span; without this, the spans
+    Pydantic AI's instrumentation opens for the next model request would nest under
+    that Step's (ended) span rather than the Step now serving the run. Nothing is
+    imported: no OpenTelemetry loaded means no span to carry. The run is waiting, so
+    its context is not entered and may be run here.
+    """
+    otel_context: Any = sys.modules.get("opentelemetry.context")
+    if otel_context is None:
+        return
+    into.run(otel_context.attach, otel_context.get_current())
 
 
 def _retrieve(task: "asyncio.Task[Any]") -> None:

@@ -15,7 +15,7 @@ from pydantic_ai.usage import UsageLimits
 from dex_agents.adapters.pydantic_ai._compaction import DEFAULT_TOOL_RESULT_BUDGET_CHARS
 from dex_agents.adapters.pydantic_ai.runner import PydanticAIRunner
 from dex_agents.application.compaction import CompactionPolicy, HistoryCompactor
-from dex_agents.application.options import DEFAULT_EVENT_STREAM_CAPACITY_BYTES, AgentSessionOptions
+from dex_agents.application.options import DEFAULT_EVENT_STREAM_CAPACITY_BYTES, AgentSessionOptions, TracerSource
 from dex_agents.domain.tools import ToolEffect, ToolPolicy
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 
@@ -38,6 +38,7 @@ def pydantic_ai_session_flow(
     direct_tool_calls: bool = True,
     live_runs: bool = True,
     usage_limits: UsageLimits | None = None,
+    tracing: "bool | TracerSource" = False,
 ) -> AgentSessionFlow:
     """Build the `AgentSessionFlow` that runs ``agent`` as durable sessions.
 
@@ -62,6 +63,8 @@ def pydantic_ai_session_flow(
         usage_limits: each turn's `UsageLimits`, as ``agent.run`` takes them for a run, enforced across the
             turn's Steps; a turn that reaches one fails with Pydantic AI's ``UsageLimitExceeded`` message
             (``last_turn_error``). ``None``: Pydantic AI's default (50 requests a turn).
+        tracing: OpenTelemetry spans per Step attempt, one trace per turn (`AgentSessionOptions.tracing`):
+            ``True`` with the global ``TracerProvider``, or a ``TracerProvider``; the ``[otel]`` extra.
 
     Raises:
         ValueError: the agent cannot run in Step mode (see `PydanticAIRunner`), or
@@ -83,5 +86,6 @@ def pydantic_ai_session_flow(
         default_tool_effect=default_tool_effect,
         interrupt_deadline=interrupt_deadline,
         event_stream_capacity_bytes=event_stream_capacity_bytes,
+        tracing=tracing,
     )
     return AgentSessionFlow(runner, flow_type=flow_type, options=options)

@@ -54,6 +54,7 @@ from dex_agents.infrastructure.dex.persistence import (
 )
 from dex_agents.infrastructure.dex.steps import STEP_CLASSES, SessionStep, StepDependencies
 from dex_agents.infrastructure.dex.stores import DexSessionStateStore, SystemClock, dex_session_ports
+from dex_agents.infrastructure.step_tracing import step_tracer
 
 
 class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
@@ -90,7 +91,10 @@ class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
             runner=runner, options=self.options, clock=clock or SystemClock(), deliveries=self.deliveries
         )
         self._deps = StepDependencies(
-            agent=self._agent, stream=self.events_stream, heartbeat_interval=heartbeat_interval
+            agent=self._agent,
+            stream=self.events_stream,
+            heartbeat_interval=heartbeat_interval,
+            tracer=step_tracer(self.options),
         )
         self._steps: list[SessionStep[Any]] = [cls(self._deps) for cls in STEP_CLASSES]
         for step in self._steps:

@@ -43,6 +43,7 @@ from dex_agents.application.steps.record_turn_failure import (
 from dex_agents.application.steps.resume_turn import ResumeTurn
 from dex_agents.application.steps.run_model import RunModel
 from dex_agents.application.steps.start_agent_session import StartAgentSession
+from dex_agents.application.tracing import StepTrace, StepTracer
 from dex_agents.application.wiring import AgentSetup, Wired
 from dex_agents.domain.errors import StepAttemptError
 from dex_agents.domain.events import AgentEvent
@@ -81,18 +82,22 @@ class StepDependencies:
     """How often model and tool Steps beat in the background."""
     classes: dict[StepName, "type[dex.Step[Any]]"] = attrs.field(factory=dict)
     """The Dex Step class of every Step name (filled by the Flow)."""
+    tracer: StepTracer | None = None
+    """Opens each Step attempt's span when the Flow traces (`AgentSessionOptions.tracing`), else ``None``."""
     step_options: StepOptionsTable = attrs.field(init=False)
     """Static and per-call options, built once per Step."""
 
     def __attrs_post_init__(self) -> None:
         self.step_options = StepOptionsTable(self.classes)
 
-    def writer(self, context: dex.AsyncContext, turn_id: str | None) -> AgentEventWriter:
-        """Return a live-event writer for this Step attempt."""
+    def writer(
+        self, context: dex.AsyncContext, turn_id: str | None, trace: StepTrace | None = None
+    ) -> AgentEventWriter:
+        """Return a live-event writer for this Step attempt (its events also shown on ``trace``'s span)."""
         sink = StreamEventSink(context, self.stream)
         options = self.agent.options
         return AgentEventWriter(
-            sink,
+            sink if trace is None else trace.sink(sink),
             turn_id=turn_id,
             step_execution_id=context.step_execution_id,
             attempt=context.attempt,
@@ -103,7 +108,9 @@ class StepDependencies:
         )
 
     @contextlib.contextmanager
-    def attempt(self, context: dex.AsyncContext, turn_id: str | None) -> Iterator[AgentEventWriter]:
+    def attempt(
+        self, context: dex.AsyncContext, turn_id: str | None, traced: tuple[StepName, object] | None = None
+    ) -> Iterator[AgentEventWriter]:
         """Run one Step attempt's use case: hand it a writer, close the writer when it returns.
 
         Closing writes the deltas the writer still holds, while the call can still write.
@@ -113,8 +120,27 @@ class StepDependencies:
         failure; they leave here as `StepAttemptError`, which says what failed.
         Every value the use case stages is metered: a result too large for one
         frame fails the attempt with `StepResultTooLargeError` and is never sent.
+
+        ``traced`` (the Step and its input) runs the attempt in its span when the
+        Flow traces (`AgentSessionOptions.tracing`); without a tracer it costs nothing.
         """
-        events = self.writer(context, turn_id)
+        tracer = self.tracer
+        if tracer is None or traced is None:
+            with self._attempt(context, turn_id, None) as events:
+                yield events
+            return
+        step, step_input = traced
+        with (
+            tracer.attempt(step, _call(context), dex_session_ports(context), step_input) as trace,
+            self._attempt(context, turn_id, trace) as events,
+        ):
+            yield events
+
+    @contextlib.contextmanager
+    def _attempt(
+        self, context: dex.AsyncContext, turn_id: str | None, trace: StepTrace | None
+    ) -> Iterator[AgentEventWriter]:
+        events = self.writer(context, turn_id, trace)
         try:
             with metered_writes() as meter:
                 yield events
@@ -255,7 +281,7 @@ class StartAgentSessionStep(SessionStep[AgentSessionStartInput]):
     async def execute(self, context: dex.AsyncContext, input: AgentSessionStartInput) -> dex.StepDecision:
         """Initialize the session."""
         deps = self.deps
-        with deps.attempt(context, None) as events:
+        with deps.attempt(context, None, (self.name, input)) as events:
             use_case = self.build(StartAgentSession, context, events)
             next_ = await use_case.execute(input)
         return deps.decide(self.name, next_)
@@ -281,7 +307,7 @@ class AwaitUserMessageStep(SessionStep[None]):
 
     async def execute(self, context: dex.AsyncContext, input: None) -> dex.StepDecision:
         """Start a turn with the message."""
-        with self.deps.attempt(context, None) as events:
+        with self.deps.attempt(context, None, (self.name, input)) as events:
             steered = tuple(STEERED_USER_MESSAGES.results(context))
             delivered = steered or tuple(QUEUED_USER_MESSAGES.results(context))
             next_ = await self._use_case(context, events).execute(delivered, steered=bool(steered))
@@ -296,7 +322,7 @@ class RunModelStep(SessionStep[None]):
     async def execute(self, context: dex.AsyncContext, input: None) -> dex.StepDecision:
         """Run one model call."""
         deps = self.deps
-        with deps.attempt(context, _active_turn(context)) as events:
+        with deps.attempt(context, _active_turn(context), (self.name, input)) as events:
             async with _heartbeating(context, deps.heartbeat_interval):
                 use_case = self.build(RunModel, context, events, heartbeat=_heartbeat_fn(context))
                 next_ = await use_case.execute(_call(context))
@@ -325,7 +351,7 @@ class AwaitToolApprovalStep(SessionStep[str]):
 
     async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
         """Apply the answer or the deadline."""
-        with self.deps.attempt(context, _active_turn(context)) as events:
+        with self.deps.attempt(context, _active_turn(context), (self.name, input)) as events:
             use_case = self._use_case(context, events)
             record = use_case.tool_calls.get(input)
             resolutions = (
@@ -348,7 +374,7 @@ class _ToolStep(SessionStep[str]):
     async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
         """Run the tool call once."""
         deps = self.deps
-        with deps.attempt(context, _active_turn(context)) as events:
+        with deps.attempt(context, _active_turn(context), (self.name, input)) as events:
             async with _heartbeating(context, deps.heartbeat_interval):
                 use_case = self.build(self.use_case, context, events, heartbeat=_heartbeat_fn(context))
                 next_ = await use_case.execute(_call(context), input)
@@ -381,7 +407,7 @@ class _ToolFailureStep(SessionStep[str]):
 
     async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
         """Record the call's failure."""
-        with self.deps.attempt(context, _active_turn(context)) as events:
+        with self.deps.attempt(context, _active_turn(context), (self.name, input)) as events:
             use_case = self.build(self.use_case, context, events)
             next_ = await use_case.execute(input, recovery_error=recovery_detail(context))
         return self.deps.decide(self.name, next_)
@@ -414,7 +440,7 @@ class ResumeTurnStep(SessionStep[int]):
 
     async def execute(self, context: dex.AsyncContext, input: int) -> dex.StepDecision:
         """Resume the turn, or wait for what is missing."""
-        with self.deps.attempt(context, _active_turn(context)) as events:
+        with self.deps.attempt(context, _active_turn(context), (self.name, input)) as events:
             use_case = self.build(ResumeTurn, context, events)
             next_ = await use_case.execute(
                 tuple(TOOL_CALL_RESULTS.results(context)), tuple(STEERED_USER_MESSAGES.results(context))
@@ -426,7 +452,7 @@ class _TurnFailureStep(SessionStep[InputT]):
     use_case: ClassVar[type[RecordTurnFailure]]
 
     async def _record(self, context: dex.AsyncContext, start: AgentSessionStartInput | None) -> dex.StepDecision:
-        with self.deps.attempt(context, _active_turn(context)) as events:
+        with self.deps.attempt(context, _active_turn(context), (self.name, start)) as events:
             use_case = self.build(self.use_case, context, events)
             next_ = await use_case.execute(recovery_error=recovery_detail(context), start=start)
         return self.deps.decide(self.name, next_)
@@ -473,7 +499,7 @@ class CompactHistoryStep(SessionStep[str]):
     async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
         """Compact the oldest messages of the model's window."""
         deps = self.deps
-        with deps.attempt(context, _active_turn(context)) as events:
+        with deps.attempt(context, _active_turn(context), (self.name, input)) as events:
             async with _heartbeating(context, deps.heartbeat_interval):
                 use_case = self.build(CompactHistory, context, events, heartbeat=_heartbeat_fn(context))
                 next_ = await use_case.execute(_call(context), input)
@@ -487,7 +513,7 @@ class RecordCompactionFailureStep(SessionStep[str]):
 
     async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
         """Go on to the model with the history unchanged, or fail the turn."""
-        with self.deps.attempt(context, _active_turn(context)) as events:
+        with self.deps.attempt(context, _active_turn(context), (self.name, input)) as events:
             use_case = self.build(RecordCompactionFailure, context, events)
             next_ = await use_case.after_compaction(input, recovery_error=recovery_detail(context))
         return self.deps.decide(self.name, next_)

@@ -11,8 +11,9 @@ engine's), takes steered messages before queued ones and at every
 ``ResumeTurn``, and returns the Steps left waiting.
 """
 
+import contextlib
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from itertools import count
 from typing import TypeVar
 
@@ -38,6 +39,7 @@ from dex_agents.application.steps.record_turn_failure import RecordTurnFailure
 from dex_agents.application.steps.resume_turn import ResumeTurn
 from dex_agents.application.steps.run_model import RunModel
 from dex_agents.application.steps.start_agent_session import StartAgentSession
+from dex_agents.application.tracing import StepTrace
 from dex_agents.application.wiring import AgentSetup, SessionPorts, Wired
 from dex_agents.domain.interrupts import AgentInterruptResolution, ResolveInterruptRequest
 from dex_agents.domain.messages import AgentUserMessage, MessageDelivery
@@ -45,6 +47,7 @@ from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAge
 from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.tools import ToolCallCompleted
 from dex_agents.domain.turn_control import CancelTurnRequest
+from dex_agents.infrastructure.step_tracing import step_tracer
 from dex_agents.testing.memory._channels import (
     InMemoryResolutionPublisher,
     InMemoryToolResultPublisher,
@@ -102,6 +105,8 @@ class InMemorySessionHost:
         self.sink = RecordingEventSink()
         self.deliveries = InMemoryDeliveryLedger(self.sink)
         self.heartbeat = RecordingHeartbeat()
+        self.tracer = step_tracer(self.options)
+        """Opens each Step attempt's span when ``options.tracing`` is on, as the Dex binding does."""
         self.writers: list[AgentEventWriter] = []
         self.executed: list[tuple[StepName, object, int]] = []
         """Every Step attempt run so far: (Step, input, attempt)."""
@@ -149,12 +154,12 @@ class InMemorySessionHost:
             step_execution_id = f"{step.value}-{next(self._executions)}"
         return StepCall(flow_id=self.flow_id, step_execution_id=step_execution_id, attempt=attempt)
 
-    def writer(self, call: StepCall, *, turn_id: str | None = None) -> AgentEventWriter:
+    def writer(self, call: StepCall, *, turn_id: str | None = None, trace: StepTrace | None = None) -> AgentEventWriter:
         """Return an event writer for ``call``, bound to ``turn_id`` or else the active turn."""
         if turn_id is None and self.state.value is not None:
             turn_id = self.state.value.active_turn_id
         writer = AgentEventWriter(
-            self.sink,
+            self.sink if trace is None else trace.sink(self.sink),
             turn_id=turn_id,
             step_execution_id=call.step_execution_id,
             attempt=call.attempt,
@@ -163,6 +168,25 @@ class InMemorySessionHost:
         self.writers.append(writer)
         return writer
 
+    @contextlib.contextmanager
+    def attempt(
+        self, step: StepName, call: StepCall, step_input: object, *, turn_id: str | None = None
+    ) -> Iterator[AgentEventWriter]:
+        """One Step attempt's writer, closed when the block ends; in the attempt's span when the session is traced."""
+        if self.tracer is None:
+            events = self.writer(call, turn_id=turn_id)
+            try:
+                yield events
+            finally:
+                events.close()
+            return
+        with self.tracer.attempt(step, call, self.ports, step_input) as trace:
+            events = self.writer(call, turn_id=turn_id, trace=trace)
+            try:
+                yield events
+            finally:
+                events.close()
+
     def _ran(self, step: StepName, step_input: object, call: StepCall | None = None) -> None:
         self.executed.append((step, step_input, 1 if call is None else call.attempt))
 
@@ -170,25 +194,20 @@ class InMemorySessionHost:
 
     async def start(self, initial_message: str | None = None) -> Next:
         call = self.step_call(StepName.START_AGENT_SESSION)
-        events = self.writer(call)
         self._ran(StepName.START_AGENT_SESSION, initial_message)
-        try:
+        start = AgentSessionStartInput(initial_message=initial_message)
+        with self.attempt(StepName.START_AGENT_SESSION, call, start) as events:
             return await StartAgentSession.wired(
                 self.ports, self.agent, events=events, heartbeat=self.heartbeat
-            ).execute(AgentSessionStartInput(initial_message=initial_message))
-        finally:
-            events.close()
+            ).execute(start)
 
     async def await_user_message(self, delivered: Sequence[AgentUserMessage], *, steered: bool = False) -> Next:
         call = self.step_call(StepName.AWAIT_USER_MESSAGE)
-        events = self.writer(call)
         self._ran(StepName.AWAIT_USER_MESSAGE, None)
-        try:
+        with self.attempt(StepName.AWAIT_USER_MESSAGE, call, None) as events:
             return await AwaitUserMessage.wired(
                 self.ports, self.agent, events=events, heartbeat=self.heartbeat
             ).execute(delivered, steered=steered)
-        finally:
-            events.close()
 
     def announce_finished_turn(self) -> None:
         """Run what ``AwaitUserMessage`` does before it waits (its ``wait_for``)."""
@@ -206,12 +225,9 @@ class InMemorySessionHost:
 
     async def run_model(self, *, attempt: int = 1, step_execution_id: str | None = None) -> Next:
         call = self.step_call(StepName.RUN_MODEL, attempt=attempt, step_execution_id=step_execution_id)
-        events = self.writer(call)
         self._ran(StepName.RUN_MODEL, None, call)
-        try:
+        with self.attempt(StepName.RUN_MODEL, call, None) as events:
             return await self.run_model_use_case(events).execute(call)
-        finally:
-            events.close()
 
     def approval(self, *, turn_id: str | None = None) -> tuple[AwaitToolApproval, AgentEventWriter]:
         call = self.step_call(StepName.AWAIT_TOOL_APPROVAL)
@@ -232,12 +248,11 @@ class InMemorySessionHost:
         timer_fired: bool = False,
         attempt: int = 1,
     ) -> Next:
-        use_case, events = self.approval()
+        call = self.step_call(StepName.AWAIT_TOOL_APPROVAL, attempt=attempt)
         self._ran(StepName.AWAIT_TOOL_APPROVAL, tool_call_id)
-        try:
+        with self.attempt(StepName.AWAIT_TOOL_APPROVAL, call, tool_call_id) as events:
+            use_case = self.build(AwaitToolApproval, events)
             return await use_case.execute(tool_call_id, resolution=resolution, timer_fired=timer_fired, attempt=attempt)
-        finally:
-            events.close()
 
     async def call_tool(self, tool_call_id: str, *, attempt: int = 1, step_execution_id: str | None = None) -> Next:
         return await self._tool_step(StepName.CALL_TOOL, tool_call_id, attempt, step_execution_id)
@@ -249,7 +264,6 @@ class InMemorySessionHost:
 
     async def _tool_step(self, step: StepName, tool_call_id: str, attempt: int, step_execution_id: str | None) -> Next:
         call = self.step_call(step, attempt=attempt, step_execution_id=step_execution_id)
-        events = self.writer(call, turn_id=self._turn_of(tool_call_id))
         kind: type[CallTool] | type[CallSingleAttemptTool] | type[ReconcileToolCall]
         match step:
             case StepName.CALL_TOOL:
@@ -259,10 +273,8 @@ class InMemorySessionHost:
             case _:
                 kind = ReconcileToolCall
         self._ran(step, tool_call_id, call)
-        try:
+        with self.attempt(step, call, tool_call_id, turn_id=self._turn_of(tool_call_id)) as events:
             return await self.build(kind, events).execute(call, tool_call_id)
-        finally:
-            events.close()
 
     async def reconcile_tool_call(
         self, tool_call_id: str, *, attempt: int = 1, step_execution_id: str | None = None
@@ -271,33 +283,30 @@ class InMemorySessionHost:
 
     async def record_tool_failure(self, tool_call_id: str, *, recovery_error: str = "attempts exhausted") -> Next:
         call = self.step_call(StepName.RECORD_TOOL_FAILURE)
-        events = self.writer(call, turn_id=self._turn_of(tool_call_id))
         self._ran(StepName.RECORD_TOOL_FAILURE, tool_call_id)
-        try:
+        turn_id = self._turn_of(tool_call_id)
+        with self.attempt(StepName.RECORD_TOOL_FAILURE, call, tool_call_id, turn_id=turn_id) as events:
             return await RecordToolFailure.wired(
                 self.ports, self.agent, events=events, heartbeat=self.heartbeat
             ).execute(tool_call_id, recovery_error=recovery_error)
-        finally:
-            events.close()
 
     async def record_tool_outcome_unknown(self, tool_call_id: str, *, recovery_error: str = "attempt failed") -> Next:
         call = self.step_call(StepName.RECORD_TOOL_OUTCOME_UNKNOWN)
-        events = self.writer(call, turn_id=self._turn_of(tool_call_id))
         self._ran(StepName.RECORD_TOOL_OUTCOME_UNKNOWN, tool_call_id)
-        try:
+        turn_id = self._turn_of(tool_call_id)
+        with self.attempt(StepName.RECORD_TOOL_OUTCOME_UNKNOWN, call, tool_call_id, turn_id=turn_id) as events:
             return await RecordToolOutcomeUnknown.wired(
                 self.ports, self.agent, events=events, heartbeat=self.heartbeat
             ).execute(tool_call_id, recovery_error=recovery_error)
-        finally:
-            events.close()
 
     async def resume_turn(
         self, delivered: Sequence[ToolCallCompleted], steered: Sequence[AgentUserMessage] = ()
     ) -> Next:
         self._ran(StepName.RESUME_TURN, len(delivered))
-        return await ResumeTurn.wired(
-            self.ports, self.agent, events=self.writer(self.step_call(StepName.RESUME_TURN)), heartbeat=self.heartbeat
-        ).execute(delivered, steered)
+        with self.attempt(StepName.RESUME_TURN, self.step_call(StepName.RESUME_TURN), len(delivered)) as events:
+            return await ResumeTurn.wired(self.ports, self.agent, events=events, heartbeat=self.heartbeat).execute(
+                delivered, steered
+            )
 
     async def record_turn_failure(
         self,
@@ -307,38 +316,29 @@ class InMemorySessionHost:
         step: StepName = StepName.RECORD_TURN_FAILURE,
     ) -> Next:
         call = self.step_call(step)
-        events = self.writer(call)
         self._ran(step, start)
-        try:
+        with self.attempt(step, call, start) as events:
             return await RecordTurnFailure.wired(
                 self.ports, self.agent, events=events, heartbeat=self.heartbeat
             ).execute(recovery_error=recovery_error, start=start)
-        finally:
-            events.close()
 
     async def compact_history(
         self, reason: str = "policy", *, attempt: int = 1, step_execution_id: str | None = None
     ) -> Next:
         call = self.step_call(StepName.COMPACT_HISTORY, attempt=attempt, step_execution_id=step_execution_id)
-        events = self.writer(call)
         self._ran(StepName.COMPACT_HISTORY, reason, call)
-        try:
+        with self.attempt(StepName.COMPACT_HISTORY, call, reason) as events:
             return await CompactHistory.wired(self.ports, self.agent, events=events, heartbeat=self.heartbeat).execute(
                 call, reason
             )
-        finally:
-            events.close()
 
     async def record_compaction_failure(self, reason: str, *, recovery_error: str = "compaction failed") -> Next:
         call = self.step_call(StepName.RECORD_COMPACTION_FAILURE)
-        events = self.writer(call)
         self._ran(StepName.RECORD_COMPACTION_FAILURE, reason)
-        try:
+        with self.attempt(StepName.RECORD_COMPACTION_FAILURE, call, reason) as events:
             return await RecordCompactionFailure.wired(
                 self.ports, self.agent, events=events, heartbeat=self.heartbeat
             ).after_compaction(reason, recovery_error=recovery_error)
-        finally:
-            events.close()
 
     def _turn_of(self, tool_call_id: str) -> str | None:
         record = self.tool_calls.get(tool_call_id)
