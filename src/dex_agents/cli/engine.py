@@ -1,7 +1,7 @@
 """Connecting to Dex: an external server, or the dev server started in this process.
 
 `open_engine` yields an `Engine`: the address, a Dex Client for the given
-Flows (assembled by `AgentContainer`) and, on request, a Worker serving those
+Flows (`open_agent_app` with no Worker) and, on request, a Worker serving those
 Flows in this process. It checks that the server answers before anything
 else, so an unreachable server is one clear error.
 
@@ -14,27 +14,17 @@ tasks: that server may not reach this machine, and an application's own Worker
 
 import asyncio
 import contextlib
-import tempfile
 from collections.abc import AsyncIterator, Sequence
-from datetime import timedelta
 
 import dex
 from rich.console import Console
 
 from dex_agents.cli.errors import CliError, UsageError
 from dex_agents.devserver import DevServer
+from dex_agents.infrastructure.dex.app import AgentApp, open_agent_app
 from dex_agents.infrastructure.dex.client import AgentSessionClient
-from dex_agents.infrastructure.dex.container import (
-    DEFAULT_LISTEN_ADDRESS,
-    AgentContainer,
-    WorkerMode,
-    free_loopback_address,
-    wait_worker_serving,
-)
+from dex_agents.infrastructure.dex.container import WorkerMode, wait_worker_serving
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
-
-HEALTH_TIMEOUT = timedelta(seconds=5)
-"""How long the first health check may take."""
 
 WORKER_REGISTRATION_TIMEOUT = 30.0
 """Seconds a Worker may take to register with Dex."""
@@ -53,14 +43,15 @@ def parse_server(address: str) -> str:
 
 
 class Engine:
-    """A Dex server to talk to, and a Client for some Flows."""
+    """A Dex server to talk to, and the `AgentApp` (Client, container) of some Flows."""
 
-    def __init__(self, address: str, container: AgentContainer, *, embedded: bool) -> None:
+    def __init__(self, address: str, app: AgentApp, *, embedded: bool) -> None:
         self.address = address
-        self.container = container
+        self.app = app
+        self.container = app.container
         self.embedded = embedded
         """Whether the server is the dev server running inside this process."""
-        self.client: dex.AsyncClient = container.client()
+        self.client: dex.AsyncClient = app.client
 
     @property
     def description(self) -> str:
@@ -104,6 +95,10 @@ async def open_engine(
 ) -> AsyncIterator[Engine]:
     """Connect to ``server``, or start the dev server here when it is ``None``, and yield the `Engine`.
 
+    The Client, container and blob cache are `open_agent_app`'s (with no Worker:
+    `Engine.worker` starts one on request), so the CLI sets up and shuts down
+    exactly as an application does.
+
     Args:
         server: ``host:port``, or ``None`` for the dev server in this process.
         flows: the Flows the Client (and an in-process Worker) know.
@@ -116,41 +111,24 @@ async def open_engine(
     Raises:
         CliError: the server does not answer.
     """
-    with tempfile.TemporaryDirectory(prefix="dex-agents-cli-") as cache_dir:
-        async with contextlib.AsyncExitStack() as stack:
-            if server is None:
-                with console.status("starting the dev server", spinner="dots"):
-                    devserver = await stack.enter_async_context(DevServer())
-                address, embedded = devserver.address, True
-            else:
-                address = parse_server(server)
-            mode = worker_mode or (WorkerMode.LISTEN if embedded else WorkerMode.PULL)
-            if mode is WorkerMode.LISTEN and listen_address is None:
-                listen_address = free_loopback_address()
-            container = AgentContainer.build(
-                flows=list(flows),
-                server_address=address,
-                blob_cache_directory=cache_dir,
-                stop_drain_seconds=1,
-                worker_mode=mode,
-                listen_address=listen_address or DEFAULT_LISTEN_ADDRESS,
-            )
-            stack.callback(container.blob_cache().close)
-            engine = Engine(address, container, embedded=embedded)
-            stack.push_async_callback(engine.client.close)
-            await check_reachable(engine)
-            yield engine
-
-
-async def check_reachable(engine: Engine) -> None:
-    """Raise a `CliError` unless the server answers its health check in time."""
-    try:
-        healthy = await asyncio.wait_for(engine.client.health_check(), HEALTH_TIMEOUT.total_seconds())
-    except TimeoutError as error:
-        raise CliError(f"cannot reach Dex at {engine.address}: no answer within {HEALTH_TIMEOUT.seconds} s") from error
-    except dex.DexServiceError as error:
-        detail = " ".join(error.detail.split())
-        why = "connection refused" if "connection refused" in detail.lower() else detail
-        raise CliError(f"cannot reach Dex at {engine.address} ({why})") from error
-    if not healthy:
-        raise CliError(f"Dex at {engine.address} reports that it is not healthy")
+    async with contextlib.AsyncExitStack() as stack:
+        if server is None:
+            with console.status("starting the dev server", spinner="dots"):
+                devserver = await stack.enter_async_context(DevServer())
+            address, embedded = devserver.address, True
+        else:
+            address = parse_server(server)
+        mode = worker_mode or (WorkerMode.LISTEN if embedded else WorkerMode.PULL)
+        opening = open_agent_app(
+            flows,
+            server_address=address,
+            workers=0,
+            worker_mode=mode,
+            listen_address=listen_address,
+            stop_drain_seconds=1,
+        )
+        try:
+            app = await stack.enter_async_context(opening)
+        except ConnectionError as error:
+            raise CliError(str(error)) from error
+        yield Engine(address, app, embedded=embedded)

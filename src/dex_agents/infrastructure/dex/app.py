@@ -146,7 +146,9 @@ async def _check_reachable(client: dex.AsyncClient, address: str) -> None:
     except TimeoutError as error:
         raise ConnectionError(f"cannot reach Dex at {address}: no answer within {HEALTH_TIMEOUT:g} s") from error
     except dex.DexServiceError as error:
-        raise ConnectionError(f"cannot reach Dex at {address}: {' '.join(error.detail.split())}") from error
+        detail = " ".join(error.detail.split())
+        why = "connection refused" if "connection refused" in detail.lower() else detail
+        raise ConnectionError(f"cannot reach Dex at {address} ({why})") from error
     if not healthy:
         raise ConnectionError(f"Dex at {address} reports that it is not healthy")
 
