@@ -25,7 +25,6 @@ Refused requests answer ``4xx`` with ``{"error": "..."}`` and start nothing
 (`dex_agents.ui._requests`); Dex being unreachable is ``503``.
 """
 
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 
@@ -43,7 +42,7 @@ from dex_agents.domain.limits import InputProblem
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.session import turn_number
 from dex_agents.domain.snapshot import MAX_PAGE_LIMIT
-from dex_agents.infrastructure.dex.client import AgentSessionClient, SessionUnavailableError
+from dex_agents.infrastructure.dex.client import AgentSessionClient, SessionAlreadyExistsError, SessionUnavailableError
 from dex_agents.ui._history import assistant_message_id, ui_messages
 from dex_agents.ui._parts import (
     ErrorChunk,
@@ -126,8 +125,10 @@ class _Chat:
         message_id = request.message_id
         if message_id is not None and id_refusal(message_id, field="messageId", what="the message ID") is not None:
             message_id = None
-        with contextlib.suppress(dex.FlowAlreadyStartedError):  # an existing or concurrently started one is used
-            await self.sessions.start_session(request.session_id)
+        try:
+            await self.sessions.ensure_session(request.session_id)  # an existing or concurrently started one is used
+        except SessionAlreadyExistsError as error:  # the ID belongs to a Flow of another type
+            raise ChatRequestError(409, str(error)) from None
         try:
             receipt = await self.sessions.submit_user_message(
                 request.session_id, request.text, client_message_id=message_id
