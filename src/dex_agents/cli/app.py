@@ -21,6 +21,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from dex_agents.cli.data import data_options
 from dex_agents.cli.errors import EXIT_INTERRUPTED, EXIT_OK, CliError, UsageError, explain
 from dex_agents.cli.output import SafeConsole, VisibleWriter, install_visible_logging
 
@@ -153,6 +154,7 @@ def _check_approver(ctx: click.Context, param: click.Parameter, value: str | Non
     help="Serve the Flow with a Worker in this process (default); --no-worker when your app's Worker serves it.",
 )
 @_approver_option
+@data_options
 @debug_option
 @click.pass_context
 def chat(
@@ -162,6 +164,8 @@ def chat(
     session_id: str | None,
     worker: bool,
     approver: str | None,
+    data: str | None,
+    in_memory: bool,
     debug: bool,
 ) -> int:
     """Talk to an agent session: streamed answers, approvals asked inline, /snapshot, /history, /stop.
@@ -170,15 +174,29 @@ def chat(
     example dex_agents.cli.order_agent:build_order_flow); a Pydantic AI model
     name such as openai:gpt-5.2 works too when its provider package and API key
     are present.
+
+    Without --server, its dev server runs in this process and keeps the sessions in
+    $XDG_STATE_HOME/dex-agents/chat/ (or --data DIR; --in-memory keeps nothing), so
+    chat --session ID later goes on with a conversation.
     """
     from dex_agents.cli.chat import run_chat
+    from dex_agents.cli.data import choose_data_dir, embedded_dir
 
-    return run(
-        lambda console: run_chat(
-            console, target, server=server, session_id=session_id, serve_worker=worker, approver=approver
-        ),
-        debug=_debug(ctx, debug),
-    )
+    def command(console: Console) -> Coroutine[Any, Any, None]:
+        if server is not None and (data is not None or in_memory):
+            raise UsageError("--data and --in-memory are for the dev server chat runs itself: leave out --server")
+        data_dir = choose_data_dir(data, in_memory, embedded_dir("chat"))
+        return run_chat(
+            console,
+            target,
+            server=server,
+            session_id=session_id,
+            serve_worker=worker,
+            approver=approver,
+            data_dir=data_dir,
+        )
+
+    return run(command, debug=_debug(ctx, debug))
 
 
 def _server_option(function: F) -> F:
@@ -323,13 +341,23 @@ def reject(
 @click.option(
     "--port", type=click.IntRange(0, 65535), default=8801, show_default=True, help="Port on 127.0.0.1 (0: any)."
 )
+@data_options
 @debug_option
 @click.pass_context
-def dev_server(ctx: click.Context, port: int, debug: bool) -> int:
-    """Serve the dev server on 127.0.0.1 until Ctrl-C (for people without dexcli)."""
+def dev_server(ctx: click.Context, port: int, data: str | None, in_memory: bool, debug: bool) -> int:
+    """Serve the dev server on 127.0.0.1 until Ctrl-C (for people without dexcli).
+
+    It keeps every session in its data dir (default: $XDG_STATE_HOME/dex-agents/dev/PORT/,
+    printed at start), so a dev server started again on it goes on with them; --in-memory
+    keeps nothing. Delete the dir to throw its sessions away.
+    """
+    from dex_agents.cli.data import choose_data_dir, dev_server_dir
     from dex_agents.cli.dev_server import run_dev_server
 
-    return run(lambda console: run_dev_server(console, port), debug=_debug(ctx, debug))
+    return run(
+        lambda console: run_dev_server(console, port, data_dir=choose_data_dir(data, in_memory, dev_server_dir(port))),
+        debug=_debug(ctx, debug),
+    )
 
 
 TOKEN_FLAG_REFUSED = (
@@ -367,6 +395,7 @@ TOKEN_FLAG_REFUSED = (
 )
 @click.option("--index", "index_path", type=click.Path(dir_okay=False), default=None, help="The session index file.")
 @click.option("--worker/--no-worker", default=False, help="Also serve the Flow with a Worker here (default: no).")
+@data_options
 @debug_option
 @click.pass_context
 def console(
@@ -382,6 +411,8 @@ def console(
     tls_key: Path | None,
     index_path: str | None,
     worker: bool,
+    data: str | None,
+    in_memory: bool,
     debug: bool,
 ) -> int:
     """Serve the web console: every session of a Flow type, live events, approvals, steer and cancel (console extra)."""
@@ -392,9 +423,13 @@ def console(
             raise
         raise click.ClickException("the console needs the console extra: pip install 'dex-agents[console]'") from None
 
+    from dex_agents.cli.data import choose_data_dir, embedded_dir
+
     async def command(out: Console) -> None:
         if token is not None:
             raise UsageError(TOKEN_FLAG_REFUSED)
+        if not demo and (data is not None or in_memory):
+            raise UsageError("--data and --in-memory are for the dev server of --demo")
         await run_console(
             out,
             server=server,
@@ -406,6 +441,7 @@ def console(
             tls=TlsFiles.of(tls_cert, tls_key),
             index_path=Path(index_path) if index_path else None,
             serve_worker=worker,
+            data_dir=choose_data_dir(data, in_memory, embedded_dir("console-demo")) if demo else None,
         )
 
     return run(command, debug=_debug(ctx, debug))

@@ -26,6 +26,7 @@ import secrets
 import signal
 from collections.abc import Coroutine
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 import dex
@@ -65,17 +66,19 @@ class AfterQuit(StrEnum):
     """What becomes of the session when the person leaves with ``/quit``."""
 
     ENDS_WITH_CHAT = "ends_with_chat"
-    """It lives on the dev server inside this process, which stops with the chat."""
+    """It lives on the dev server inside this process, in memory (``--in-memory``): it ends with the chat."""
+    KEPT_FOR_NEXT_CHAT = "kept_for_next_chat"
+    """It lives on the dev server inside this process, which keeps it in its data dir for the next chat."""
     WAITS_FOR_WORKER = "waits_for_worker"
     """It stays on the server; this process ran its Worker, so it continues once another Worker serves its Flow."""
     KEEPS_RUNNING = "keeps_running"
     """It stays on the server, served by the application's own Worker."""
 
     @classmethod
-    def of(cls, *, embedded: bool, serve_worker: bool) -> "AfterQuit":
-        """What follows ``/quit`` on an in-process dev server (``embedded``) or a server, with or without Worker."""
+    def of(cls, *, embedded: bool, serve_worker: bool, kept: bool = False) -> "AfterQuit":
+        """What follows ``/quit`` on an in-process dev server (``embedded``, ``kept`` on disk) or a server."""
         if embedded:
-            return cls.ENDS_WITH_CHAT
+            return cls.KEPT_FOR_NEXT_CHAT if kept else cls.ENDS_WITH_CHAT
         return cls.WAITS_FOR_WORKER if serve_worker else cls.KEEPS_RUNNING
 
     def farewell(self, session_id: str) -> str:
@@ -83,8 +86,13 @@ class AfterQuit(StrEnum):
         match self:
             case AfterQuit.ENDS_WITH_CHAT:
                 return (
-                    f"left session {session_id}; it ends with this chat (its dev server runs in this process: "
-                    "use dev-server and --server to keep sessions)"
+                    f"left session {session_id}; it ends with this chat (its dev server runs in this process "
+                    "in memory: leave out --in-memory to keep sessions)"
+                )
+            case AfterQuit.KEPT_FOR_NEXT_CHAT:
+                return (
+                    f"left session {session_id}; it is kept with this chat's data: chat --session {session_id} "
+                    "picks it up again"
                 )
             case AfterQuit.WAITS_FOR_WORKER:
                 return (
@@ -366,10 +374,13 @@ async def run_chat(
     session_id: str | None,
     serve_worker: bool,
     approver: str | None = None,
+    data_dir: Path | None = None,
 ) -> None:
     """Run ``dex-agents chat``: load the Flow, connect, serve it, and talk until the person leaves.
 
-    Approvals answered at the prompt name ``approver`` (by default the OS user).
+    Approvals answered at the prompt name ``approver`` (by default the OS user). Without
+    ``server`` the chat runs its own dev server, keeping its sessions in ``data_dir``
+    (``None``: in memory), so a later ``chat --session ID`` on the same dir goes on with one.
     """
     console = safe_console(console)
     import pydantic_ai
@@ -378,7 +389,7 @@ async def run_chat(
     loaded = load_flow(target)
     flow = loaded.flow
     async with contextlib.AsyncExitStack() as stack:
-        engine = await stack.enter_async_context(open_engine(server, [flow], console))
+        engine = await stack.enter_async_context(open_engine(server, [flow], console, data_dir=data_dir))
         if serve_worker or engine.embedded:
             with console.status("starting a Worker", spinner="dots"):
                 await stack.enter_async_context(engine.worker())
@@ -388,7 +399,9 @@ async def run_chat(
             session,
             console,
             TerminalLines(console),
-            after_quit=AfterQuit.of(embedded=engine.embedded, serve_worker=serve_worker),
+            after_quit=AfterQuit.of(
+                embedded=engine.embedded, serve_worker=serve_worker, kept=engine.data_dir is not None
+            ),
             answered_by=approver,
         )
         fresh = await chat.start()

@@ -5,9 +5,11 @@ Flows (`open_agent_app` with no Worker) and, on request, a Worker serving those
 Flows in this process. It checks that the server answers before anything
 else, so an unreachable server is one clear error.
 
-On the embedded dev server, Workers listen on a free loopback port
+On an embedded dev server in memory, Workers listen on a free loopback port
 (`WorkerMode.LISTEN`, the faster mode: Dex calls them once per task) and the
-Client routes the Flows it starts there. For an external server they pull their
+Client routes the Flows it starts there. One that keeps its sessions in a data
+dir gets pull Workers: a run remembers its listening Worker's address, and the
+next process on the same dir listens elsewhere. For an external server they pull their
 tasks: that server may not reach this machine, and an application's own Worker
 (``chat --no-worker``) is a pull Worker by default.
 """
@@ -15,12 +17,13 @@ tasks: that server may not reach this machine, and an application's own Worker
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 
 import dex
 from rich.console import Console
 
 from dex_agents.cli.errors import CliError, UsageError
-from dex_agents.devserver import DevServer
+from dex_agents.devserver import DevServer, StoreError
 from dex_agents.infrastructure.dex.app import AgentApp, open_agent_app
 from dex_agents.infrastructure.dex.client import AgentSessionClient
 from dex_agents.infrastructure.dex.container import WorkerMode, wait_worker_serving
@@ -45,18 +48,23 @@ def parse_server(address: str) -> str:
 class Engine:
     """A Dex server to talk to, and the `AgentApp` (Client, container) of some Flows."""
 
-    def __init__(self, address: str, app: AgentApp, *, embedded: bool) -> None:
+    def __init__(self, address: str, app: AgentApp, *, embedded: bool, data_dir: Path | None = None) -> None:
         self.address = address
         self.app = app
         self.container = app.container
         self.embedded = embedded
         """Whether the server is the dev server running inside this process."""
+        self.data_dir = data_dir
+        """Where the embedded dev server keeps its sessions (``None``: in memory, or not embedded)."""
         self.client: dex.AsyncClient = app.client
 
     @property
     def description(self) -> str:
         """What and where the server is, for a header line."""
-        return f"the dev server in this process on {self.address}" if self.embedded else f"Dex on {self.address}"
+        if not self.embedded:
+            return f"Dex on {self.address}"
+        kept = f"sessions kept in {self.data_dir}" if self.data_dir is not None else "in memory"
+        return f"the dev server in this process on {self.address} ({kept})"
 
     def sessions(self, flow: AgentSessionFlow) -> AgentSessionClient:
         """Return the session client of one of the Flows."""
@@ -92,6 +100,7 @@ async def open_engine(
     embedded: bool = False,
     worker_mode: WorkerMode | None = None,
     listen_address: str | None = None,
+    data_dir: Path | None = None,
 ) -> AsyncIterator[Engine]:
     """Connect to ``server``, or start the dev server here when it is ``None``, and yield the `Engine`.
 
@@ -107,18 +116,22 @@ async def open_engine(
         worker_mode: how Workers get tasks (the Client routes to them); by default they
             listen on the embedded dev server and pull otherwise.
         listen_address: where listening Workers bind (default: a free loopback port).
+        data_dir: where a dev server started here keeps its sessions (``None``: in memory).
 
     Raises:
-        CliError: the server does not answer.
+        CliError: the server does not answer, or the data dir cannot be used.
     """
     async with contextlib.AsyncExitStack() as stack:
+        kept: Path | None = None
         if server is None:
             with console.status("starting the dev server", spinner="dots"):
-                devserver = await stack.enter_async_context(DevServer())
-            address, embedded = devserver.address, True
+                devserver = await stack.enter_async_context(start_devserver(data_dir))
+            address, embedded, kept = devserver.address, True, data_dir
         else:
             address = parse_server(server)
-        mode = worker_mode or (WorkerMode.LISTEN if embedded else WorkerMode.PULL)
+        # A run remembers the address its listening Worker had; the next process to open the same data dir
+        # listens elsewhere, so a dev server that keeps its sessions gets pull Workers.
+        mode = worker_mode or (WorkerMode.LISTEN if embedded and kept is None else WorkerMode.PULL)
         opening = open_agent_app(
             flows,
             server_address=address,
@@ -131,4 +144,22 @@ async def open_engine(
             app = await stack.enter_async_context(opening)
         except ConnectionError as error:
             raise CliError(str(error)) from error
-        yield Engine(address, app, embedded=embedded)
+        yield Engine(address, app, embedded=embedded, data_dir=kept)
+
+
+@contextlib.asynccontextmanager
+async def start_devserver(data_dir: Path | None, *, port: int = 0) -> AsyncIterator[DevServer]:
+    """Run a dev server in this process while the block runs, on ``data_dir`` (``None``: in memory).
+
+    Raises:
+        CliError: the data dir cannot be used (in use, corrupt, of another schema version).
+    """
+    server = DevServer(port=port, data_dir=data_dir)
+    try:
+        await server.start()
+    except StoreError as error:
+        raise CliError(str(error)) from error
+    try:
+        yield server
+    finally:
+        await server.stop()

@@ -9,8 +9,9 @@ it): it binds the socket itself first, so a busy port is one line
 (uvicorn's own TLS; the certificate and key are loaded before anything
 starts, so a bad file is one line too). The session index defaults to
 ``$XDG_STATE_HOME/dex-agents/sessions.sqlite`` (``~/.local/state/...``), in a
-folder of its user only; the demo keeps its own in a temporary directory,
-since its dev server forgets every session when it stops.
+folder of its user only; the demo keeps its own beside its dev server's data
+(``$XDG_STATE_HOME/dex-agents/console-demo/`` by default), so it lists its
+sessions again after a restart, or in a temporary directory with ``--in-memory``.
 
 The token (`read_token`) comes from ``--token-file`` or
 ``$DEX_AGENTS_CONSOLE_TOKEN``: a command line is readable by every user of
@@ -214,6 +215,7 @@ async def run_console(
     index_path: Path | None,
     serve_worker: bool,
     ready: Callable[[str], None] | None = None,
+    data_dir: Path | None = None,
 ) -> None:
     """Run ``dex-agents console`` until cancelled (Ctrl-C).
 
@@ -237,7 +239,10 @@ async def run_console(
     flow = load_flow(DEMO_FLOW if demo else str(flow_target)).flow
     sock = bind_socket(host, port)  # before anything starts: a busy port is one line at once
     with contextlib.closing(sock), tempfile.TemporaryDirectory(prefix="dex-agents-console-") as scratch:
-        path = Path(scratch) / "sessions.sqlite" if demo else (index_path or default_index_path())
+        if demo:
+            path = (data_dir if data_dir is not None else Path(scratch)) / "sessions.sqlite"
+        else:
+            path = index_path or default_index_path()
         if not demo and index_path is None:
             _private_folder(path.parent)
         try:
@@ -246,7 +251,9 @@ async def run_console(
             raise CliError(str(error)) from error
         try:
             async with contextlib.AsyncExitStack() as stack:
-                engine = await stack.enter_async_context(open_engine(None if demo else server, [flow], console))
+                engine = await stack.enter_async_context(
+                    open_engine(None if demo else server, [flow], console, data_dir=data_dir)
+                )
                 if demo or serve_worker:
                     await stack.enter_async_context(engine.worker())
                 sessions = AgentSessionClient(engine.client, flow, session_index=index)

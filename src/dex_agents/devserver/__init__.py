@@ -9,6 +9,11 @@ Start it in-process (``async with DevServer() as server: server.address``), as a
 process (``async with DevServerProcess() as server``) or from a shell
 (``python -m dex_agents.devserver --port 0`` prints the address it bound).
 
+With a data dir (``DevServer(data_dir=DIR)``, ``dex-agents dev-server --data DIR``) it
+keeps every Flow, Step execution and attempt, Attribute, Channel and Stream message,
+Timer, history event and blob in one SQLite file there, and a server started again on
+the dir goes on with every session; without one it keeps everything in memory.
+
 Workers connect in pull mode (recommended)::
 
     WorkerOptions(server_address=server.address,
@@ -29,6 +34,7 @@ from dex_agents.devserver._config import DevServerConfig
 from dex_agents.devserver._history import EXECUTE_COMPLETED_EVENT, StepHistoryEntry, step_history
 from dex_agents.devserver._process import DevServerProcess
 from dex_agents.devserver._server import DevServer
+from dex_agents.devserver._store import SCHEMA_VERSION, CommitStats, StoreError, StoreWriteError
 from dex_agents.devserver._workers import (
     NO_WORKER_AVAILABLE,
     UNKNOWN_NAME,
@@ -41,13 +47,17 @@ __all__ = [
     "HEARTBEAT_TIMEOUT",
     "METHOD_TIMEOUT",
     "NO_WORKER_AVAILABLE",
+    "SCHEMA_VERSION",
     "UNKNOWN_NAME",
     "WORKER_DISCONNECTED",
     "WORKER_UNAVAILABLE",
     "AttemptRecord",
+    "CommitStats",
     "DevServer",
     "DevServerConfig",
     "DevServerProcess",
     "StepHistoryEntry",
+    "StoreError",
+    "StoreWriteError",
     "step_history",
 ]

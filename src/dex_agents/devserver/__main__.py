@@ -14,14 +14,15 @@ from collections.abc import Sequence
 from dex_agents.devserver._config import DevServerConfig
 from dex_agents.devserver._process import config_from_json
 from dex_agents.devserver._server import DevServer
+from dex_agents.devserver._store import StoreError
 
 
-async def _serve(port: int, config: DevServerConfig) -> None:
+async def _serve(port: int, config: DevServerConfig, data_dir: str | None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    async with DevServer(config, port=port) as dex:
+    async with DevServer(config, port=port, data_dir=data_dir) as dex:
         sys.stdout.write(f"{dex.address}\n")
         sys.stdout.flush()
         await stop.wait()
@@ -36,11 +37,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8801, help="port on 127.0.0.1 (0: any)")
     parser.add_argument("--config-json", default="{}", help="DevServerConfig fields as JSON (durations in s)")
     parser.add_argument("--log-level", default="WARNING", help="logging level for stderr")
+    parser.add_argument("--data", default=None, metavar="DIR", help="keep everything in DIR (default: in memory)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
     config = config_from_json(args.config_json)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(args.port, config))
+        try:
+            asyncio.run(_serve(args.port, config, args.data))
+        except StoreError as error:
+            sys.stderr.write(f"error: {error}\n")
+            return 1
     return 0
 
 

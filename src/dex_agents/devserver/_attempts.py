@@ -20,7 +20,7 @@ from dex_agents.devserver._config import DevServerConfig
 from dex_agents.devserver._errors import ServiceError
 from dex_agents.devserver._state import Execution, Run, acquire, load_state, release
 from dex_agents.devserver._streams import Streams
-from dex_agents.devserver._workers import AttemptError, ListeningWorkers, PullWorkers
+from dex_agents.devserver._workers import WORKER_DISCONNECTED, AttemptError, ListeningWorkers, PullWorkers
 
 Method = Literal["wait_for", "execute"]
 
@@ -114,9 +114,18 @@ class MethodAttempts:
         self.pull = pull
         self.listening = listening
         self.log: list[AttemptRecord] = []
+        self.grace_until = 0.0
+        """Loop time until which a task waits longer for a Worker (Workers reconnect after a restart)."""
 
     async def run_method(self, run: Run, execution: Execution, method: Method) -> Completed | Failed:
-        """Run ``method`` until an attempt returns or the retry policy gives up."""
+        """Run ``method`` until an attempt returns or the retry policy gives up.
+
+        An execution read from the data dir goes on with the attempts it had: a method that
+        was backing off waits for its stored retry time (on the server's clock, so the time
+        the server was down counts); an attempt that was running is redelivered under the
+        rules of a lost Worker: dispatched again when it had sent nothing, else failed
+        (``dex.devserver.WorkerDisconnected``) and retried as its retry policy says.
+        """
         options = execution.movement.step_options
         is_wait = method == "wait_for"
         retry = options.wait_for_retry_policy if is_wait else options.execute_retry_policy
@@ -125,14 +134,29 @@ class MethodAttempts:
         lock_keys = sorted(
             set(options.wait_for_lock_attribute_keys if is_wait else options.execute_lock_attribute_keys)
         )
-        first_attempt = self.clock.now()
+        if execution.method != method or execution.first_attempt_at is None:
+            execution.method = method
+            execution.attempt = 0
+            execution.first_attempt_at = self.clock.now()
+            execution.output_seen = False
+            execution.retry_at = None
+            execution.skipped_delay = 0.0
+            _forget_heartbeat(execution)
         owner = f"{execution.id}:{method}"
-        _forget_heartbeat(execution)
         await acquire(run, lock_keys, owner)
         try:
-            return await self._attempts(run, execution, method, retry, maximum_attempts, total, first_attempt)
+            return await self._attempts(run, execution, method, retry, maximum_attempts, total)
         finally:
             release(run, owner)
+
+    def _resumed_failure(self, execution: Execution) -> AttemptError | None:
+        """The failure of an attempt that ran when the server stopped, or ``None`` to dispatch it again."""
+        if execution.attempt == 0 or execution.retry_at is not None:
+            return None
+        if not execution.output_seen and self.config.redeliver_before_first_output:
+            execution.attempt -= 1  # the same attempt again, as for a Worker lost before its first output
+            return None
+        return AttemptError(WORKER_DISCONNECTED, "the dev server restarted while the attempt ran")
 
     async def _attempts(
         self,
@@ -142,42 +166,54 @@ class MethodAttempts:
         retry: pb.RetryPolicy,
         maximum_attempts: int | None,
         total: float,
-        first_attempt: float,
     ) -> Completed | Failed:
         """Attempts and back-offs of one method call, with its locks held throughout."""
-        skipped_delay = 0.0
+        first_attempt = execution.first_attempt_at
+        assert first_attempt is not None
         request: Any = None
-        attempt = 0
+        failure = self._resumed_failure(execution) if execution.task_resumed else None
+        execution.task_resumed = False
+        if execution.retry_at is not None:
+            await self.clock.sleep_until(execution.retry_at)
         while True:
-            attempt += 1
-            if request is None:
-                request = self._method_request(run, execution, method)
-            context = request.context
-            context.attempt = attempt
-            # The server's clock, as superdurable/dex sets it (server/service/common/retry/
-            # step_activity_attempt.go: scheduledTime.Unix() of the first attempt, kept on retries).
-            context.first_attempt_timestamp = int(first_attempt)
-            context.ClearField("last_heartbeat_value")
-            if execution.last_heartbeat is not None:
-                context.last_heartbeat_value.CopyFrom(execution.last_heartbeat)
             started = self.clock.now()
-            try:
-                response = await self._attempt(run, execution, method, request)
-            except AttemptError as error:
-                failure = error
-            else:
-                self._log(run, execution, method, attempt, started, None, None)
-                return Completed(response, attempt, first_attempt)
+            if failure is None:
+                execution.attempt += 1
+                execution.output_seen = False
+                execution.retry_at = None
+                run.journal.execution(run, execution)
+                attempt = execution.attempt
+                if request is None:
+                    request = self._method_request(run, execution, method)
+                context = request.context
+                context.attempt = attempt
+                # The server's clock, as superdurable/dex sets it (server/service/common/retry/
+                # step_activity_attempt.go: scheduledTime.Unix() of the first attempt, kept on retries).
+                context.first_attempt_timestamp = int(first_attempt)
+                context.ClearField("last_heartbeat_value")
+                if execution.last_heartbeat is not None:
+                    context.last_heartbeat_value.CopyFrom(execution.last_heartbeat)
+                try:
+                    response = await self._attempt(run, execution, method, request)
+                except AttemptError as error:
+                    failure = error
+                else:
+                    self._log(run, execution, method, attempt, started, None, None)
+                    return Completed(response, attempt, first_attempt)
+            attempt = execution.attempt
             delay = retry_delay(retry, attempt, failure, self.config)
-            elapsed = self.clock.now() - first_attempt + skipped_delay
+            elapsed = self.clock.now() - first_attempt + execution.skipped_delay
             exhausted = (maximum_attempts is not None and attempt >= maximum_attempts) or (elapsed + delay > total)
             self._log(run, execution, method, attempt, started, failure, None if exhausted else delay)
             if exhausted:
                 return Failed(failure, attempt, first_attempt)
+            failure = None
             scaled = delay * self.config.retry_delay_scale
-            skipped_delay += delay - scaled
+            execution.skipped_delay += delay - scaled
+            execution.retry_at = self.clock.now() + scaled
+            run.journal.execution(run, execution)
             if scaled > 0:
-                await self.clock.sleep_until(self.clock.now() + scaled)
+                await self.clock.sleep_until(execution.retry_at)
 
     def _log(
         self,
@@ -189,20 +225,20 @@ class MethodAttempts:
         failure: AttemptError | None,
         delay: float | None,
     ) -> None:
-        self.log.append(
-            AttemptRecord(
-                flow_id=run.flow_id,
-                step_execution_id=execution.id,
-                step_type=execution.step_type,
-                method=method,
-                attempt=attempt,
-                started_at=started,
-                ended_at=self.clock.now(),
-                error_type="" if failure is None else failure.error_type,
-                error_detail="" if failure is None else failure.detail,
-                next_delay_seconds=delay,
-            )
+        record = AttemptRecord(
+            flow_id=run.flow_id,
+            step_execution_id=execution.id,
+            step_type=execution.step_type,
+            method=method,
+            attempt=attempt,
+            started_at=started,
+            ended_at=self.clock.now(),
+            error_type="" if failure is None else failure.error_type,
+            error_detail="" if failure is None else failure.detail,
+            next_delay_seconds=delay,
         )
+        self.log.append(record)
+        run.journal.attempt(len(self.log), record)
 
     def _method_request(self, run: Run, execution: Execution, method: Method) -> Any:
         options = execution.movement.step_options
@@ -252,7 +288,7 @@ class MethodAttempts:
 
     async def call_worker(self, run: Run, kind: str, request: Any, on_frame: Any) -> Any:
         """Dispatch one task (``wait_for``, ``execute`` or ``rpc``) to the run's Workers."""
-        wait = self.config.dispatch_wait.total_seconds()
+        wait = max(self.config.dispatch_wait.total_seconds(), self.grace_until - asyncio.get_running_loop().time())
         if run.worker_target == "pull":
             return await self.pull.call(run.flow_type, kind, request, on_frame, wait)
         if kind == "rpc":
@@ -277,6 +313,7 @@ class MethodAttempts:
             if kind == "heartbeat":
                 heartbeat = output.heartbeat
                 execution.last_heartbeat = heartbeat.value if heartbeat.HasField("value") else None
+                run.journal.execution(run, execution)
             elif kind == "stream_write":
                 write = output.stream_write
                 # A Step's Stream write is fire-and-forget: a rejected write is dropped.
@@ -290,6 +327,9 @@ class MethodAttempts:
                         f"#{execution.id}",
                         self.clock.now(),
                     )
+            if not execution.output_seen:
+                execution.output_seen = True
+                run.journal.execution(run, execution)
             execution.progress_frames += 1
             last_activity[0] = self.clock.now()
 

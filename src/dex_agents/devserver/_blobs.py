@@ -23,14 +23,17 @@ from typing import Any
 
 from dex.dexpb import dex_pb2 as pb
 
+from dex_agents.devserver._journal import NULL_JOURNAL, Journal
+
 _STORE_ID = "devserver"
 
 
 class BlobStore:
-    """Content-addressed blobs of the values the dev server offloaded; kept while the server runs."""
+    """Content-addressed blobs of the values the dev server offloaded; kept with the rest of the server's data."""
 
-    def __init__(self, threshold_bytes: int | None) -> None:
+    def __init__(self, threshold_bytes: int | None, journal: Journal = NULL_JOURNAL) -> None:
         self._threshold = threshold_bytes
+        self._journal = journal
         self._blobs: dict[str, pb.Value] = {}
         self.loaded: dict[str, int] = {}
         """``LoadBlobs`` entries answered, by Flow ID: what Workers fetched because their cache lacked it."""
@@ -48,7 +51,7 @@ class BlobStore:
             if len(payload) <= self._threshold:
                 return
             blob_id = f"{_STORE_ID}|s/{hashlib.sha256(payload).hexdigest()}"
-            self._blobs.setdefault(blob_id, pb.Value(string_value=value.string_value))
+            self._keep(blob_id, pb.Value(string_value=value.string_value))
             value.internal_blob_id_for_string_value = blob_id
         elif kind == "obj_value":
             payload = value.obj_value.payload
@@ -58,8 +61,17 @@ class BlobStore:
             blob_id = f"{_STORE_ID}|o/{digest}|{value.obj_value.encoding}"
             concrete = pb.Value()
             concrete.obj_value.CopyFrom(value.obj_value)
-            self._blobs.setdefault(blob_id, concrete)
+            self._keep(blob_id, concrete)
             value.internal_blob_id_for_obj_value = blob_id
+
+    def _keep(self, blob_id: str, value: pb.Value) -> None:
+        if blob_id not in self._blobs:
+            self._blobs[blob_id] = value
+            self._journal.blob(blob_id, value)
+
+    def restore(self, blob_id: str, value: pb.Value) -> None:
+        """Put back a blob read from the data dir."""
+        self._blobs[blob_id] = value
 
     def offload_task(self, request: Any) -> None:
         """Offload every value of a Worker task (Step wait_for / execute, or RPC) that the SDK hydrates."""

@@ -1,4 +1,8 @@
-"""The dev server's clock: real time plus whatever a test advanced, or frozen."""
+"""The dev server's clock: real (wall-clock) time plus whatever a test advanced, or frozen.
+
+Wall-clock time, so that Timers and approval deadlines stored in a data dir keep their
+server-clock time across a restart: time the server was down counts.
+"""
 
 import asyncio
 import time
@@ -18,6 +22,15 @@ class ServerClock:
         self._offset = 0.0
         self._frozen_at: float | None = 0.0 if frozen else None
         self._changed = asyncio.Event()
+
+    @property
+    def offset(self) -> float:
+        """Seconds ``advance`` added so far (kept in the data dir, so a restart keeps the server's time)."""
+        return self._offset
+
+    def restore_offset(self, offset: float) -> None:
+        """Take back the advances of a previous server on the same data dir."""
+        self._offset = max(self._offset, offset)
 
     @property
     def frozen(self) -> bool:

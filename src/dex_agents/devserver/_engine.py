@@ -40,6 +40,7 @@ from dex_agents.devserver._history import (
     record_success,
     rpc_completed,
 )
+from dex_agents.devserver._journal import NULL_JOURNAL, Journal
 from dex_agents.devserver._state import (
     Execution,
     Phase,
@@ -53,6 +54,7 @@ from dex_agents.devserver._state import (
     take_messages,
     worker_target,
 )
+from dex_agents.devserver._store import StoreWriteError
 from dex_agents.devserver._stream_requests import StreamRequests
 from dex_agents.devserver._streams import Streams
 from dex_agents.devserver._workers import AttemptError, ListeningWorkers, PullWorkers
@@ -61,14 +63,10 @@ from dex_agents.devserver._workers import AttemptError, ListeningWorkers, PullWo
 class Engine:
     """The dev server's server side: it owns every Flow run and drives its Step executions."""
 
-    def __init__(self, config: DevServerConfig, clock: ServerClock) -> None:
+    def __init__(self, config: DevServerConfig, clock: ServerClock, journal: Journal = NULL_JOURNAL) -> None:
         self.config = config
         self.clock = clock
-        self.streams = Streams(config)
-        self.blobs = BlobStore(config.blob_threshold_bytes)
-        self.stream_requests = StreamRequests(
-            streams=self.streams, config=config, clock=clock, require_run=self.run, cap_wait=self._capped
-        )
+        self.journal = journal
         self.pull = PullWorkers(
             redeliver_before_output=config.redeliver_before_first_output,
             redeliver_after_output=config.redeliver_after_output,
@@ -77,19 +75,69 @@ class Engine:
             redeliver_before_output=config.redeliver_before_first_output,
             redeliver_after_output=config.redeliver_after_output,
         )
-        self._runs: dict[str, list[Run]] = {}
-        self._methods = MethodAttempts(config, clock, self.streams, self.blobs, self.pull, self.listening)
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.reloaded = asyncio.Event()
+        """Set (and replaced) each time the engine has read its data dir again after a failed commit."""
+        self._clear()
+
+    def _clear(self) -> None:
+        """Start with no runs, Streams, blobs or attempts (a new server, or one about to reload its data dir)."""
+        self.streams = Streams(self.config, self.journal)
+        self.blobs = BlobStore(self.config.blob_threshold_bytes, self.journal)
+        self.stream_requests = StreamRequests(
+            streams=self.streams,
+            config=self.config,
+            clock=self.clock,
+            journal=self.journal,
+            require_run=self.run,
+            cap_wait=self._capped,
+        )
+        self._runs: dict[str, list[Run]] = {}
+        self._methods = MethodAttempts(self.config, self.clock, self.streams, self.blobs, self.pull, self.listening)
+        self.dispatch_grace_until = 0.0
+        """Loop time until which a dispatch waits longer for Workers (they reconnect after a restart)."""
 
     # ------------------------------------------------------------------ lifecycle
 
     async def close(self) -> None:
         """Cancel every Step execution and close Worker channels."""
+        await self._cancel_tasks()
+        await self.listening.close()
+
+    async def _cancel_tasks(self) -> None:
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await self.listening.close()
+
+    async def forget_all(self) -> None:
+        """Stop every execution and drop all state, writing nothing of it (before a reload from the data dir)."""
+        for run in self.runs():
+            run.journal = NULL_JOURNAL
+        await self._cancel_tasks()
+        self._clear()
+
+    def reloaded_from_disk(self) -> None:
+        """Wake the long polls that wait for the server to read its data dir again."""
+        reloaded, self.reloaded = self.reloaded, asyncio.Event()
+        reloaded.set()
+
+    def grant_dispatch_grace(self, seconds: float) -> None:
+        """Let tasks wait up to ``seconds`` from now for a Worker (after a restart, Workers reconnect with back-off)."""
+        self._methods.grace_until = asyncio.get_running_loop().time() + seconds
+
+    def attach(self, journal: Journal) -> None:
+        """Journal every change from now on (the server has a data dir); the engine holds nothing yet."""
+        self.journal = journal
+        self._clear()
+
+    def restore_attempt(self, record: AttemptRecord) -> None:
+        """Put back an attempt record read from the data dir."""
+        self._methods.log.append(record)
+
+    def complete_if_done(self, run: Run) -> None:
+        """Complete a gracefully completing run that has no execution left."""
+        self._maybe_complete(run)
 
     def _spawn(self, coroutine: Any) -> "asyncio.Task[Any]":
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -163,10 +211,14 @@ class Engine:
             request_id=request.request_id,
             started_at=self.clock.now(),
             worker_target=worker_target(options, self.config.default_worker_target),
+            position=len(previous),
+            journal=self.journal,
         )
+        run.journal.run(run)
         for write in options.attributes:
             if write.value.WhichOneof("kind") != "null_value":
                 run.attributes.set(write.key, write.value)
+                run.journal.attribute(run, write.key, write.value)
         self._runs.setdefault(request.flow_id, []).append(run)
         record(
             run,
@@ -183,7 +235,17 @@ class Engine:
                 ),
                 "",
             )
+        self.journal.flush()
         return run_id
+
+    def add_run(self, run: Run) -> None:
+        """Put back a run read from the data dir (its Flow ID's runs are added oldest first)."""
+        run.journal = self.journal
+        self._runs.setdefault(run.flow_id, []).append(run)
+
+    def runs(self) -> list[Run]:
+        """Every run, of every Flow ID."""
+        return [run for runs in self._runs.values() for run in runs]
 
     def stop_flow(self, request: pb.StopFlowRequest) -> None:
         """Terminate a run at once, or signal CANCEL / FAIL (``StopFlow``).
@@ -201,28 +263,53 @@ class Engine:
         if request.stop_type == pb.STOP_TYPE_FAIL:
             status, error_type = pb.FLOW_STATUS_FAILED, pb.FLOW_ERROR_TYPE_CLIENT_API_FAILING_FLOW
         run.closing = True
+        run.close_request = (status, error_type, request.reason)
         self._cancel_where(run, lambda _: True)
-        _ = self._spawn(self._close_later(run, status, error_type, request.reason))
+        run.journal.run(run)
+        self.journal.flush()
+        self.close_later(run)
+
+    def close_later(self, run: Run) -> None:
+        """Close a run whose CANCEL / FAIL stop was accepted, ``stop_close_delay`` from now."""
+        assert run.close_request is not None
+        _ = self._spawn(self._close_later(run, *run.close_request))
 
     async def _close_later(self, run: Run, status: int, error_type: int, reason: str) -> None:
         await asyncio.sleep(self.config.stop_close_delay.total_seconds())
         self._close(run, status, error_type, reason)
 
     async def wait_for_flow(self, request: pb.WaitForFlowRequest) -> pb.FlowResult:
-        """Wait until the run closes (``WaitForFlow``) and return its result."""
-        run = self.run(request.flow_id, request.run_id)
-        wait = self._capped(request.wait_time_seconds or self.config.default_long_poll.total_seconds())
-        if run.running:
-            try:
-                await asyncio.wait_for(run.closed.wait(), wait)
-            except TimeoutError:
-                raise long_poll_timeout(f"flow {request.flow_id} is still running") from None
-        return pb.FlowResult(
-            flow_status=run.status,  # type: ignore[arg-type]
-            results=run.results if request.needs_results else [],
-            error_type=run.error_type,  # type: ignore[arg-type]
-            error_message=run.error_message,
+        """Wait until the run closes (``WaitForFlow``) and return its result.
+
+        A close whose commit fails is not answered: the wait goes on with the run the
+        server reads back from its data dir (where the run is still open).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._capped(
+            request.wait_time_seconds or self.config.default_long_poll.total_seconds()
         )
+        while True:
+            run = self.run(request.flow_id, request.run_id)
+            reloaded = self.reloaded
+            if run.running:
+                try:
+                    await asyncio.wait_for(run.closed.wait(), max(deadline - loop.time(), 0.0))
+                except TimeoutError:
+                    raise long_poll_timeout(f"flow {request.flow_id} is still running") from None
+            try:
+                await self.journal.durable(run.journal_seq)
+            except StoreWriteError:
+                try:
+                    await asyncio.wait_for(reloaded.wait(), max(deadline - loop.time(), 0.0))
+                except TimeoutError:
+                    raise long_poll_timeout(f"flow {request.flow_id} is still running") from None
+                continue
+            return pb.FlowResult(
+                flow_status=run.status,  # type: ignore[arg-type]
+                results=run.results if request.needs_results else [],
+                error_type=run.error_type,  # type: ignore[arg-type]
+                error_message=run.error_message,
+            )
 
     def summary(self, request: pb.GetFlowSummaryRequest) -> pb.GetFlowSummaryResponse:
         """Describe the run (``GetFlowSummary``)."""
@@ -248,9 +335,11 @@ class Engine:
         if execution is not None and execution.phase == Phase.WAITING:
             if not skip_timer(execution, request.timer_condition_id, index, self.clock.now()):
                 raise invalid_argument(f"no pending Timer {index or request.timer_condition_id!r}")
+            run.journal.execution(run, execution)
             self._evaluate(run)
         elif self.config.keep_early_timer_skips:
             run.pending_skips.append((request.step_execution_id, request.timer_condition_id, index))
+            run.journal.run(run)
         else:
             raise invalid_argument(f"step execution {request.step_execution_id!r} has no pending Timer")
 
@@ -315,6 +404,7 @@ class Engine:
             if not run.running or run.closing:
                 if has_effects:
                     raise flow_closing(request.flow_id) if run.running else flow_not_active(request.flow_id)
+                await self.journal.durable(run.journal_seq)
                 return pb.InvokeRPCResponse(output=response.output)
             commit(
                 run,
@@ -333,6 +423,8 @@ class Engine:
                 rpc_execution_completed=rpc_completed(request, response),
             )
             self._evaluate(run)
+            self.journal.flush()
+            await self.journal.durable(run.journal_seq)
             return pb.InvokeRPCResponse(output=response.output)
         finally:
             release(run, owner)
@@ -357,43 +449,34 @@ class Engine:
             started_at=self.clock.now(),
         )
         run.executions[execution.id] = execution
+        run.journal.run(run)
+        run.journal.execution(run, execution)
+        execution.scheduled_seq = run.journal_seq
+        execution.task = self._spawn(self._drive(run, execution))
+
+    def resume(self, run: Run, execution: Execution) -> None:
+        """Drive an execution read from the data dir on from the phase it was in."""
+        run.executions[execution.id] = execution
         execution.task = self._spawn(self._drive(run, execution))
 
     async def _drive(self, run: Run, execution: Execution) -> None:
+        """Run an execution from the phase it is in (a resumed one may be past ``wait_for``)."""
         options = execution.movement.step_options
         try:
-            if not options.skip_wait_for:
-                wait_outcome = await self._methods.run_method(run, execution, "wait_for")
-                if isinstance(wait_outcome, Failed):
-                    record_failure(run, execution, "wait_for", wait_outcome, self.clock.now())
-                    if options.wait_for_failure_policy != (pb.WAIT_FOR_METHOD_FAILURE_POLICY_PROCEED_ON_FAILURE):
-                        self._fail_flow(run, execution, "wait_for", wait_outcome.error)
-                        return
-                    execution.results = pb.ConditionResults(wait_for_failed=True)
-                    execution.recovery = pb.RecoveryErrorInfo(
-                        detail=wait_outcome.error.detail,
-                        error_type=wait_outcome.error.error_type,
-                    )
-                else:
-                    response = wait_outcome.response
-                    commit(
-                        run,
-                        response.upsert_attributes,
-                        response.publish_to_channel,
-                        response.delete_from_channel,
-                    )
-                    for kv in response.upsert_step_exe_locals:
-                        execution.locals[kv.key] = kv.value
-                    record_success(run, execution, "wait_for", wait_outcome, self.clock.now())
-                    if response.HasField("waiting_condition"):
-                        await self._wait(run, execution, response.waiting_condition)
-                    else:
-                        self._evaluate(run)
+            # What scheduled the execution (its predecessor's completion) is on disk before a Worker sees it.
+            await run.journal.durable(execution.scheduled_seq)
+            waits_first = execution.phase == Phase.WAIT_FOR and not options.skip_wait_for
+            if waits_first and not await self._wait_for(run, execution):
+                return
+            if execution.phase == Phase.WAITING:
+                await self._await_condition(run, execution)
+            # What satisfied the condition (the messages it took) is on disk before execute runs on them.
+            await run.journal.durable(run.journal_seq)
             execution.phase = Phase.EXECUTE
             outcome = await self._methods.run_method(run, execution, "execute")
             if isinstance(outcome, Failed):
                 record_failure(run, execution, "execute", outcome, self.clock.now())
-                run.executions.pop(execution.id, None)
+                self._forget(run, execution)
                 if options.execute_failure_policy == (pb.EXECUTE_METHOD_FAILURE_POLICY_PROCEED_TO_CONFIGURED_STEP):
                     self._schedule(
                         run,
@@ -416,26 +499,77 @@ class Engine:
                 response.delete_from_channel,
             )
             record_success(run, execution, "execute", outcome, self.clock.now())
-            run.executions.pop(execution.id, None)
-            execution.phase = Phase.DONE
+            self._forget(run, execution)
             self._decide(run, execution, response.step_decision)
             self._evaluate(run)
+        except StoreWriteError:
+            return  # the engine reloads its data dir and drives the execution again
         finally:
             execution.phase = Phase.DONE
             run.executions.pop(execution.id, None)
             self._maybe_complete(run)
+            run.journal.flush()
 
-    async def _wait(self, run: Run, execution: Execution, waiting: pb.WaitingCondition) -> None:
+    def _forget(self, run: Run, execution: Execution) -> None:
+        run.executions.pop(execution.id, None)
+        execution.phase = Phase.DONE
+        run.journal.execution_done(run, execution.id)
+
+    async def _wait_for(self, run: Run, execution: Execution) -> bool:
+        """Run ``wait_for`` and take its condition; ``False`` when its failure failed the Flow."""
+        options = execution.movement.step_options
+        wait_outcome = await self._methods.run_method(run, execution, "wait_for")
+        if isinstance(wait_outcome, Failed):
+            record_failure(run, execution, "wait_for", wait_outcome, self.clock.now())
+            if options.wait_for_failure_policy != (pb.WAIT_FOR_METHOD_FAILURE_POLICY_PROCEED_ON_FAILURE):
+                self._fail_flow(run, execution, "wait_for", wait_outcome.error)
+                return False
+            execution.results = pb.ConditionResults(wait_for_failed=True)
+            execution.recovery = pb.RecoveryErrorInfo(
+                detail=wait_outcome.error.detail,
+                error_type=wait_outcome.error.error_type,
+            )
+            execution.phase = Phase.SATISFIED
+            run.journal.execution(run, execution)
+            run.journal.flush()
+            return True
+        response = wait_outcome.response
+        commit(
+            run,
+            response.upsert_attributes,
+            response.publish_to_channel,
+            response.delete_from_channel,
+        )
+        for kv in response.upsert_step_exe_locals:
+            execution.locals[kv.key] = kv.value
+        record_success(run, execution, "wait_for", wait_outcome, self.clock.now())
+        if response.HasField("waiting_condition"):
+            self._start_waiting(run, execution, response.waiting_condition)
+        else:
+            execution.phase = Phase.SATISFIED
+            self._evaluate(run)
+        run.journal.execution(run, execution)
+        run.journal.flush()
+        return True
+
+    def _start_waiting(self, run: Run, execution: Execution, waiting: pb.WaitingCondition) -> None:
         now = self.clock.now()
         execution.waiting = waiting
         execution.phase = Phase.WAITING
-        execution.wait_sequence = next(run.wait_sequence)
+        execution.wait_sequence = run.next_wait
+        run.next_wait += 1
+        run.journal.run(run)
         # As superdurable/dex's FixTimerConditionFromActivityOutput (server/service/interpreter/timers/utils.go):
         # firing time = the server's now + duration_seconds, fixed when the wait is accepted; no Worker clock.
+        # The deadline is stored with the execution, so time the server was down counts towards it.
         execution.timer_deadlines = [now + t.duration_seconds for t in waiting.timer_conditions]
         for skip in [s for s in run.pending_skips if s[0] == execution.id]:
             run.pending_skips.remove(skip)
             skip_timer(execution, skip[1], skip[2], now)
+
+    async def _await_condition(self, run: Run, execution: Execution) -> None:
+        waiting = execution.waiting
+        assert waiting is not None
         self._evaluate(run)
         watcher = self._spawn(self._watch_timers(run, execution)) if waiting.timer_conditions else None
         try:
@@ -473,6 +607,8 @@ class Engine:
                 execution.results = results
                 execution.phase = Phase.SATISFIED
                 execution.satisfied.set()
+                run.journal.execution(run, execution)
+                run.journal.flush()
 
     def _try_satisfy(self, run: Run, execution: Execution) -> pb.ConditionResults | None:
         waiting = execution.waiting
@@ -511,6 +647,7 @@ class Engine:
         if close_type == pb.CLOSE_DECISION_TYPE_GRACEFUL_COMPLETE:
             add_result(run, execution, close)
             run.graceful = True
+            run.journal.run(run)
         elif close_type == pb.CLOSE_DECISION_TYPE_FORCE_COMPLETE:
             add_result(run, execution, close)
             self._close(run, pb.FLOW_STATUS_COMPLETED, 0, "")
@@ -525,8 +662,7 @@ class Engine:
     def _cancel_where(self, run: Run, predicate: Any) -> None:
         for execution in list(run.executions.values()):
             if predicate(execution):
-                run.executions.pop(execution.id, None)
-                execution.phase = Phase.DONE
+                self._forget(run, execution)
                 if execution.task is not None and execution.task is not asyncio.current_task():
                     execution.task.cancel()
 
@@ -549,8 +685,11 @@ class Engine:
         run.error_type = error_type
         run.error_message = message
         run.closed_at = self.clock.now()
+        run.close_request = None
         self._cancel_where(run, lambda _: True)
         record(run, self.clock.now(), flow_closed=flow_closed(run))
+        run.journal.run(run)
+        run.journal.flush()
         run.closed.set()
 
     # ------------------------------------------------------------------ test hooks
@@ -582,6 +721,12 @@ class Engine:
     def channel_messages(self, flow_id: str, name: str) -> list[pb.ChannelMessage]:
         """Return the queued messages of one Channel (physical name), oldest first."""
         return list(self.run(flow_id).channels.get(name, ()))
+
+    def advance_clock(self, seconds: float) -> None:
+        """Move the server's clock forward (kept in the data dir) and fire what fell due."""
+        self.clock.advance(seconds)
+        self.journal.meta("clock_offset", repr(self.clock.offset))
+        self.notify_clock()
 
     def notify_clock(self) -> None:
         """Re-evaluate every waiting condition (after the clock moved)."""

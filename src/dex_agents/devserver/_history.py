@@ -33,7 +33,9 @@ def duration(seconds: float) -> Any:
 
 def record(run: Run, now: float, **payload: Any) -> None:
     """Append one history event (``payload`` names its kind) at ``now``."""
-    run.history.append(pb.FlowHistoryEvent(event_id=len(run.history) + 1, event_time=timestamp(now), **payload))
+    event = pb.FlowHistoryEvent(event_id=len(run.history) + 1, event_time=timestamp(now), **payload)
+    run.history.append(event)
+    run.journal.history(run, event)
 
 
 def method_failure(error: AttemptError, attempt: int) -> pb.StepMethodFailure:

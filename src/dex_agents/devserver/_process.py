@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 import sys
 from datetime import timedelta
 from types import TracebackType
@@ -58,16 +59,19 @@ class DevServerProcess:
         port: int = 0,
         python: str = sys.executable,
         startup_timeout: float = 30.0,
+        data_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         """Describe the child process; ``start`` launches it.
 
         Args:
             config: Server rules passed as ``--config-json``.
-            port: Port to bind; 0 picks a free one.
+            port: Port to bind; 0 picks a free one (a restart binds the port the first start got).
             python: The interpreter to run.
             startup_timeout: Real seconds to wait for the address line.
+            data_dir: Where the child keeps its data (``--data``); ``None`` keeps it in memory.
         """
         self.config = config or DevServerConfig()
+        self.data_dir = None if data_dir is None else os.fspath(data_dir)
         self._port = port
         self._python = python
         self._startup_timeout = startup_timeout
@@ -98,6 +102,7 @@ class DevServerProcess:
         Raises:
             RuntimeError: If the child exits or prints nothing in time.
         """
+        data = [] if self.data_dir is None else ["--data", self.data_dir]
         process = await asyncio.create_subprocess_exec(
             self._python,
             "-m",
@@ -106,6 +111,7 @@ class DevServerProcess:
             str(self._port),
             "--config-json",
             config_to_json(self.config),
+            *data,
             stdout=asyncio.subprocess.PIPE,
         )
         self._process = process
@@ -120,6 +126,23 @@ class DevServerProcess:
             await self.stop()
             raise RuntimeError("the dev server exited before it printed its address")
         self._address = address
+        self._port = int(address.rpartition(":")[2])
+
+    async def kill(self) -> None:
+        """SIGKILL the child (nothing is flushed or closed: a crash) and wait until it is gone."""
+        process, self._process = self._process, None
+        self._address = ""
+        if process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+        if process.stdout is not None:
+            await process.stdout.read()
+
+    async def restart(self) -> None:
+        """Start the child again on the same port (and data dir) after `kill` or `stop`."""
+        await self.start()
 
     async def stop(self, grace_seconds: float = 10.0) -> None:
         """Send SIGTERM, wait up to ``grace_seconds``, then SIGKILL (idempotent)."""

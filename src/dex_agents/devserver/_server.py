@@ -1,6 +1,9 @@
-"""``DevServer``: the in-process server."""
+"""``DevServer``: the in-process server, in memory or on a data dir."""
 
 import asyncio
+import contextlib
+import logging
+import os
 from datetime import timedelta
 from types import TracebackType
 from typing import Any
@@ -13,13 +16,24 @@ from dex_agents.devserver._clock import ServerClock
 from dex_agents.devserver._config import DevServerConfig
 from dex_agents.devserver._engine import Engine
 from dex_agents.devserver._history import StepHistoryEntry, step_history
+from dex_agents.devserver._recovery import load, reload, resume
 from dex_agents.devserver._service import (
     control_handler,
     flow_service_handler,
     worker_task_handler,
 )
+from dex_agents.devserver._store import CommitStats, Store
+from dex_agents.devserver._store_journal import StoreJournal
 
 HOST = "127.0.0.1"
+
+RELOAD_PAUSE_SECONDS = 1.0
+"""How long the server waits after a failed commit before it reads its data dir again and goes on."""
+
+RESTART_DISPATCH_WAIT_SECONDS = 30.0
+"""How long, after a start on a data dir, a task waits for a Worker (they reconnect with back-off)."""
+
+_LOG = logging.getLogger(__name__)
 
 
 def _seconds(value: float | timedelta) -> float:
@@ -39,18 +53,50 @@ class DevServer:
         clock: The clock Timers, back-offs and timeouts run on.
     """
 
-    def __init__(self, config: DevServerConfig | None = None, *, port: int = 0) -> None:
+    def __init__(
+        self,
+        config: DevServerConfig | None = None,
+        *,
+        port: int = 0,
+        data_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
         """Create the server; ``start`` (or ``async with``) binds it.
 
         Args:
             config: Server rules; ``None`` uses ``DevServerConfig()``.
             port: TCP port on 127.0.0.1; 0 picks a free one.
+            data_dir: Where the server keeps everything (created if missing); a server
+                started again on it goes on with every session. ``None`` keeps
+                everything in memory: it is gone when the server stops.
         """
         self.config = config or DevServerConfig()
         self.clock = ServerClock(start=self.config.start_time, frozen=self.config.frozen_clock)
         self._engine = Engine(self.config, self.clock)
         self._port = port
+        self._data_dir = data_dir
+        self._store: Store | None = None
         self._server: Any = None
+        self._reloading: asyncio.Task[None] | None = None
+        self.restored_runs = 0
+        """How many runs the server read back from its data dir at start."""
+
+    @property
+    def data_dir(self) -> str | None:
+        """The data dir the server keeps its state in (``None``: in memory)."""
+        return None if self._store is None else str(self._store.directory)
+
+    @property
+    def store(self) -> Store | None:
+        """The data dir's SQLite store (``None`` in memory), for commit statistics and fault tests."""
+        return self._store
+
+    def data_bytes(self) -> int:
+        """Bytes the data dir's database takes on disk (0 in memory)."""
+        return 0 if self._store is None else self._store.data_bytes()
+
+    def commit_stats(self) -> CommitStats:
+        """What the store committed so far (all zero in memory)."""
+        return CommitStats(0, 0, 0.0) if self._store is None else self._store.stats()
 
     @property
     def address(self) -> str:
@@ -76,9 +122,17 @@ class DevServer:
         """
         if self._server is not None:
             raise RuntimeError("the dev server is already started")
+        if self._data_dir is not None and self._store is None:
+            self._open_store()
         limit = self.config.grpc_max_message_bytes
         server = grpc.aio.server(
-            options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit)]
+            options=[
+                ("grpc.max_receive_message_length", limit),
+                ("grpc.max_send_message_length", limit),
+                # SO_REUSEADDR (gRPC's default) rebinds a port a killed server held at once; SO_REUSEPORT
+                # would let a second server share the port silently.
+                ("grpc.so_reuseport", 0),
+            ]
         )
         server.add_generic_rpc_handlers(
             (
@@ -87,12 +141,52 @@ class DevServer:
                 control_handler(self._engine),
             )
         )
-        port = server.add_insecure_port(f"{HOST}:{self._port}")
+        try:
+            port = server.add_insecure_port(f"{HOST}:{self._port}")
+        except RuntimeError:
+            port = 0
         if port == 0:
+            self._close_store()
             raise RuntimeError(f"cannot bind {HOST}:{self._port}")
         self._port = port
         await server.start()
         self._server = server
+        if self._store is not None:
+            self._store.start(asyncio.get_running_loop(), self._store_failed)
+            if self.restored_runs:
+                self._engine.grant_dispatch_grace(RESTART_DISPATCH_WAIT_SECONDS)
+            resume(self._engine)
+
+    def _open_store(self) -> None:
+        assert self._data_dir is not None
+        store = Store(self._data_dir)
+        try:
+            self._engine.attach(StoreJournal(store))
+            self.restored_runs = load(self._engine, store)
+        except BaseException:
+            store.close()
+            raise
+        self._store = store
+
+    def _close_store(self) -> None:
+        store, self._store = self._store, None
+        if store is not None:
+            store.close()
+
+    def _store_failed(self, error: BaseException) -> None:
+        _LOG.error("the dev server could not write to %s: %s; it reads its data again", self.data_dir, error)
+        if self._reloading is None or self._reloading.done():
+            self._reloading = asyncio.get_running_loop().create_task(self._reload())
+
+    async def _reload(self) -> None:
+        await asyncio.sleep(RELOAD_PAUSE_SECONDS)
+        store = self._store
+        if store is None or self._server is None:
+            return
+        try:
+            await reload(self._engine, store)
+        except Exception:  # noqa: BLE001 - logged; the server keeps answering (with errors) until stopped
+            _LOG.exception("the dev server could not read %s again", self.data_dir)
 
     async def stop(self, grace: float | None = 1.0) -> None:
         """Cancel every Step execution and stop serving (idempotent).
@@ -103,8 +197,17 @@ class DevServer:
         server, self._server = self._server, None
         if server is None:
             return
+        if self._reloading is not None:
+            self._reloading.cancel()
+            with contextlib.suppress(BaseException):
+                await self._reloading
+        if self._store is not None:
+            with contextlib.suppress(Exception):
+                await self._engine.journal.durable()
+            await self._engine.forget_all()  # stopping its executions changes nothing on disk
         await self._engine.close()
         await server.stop(grace)
+        self._close_store()
 
     async def serve_forever(self) -> None:
         """Wait until the server terminates."""
@@ -131,8 +234,7 @@ class DevServer:
         Args:
             seconds: How far, in seconds or as a ``timedelta``.
         """
-        self.clock.advance(_seconds(seconds))
-        self._engine.notify_clock()
+        self._engine.advance_clock(_seconds(seconds))
 
     def attempts(self, flow_id: str | None = None) -> list[AttemptRecord]:
         """Return every Step method attempt so far, of one Flow if given."""

@@ -11,6 +11,7 @@ from google.protobuf import empty_pb2  # type: ignore[import-untyped]
 
 from dex_agents.devserver._engine import Engine
 from dex_agents.devserver._errors import ServiceError
+from dex_agents.devserver._store import StoreWriteError
 
 SERVER_VERSION = "dex-agents-devserver-1.23.0"
 CONTROL_SERVICE = "dex_agents.DevServerControl"
@@ -22,6 +23,8 @@ def _unary(function: Callable[[Any], Awaitable[Any]], request_type: Any, respons
             return await function(request)
         except ServiceError as error:
             await context.abort_with_status(error.to_status())
+        except StoreWriteError as error:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(error))
 
     return grpc.unary_unary_rpc_method_handler(
         handler,
@@ -33,6 +36,28 @@ def _unary(function: Callable[[Any], Awaitable[Any]], request_type: Any, respons
 def _sync(function: Callable[[Any], Any]) -> Callable[[Any], Awaitable[Any]]:
     async def call(request: Any) -> Any:
         return function(request)
+
+    return call
+
+
+def _durable(engine: Engine, function: Callable[[Any], Any]) -> Callable[[Any], Awaitable[Any]]:
+    """A Client's write, answered once it (and everything before it) is on disk."""
+
+    async def call(request: Any) -> Any:
+        response = function(request)
+        await engine.journal.durable()
+        return response
+
+    return call
+
+
+def _run_read(engine: Engine, function: Callable[[Any], Any]) -> Callable[[Any], Awaitable[Any]]:
+    """A read about one run, answered once that run's changes are on disk (at once when they are)."""
+
+    async def call(request: Any) -> Any:
+        response = function(request)
+        await engine.journal.durable(engine.run(request.flow_id, request.run_id).journal_seq)
+        return response
 
     return call
 
@@ -61,8 +86,8 @@ def flow_service_handler(engine: Engine) -> Any:
         engine.stop_flow(request)
         return empty_pb2.Empty()
 
-    def write(request: pb.WriteStreamRequest) -> Any:
-        engine.stream_requests.write(request)
+    async def write(request: pb.WriteStreamRequest) -> Any:
+        await engine.stream_requests.write(request)
         return empty_pb2.Empty()
 
     def skip(request: pb.SkipTimerRequest) -> Any:
@@ -73,21 +98,25 @@ def flow_service_handler(engine: Engine) -> Any:
         "GetServerInfo": _unary(server_info, empty_pb2.Empty, pb.ServerInfo),
         "SyncAttributeIndexes": _unary(sync_indexes, pb.SyncAttributeIndexRequest, pb.SyncAttributeIndexResponse),
         "HealthCheck": _unary(health, empty_pb2.Empty, pb.HealthInfo),
-        "StartFlow": _unary(_sync(start), pb.StartFlowRequest, pb.StartFlowResponse),
-        "StopFlow": _unary(_sync(stop), pb.StopFlowRequest, empty_pb2.Empty),
+        "StartFlow": _unary(_durable(engine, start), pb.StartFlowRequest, pb.StartFlowResponse),
+        "StopFlow": _unary(_durable(engine, stop), pb.StopFlowRequest, empty_pb2.Empty),
         "InvokeRPC": _unary(engine.invoke_rpc, pb.InvokeRPCRequest, pb.InvokeRPCResponse),
         "WaitForFlow": _unary(engine.wait_for_flow, pb.WaitForFlowRequest, pb.FlowResult),
-        "GetFlowSummary": _unary(_sync(engine.summary), pb.GetFlowSummaryRequest, pb.GetFlowSummaryResponse),
-        "GetHistoryEvents": _unary(_sync(engine.history), pb.GetHistoryEventsRequest, pb.GetHistoryEventsResponse),
-        "SkipTimer": _unary(_sync(skip), pb.SkipTimerRequest, empty_pb2.Empty),
-        "WriteStream": _unary(_sync(write), pb.WriteStreamRequest, empty_pb2.Empty),
-        "ReadStream": _unary(engine.stream_requests.read, pb.ReadStreamRequest, pb.ReadStreamResponse),
+        "GetFlowSummary": _unary(
+            _run_read(engine, engine.summary), pb.GetFlowSummaryRequest, pb.GetFlowSummaryResponse
+        ),
+        "GetHistoryEvents": _unary(
+            _run_read(engine, engine.history), pb.GetHistoryEventsRequest, pb.GetHistoryEventsResponse
+        ),
+        "SkipTimer": _unary(_durable(engine, skip), pb.SkipTimerRequest, empty_pb2.Empty),
+        "WriteStream": _unary(write, pb.WriteStreamRequest, empty_pb2.Empty),
+        "ReadStream": _unary(lambda r: engine.stream_requests.read(r), pb.ReadStreamRequest, pb.ReadStreamResponse),
         "ListStreamMessages": _unary(
-            _sync(engine.stream_requests.list),
+            lambda r: engine.stream_requests.list(r),
             pb.ListStreamMessagesRequest,
             pb.ListStreamMessagesResponse,
         ),
-        "LoadBlobs": _unary(_sync(engine.blobs.load), pb.LoadBlobsRequest, pb.LoadBlobsResponse),
+        "LoadBlobs": _unary(_sync(lambda r: engine.blobs.load(r)), pb.LoadBlobsRequest, pb.LoadBlobsResponse),
     }
     return grpc.method_handlers_generic_handler("dex.FlowService", handlers)
 
@@ -115,8 +144,8 @@ def control_handler(engine: Engine) -> Any:
 
     async def advance(payload: bytes, context: Any) -> bytes:
         seconds = float(json.loads(payload or b"{}").get("seconds", 0))
-        engine.clock.advance(seconds)
-        engine.notify_clock()
+        engine.advance_clock(seconds)
+        await engine.journal.durable()
         return json.dumps({"now": engine.clock.now()}).encode()
 
     async def now(payload: bytes, context: Any) -> bytes:

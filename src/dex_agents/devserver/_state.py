@@ -7,7 +7,6 @@ one method's writes, deletions and publishes with no ``await`` in between;
 """
 
 import asyncio
-import itertools
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from dex.dexpb import dex_pb2 as pb
 
 from dex_agents.devserver._conditions import messages_to_take
 from dex_agents.devserver._errors import ServiceError
+from dex_agents.devserver._journal import NULL_JOURNAL, Journal
 
 _RUNNING = pb.FLOW_STATUS_RUNNING
 
@@ -109,6 +109,22 @@ class Execution:
     last_heartbeat: pb.Value | None = None
     progress_frames: int = 0
     task: "asyncio.Task[None] | None" = None
+    method: str = ""
+    """The method whose attempts run now (``wait_for`` / ``execute``), ``""`` before the first."""
+    attempt: int = 0
+    """The method's latest attempt dispatched (0: none yet)."""
+    first_attempt_at: float | None = None
+    """The server time of the method's first attempt (``first_attempt_timestamp``)."""
+    output_seen: bool = False
+    """Whether the latest attempt sent a frame (decides its redelivery after a restart)."""
+    retry_at: float | None = None
+    """When the next attempt is due, while the method backs off after a failed attempt."""
+    skipped_delay: float = 0.0
+    """Back-off the retry scale skipped, still counted against the retry budget."""
+    scheduled_seq: int = 0
+    """The journal sequence of the change that scheduled the execution."""
+    task_resumed: bool = False
+    """Read from the data dir: its running attempt (if any) is redelivered or failed first."""
 
 
 @dataclass(eq=False)
@@ -138,8 +154,15 @@ class Run:
     closing: bool = False
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     pending_skips: list[tuple[str, str, int | None]] = field(default_factory=list)
-    wait_sequence: "itertools.count[int]" = field(default_factory=lambda: itertools.count(1))
-    message_sequence: "itertools.count[int]" = field(default_factory=lambda: itertools.count(1))
+    next_wait: int = 1
+    next_message: int = 1
+    position: int = 0
+    """The run's place among its Flow ID's runs."""
+    close_request: tuple[int, int, str] | None = None
+    """``(status, error type, reason)`` of a CANCEL / FAIL stop, until the run closes."""
+    journal: Journal = NULL_JOURNAL
+    journal_seq: int = 0
+    """The journal sequence of the last change to the run (what an answer about it waits for)."""
 
     @property
     def running(self) -> bool:
@@ -183,24 +206,32 @@ def commit(
                     pb.ERROR_SUB_STATUS_CHANNEL_MESSAGE_NOT_FOUND,
                     f"channel message {deletion.message_id} not found",
                 )
+    journal = run.journal
     for write in writes:
         if write.value.WhichOneof("kind") in (None, "null_value"):
             run.attributes.delete(write.key)
+            journal.attribute(run, write.key, None)
         else:
             run.attributes.set(write.key, write.value)
+            journal.attribute(run, write.key, write.value)
     for deletion in deletions:
         existing = run.channels.get(deletion.channel_name)
         if existing is not None:
             kept = deque(m for m in existing if m.message_id != deletion.message_id)
+            if len(kept) != len(existing):
+                journal.channel_message(run, deletion.message_id, None)
             run.channels[deletion.channel_name] = kept
     for message in publishes:
-        run.channels.setdefault(message.channel_name, deque()).append(
-            pb.ChannelMessage(
-                channel_name=message.channel_name,
-                value=message.value,
-                message_id=f"{run.run_id[:8]}-{next(run.message_sequence)}",
-            )
+        stored = pb.ChannelMessage(
+            channel_name=message.channel_name,
+            value=message.value,
+            message_id=f"{run.run_id[:8]}-{run.next_message}",
         )
+        run.next_message += 1
+        run.channels.setdefault(message.channel_name, deque()).append(stored)
+        journal.channel_message(run, stored.message_id, stored)
+    if publishes:
+        journal.run(run)
 
 
 def is_loaded(key: str, loads: Iterable[str]) -> bool:
@@ -231,7 +262,10 @@ def load_state(
 def take_messages(run: Run, condition: pb.ChannelCondition, reserved: int = 0) -> list[pb.Value]:
     """Pop the messages a satisfied Channel condition consumes (leaving ``reserved``); an emptied Channel is dropped."""
     queue = run.channels.get(condition.channel_name, deque())
-    values = [queue.popleft().value for _ in range(messages_to_take(condition, len(queue), reserved))]
+    taken = [queue.popleft() for _ in range(messages_to_take(condition, len(queue), reserved))]
+    for message in taken:
+        run.journal.channel_message(run, message.message_id, None)
+    values = [message.value for message in taken]
     if not queue:
         run.channels.pop(condition.channel_name, None)
     return values
@@ -257,13 +291,13 @@ def skip_timer(execution: Execution, condition_id: str, index: int | None, now: 
 def add_result(run: Run, execution: Execution, close: pb.CloseDecision) -> None:
     """Keep a closing decision's output (if it has one) among the run's results."""
     if close.HasField("close_input"):
-        run.results.append(
-            pb.StepCompletionOutput(
-                completed_step_type=execution.step_type,
-                completed_step_execution_id=execution.id,
-                completed_step_output=close.close_input,
-            )
+        output = pb.StepCompletionOutput(
+            completed_step_type=execution.step_type,
+            completed_step_execution_id=execution.id,
+            completed_step_output=close.close_input,
         )
+        run.results.append(output)
+        run.journal.result(run, len(run.results), output)
 
 
 def is_reuse_refused(latest: Run, policy: int) -> bool:

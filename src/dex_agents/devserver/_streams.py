@@ -19,9 +19,10 @@ from google.protobuf import timestamp_pb2  # type: ignore[import-untyped]
 
 from dex_agents.devserver._config import DevServerConfig
 from dex_agents.devserver._errors import ServiceError, invalid_argument
+from dex_agents.devserver._journal import NULL_JOURNAL, Journal
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class StreamEntry:
     """One retained Stream message.
 
@@ -40,6 +41,8 @@ class StreamEntry:
     source: str
     created_at: float
     size: int
+    journal_seq: int = 0
+    """The journal sequence of the append (a reader waits until it is on disk)."""
 
     def to_proto(self) -> pb.StreamMessage:
         """Return the message as the SDK reads it (the resume token is the sequence)."""
@@ -76,13 +79,14 @@ class _Stream:
         if appended is not None:
             appended.set()
 
-    def trim_oldest(self) -> None:
+    def trim_oldest(self) -> StreamEntry:
         entry = self.entries.popleft()
         self.bytes -= entry.size
         mine = self.by_flow[entry.flow_id]
         mine.popleft()  # sequences ascend in both, so an instance's oldest is the Stream's oldest of it
         if not mine:
             del self.by_flow[entry.flow_id]
+        return entry
 
     def of(self, flow_id: str) -> "deque[StreamEntry]":
         return self.by_flow.get(flow_id, _EMPTY)
@@ -132,10 +136,16 @@ def message_charge(payload_bytes: int, flow_id: str, source: str, overhead: int,
 class Streams:
     """All Streams of the server, keyed by (Flow type, Stream name)."""
 
-    def __init__(self, config: DevServerConfig | None = None) -> None:
+    def __init__(self, config: DevServerConfig | None = None, journal: Journal = NULL_JOURNAL) -> None:
         self._config = config or DevServerConfig()
         self._streams: dict[tuple[str, str], _Stream] = {}
         self._sequence = itertools.count(1)
+        self._journal = journal
+
+    def restore(self, flow_type: str, name: str, entry: StreamEntry) -> None:
+        """Put back a message read from the data dir (oldest first), without journaling it again."""
+        self._stream(flow_type, name).add(entry)
+        self._sequence = itertools.count(entry.sequence + 1)
 
     def _stream(self, flow_type: str, name: str) -> _Stream:
         return self._streams.setdefault((flow_type, name), _Stream())
@@ -165,10 +175,11 @@ class Streams:
         if capacity_bytes > 0 and stream.bytes + charge > capacity_bytes:
             raise stream_capacity_exceeded(charge, stream.bytes, capacity_bytes)
         entry = StreamEntry(next(self._sequence), flow_id, value, source, now, charge)
+        self._journal.stream_message(flow_type, name, entry)
         stream.add(entry)
         if capacity_bytes > 0 and stream.bytes > capacity_bytes * config.stream_trim_trigger:
             while stream.entries and stream.bytes > capacity_bytes * config.stream_trim_target:
-                stream.trim_oldest()
+                self._journal.stream_trimmed(stream.trim_oldest().sequence)
         return entry
 
     def entries(self, flow_type: str, name: str, flow_id: str) -> list[StreamEntry]:

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, TypeVar, overload
 
 import attrs
+import dex
+import grpc  # type: ignore[import-untyped]
 
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.infrastructure.dex.client import AgentSessionClient
@@ -64,13 +66,29 @@ async def wait_for_agent_snapshot(
     *,
     description: str,
     timeout: float = DEFAULT_WAIT,
+    across_restarts: bool = False,
 ) -> T:
-    """Poll the session's snapshot until ``probe`` returns a truthy value, and return it."""
+    """Poll the session's snapshot until ``probe`` returns a truthy value, and return it.
+
+    With ``across_restarts`` a poll the engine cannot answer (it is restarting; the
+    Client reconnects with back-off) counts as not yet.
+    """
 
     async def check() -> T | None:
-        return probe(await sessions.get_agent_snapshot(session_id))
+        try:
+            snapshot = await sessions.get_agent_snapshot(session_id)
+        except dex.DexServiceError as error:
+            if across_restarts and engine_unreachable(error):
+                return None
+            raise
+        return probe(snapshot)
 
     return await wait_until(description, check, timeout=timeout)
+
+
+def engine_unreachable(error: dex.DexServiceError) -> bool:
+    """Whether a Client call failed because the engine did not answer (down, restarting, or rereading its data)."""
+    return error.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 def session_is_idle(snapshot: AgentSnapshot) -> AgentSnapshot | None:

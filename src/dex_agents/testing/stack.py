@@ -1,6 +1,9 @@
 """`AgentTestStack`: an engine, a Client and Worker child processes for integration tests.
 
-The engine is the dev server (in-process) by default. With ``DEXCLI`` set to a
+The engine is the dev server (in-process) by default; with ``engine_data_dir`` it
+runs as a child process keeping its data in that dir, so a test can SIGKILL it
+(`AgentTestStack.kill_engine`) and start it again on the same port
+(`AgentTestStack.restart_engine`). With ``DEXCLI`` set to a
 ``dexcli`` binary, or ``backend="dexcli"``, a private ``dexcli dev`` runs
 instead on a free port; the argv it is started with is an assumption (no
 ``dexcli`` could be run where this was written) and can be replaced with
@@ -47,6 +50,7 @@ from dex_agents.testing.devserver import (
     TEST_RETRY_DELAY_SCALE,
     DevServer,
     DevServerConfig,
+    DevServerProcess,
     StepHistoryEntry,
     read_step_history,
 )
@@ -228,8 +232,11 @@ class AgentTestStack:
         backend: Backend | None = None,
         devserver_config: DevServerConfig | None = None,
         worker_mode: WorkerMode | str | None = None,
+        engine_data_dir: Path | str | None = None,
     ) -> None:
         self._tmp = Path(tmp_path)
+        self._engine_data_dir = None if engine_data_dir is None else Path(engine_data_dir)
+        self._engine_process: DevServerProcess | None = None
         self.worker_mode = WorkerMode(worker_mode) if worker_mode is not None else default_worker_mode()
         """How the stack's Workers get tasks (``DEX_AGENTS_WORKER_MODE``, else listen)."""
         self.listen_address = ""
@@ -253,8 +260,23 @@ class AgentTestStack:
     def devserver(self) -> DevServer:
         """The in-process dev server (devserver backend only): clock, timers, history."""
         if self._devserver is None:
-            raise RuntimeError(f"the {self.backend!r} backend has no dev server")
+            raise RuntimeError(f"the {self.backend!r} backend has no in-process dev server")
         return self._devserver
+
+    @property
+    def engine_process(self) -> DevServerProcess:
+        """The dev server child process of a stack built with ``engine_data_dir``."""
+        if self._engine_process is None:
+            raise RuntimeError("this stack runs no dev server child process (give engine_data_dir)")
+        return self._engine_process
+
+    async def kill_engine(self) -> None:
+        """SIGKILL the dev server child (a stack built with ``engine_data_dir``): nothing flushed, a crash."""
+        await self.engine_process.kill()
+
+    async def restart_engine(self) -> None:
+        """Start the dev server child again on the same port and data dir; Workers and Clients reconnect."""
+        await self.engine_process.restart()
 
     @property
     def client(self) -> dex.AsyncClient:
@@ -268,10 +290,13 @@ class AgentTestStack:
 
     async def __aenter__(self) -> Self:
         self._tmp.mkdir(parents=True, exist_ok=True)
-        if self.backend == "devserver":
-            self._devserver = DevServer(
-                self._devserver_config or DevServerConfig(retry_delay_scale=TEST_RETRY_DELAY_SCALE)
-            )
+        config = self._devserver_config or DevServerConfig(retry_delay_scale=TEST_RETRY_DELAY_SCALE)
+        if self.backend == "devserver" and self._engine_data_dir is not None:
+            self._engine_process = DevServerProcess(config, data_dir=self._engine_data_dir)
+            await self._engine_process.start()
+            self.address = self._engine_process.address
+        elif self.backend == "devserver":
+            self._devserver = DevServer(config)
             await self._devserver.__aenter__()
             self.address = self._devserver.address
         else:
@@ -299,6 +324,8 @@ class AgentTestStack:
             self._container.blob_cache().close()
         if self._devserver is not None:
             await self._devserver.__aexit__(exc_type, exc, tb)
+        if self._engine_process is not None:
+            await self._engine_process.stop()
         if self._dexcli is not None:
             self._dexcli.terminate()
             try:

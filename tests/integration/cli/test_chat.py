@@ -142,10 +142,10 @@ def test_chat_in_a_terminal_streams_the_answer_and_asks_for_approval_inline(tmp_
     assert [refund.order_id for refund in read_refunds(tmp_path)] == ["7"]
 
 
-def test_quit_from_chat_on_in_process_devserver_says_the_session_ends_with_it(tmp_path: Path) -> None:
+def test_quit_from_chat_on_in_process_devserver_in_memory_says_the_session_ends_with_it(tmp_path: Path) -> None:
     controller, terminal = pty.openpty()
     process = subprocess.Popen(
-        command("chat", ORDER_FLOW, "--session", "pty-quit"),
+        command("chat", ORDER_FLOW, "--session", "pty-quit", "--in-memory"),
         env=cli_env(TERM="xterm", COLUMNS="200", LINES="40", **{STATE_ENV: str(tmp_path)}),
         stdin=terminal,
         stdout=terminal,
@@ -167,6 +167,39 @@ def test_quit_from_chat_on_in_process_devserver_says_the_session_ends_with_it(tm
     shown = " ".join(strip_ansi("".join(screen)).split())
     assert "left session pty-quit; it ends with this chat (its dev server runs in this process" in shown
     assert "keeps running" not in shown
+
+
+def test_chat_keeps_its_sessions_and_chat_session_id_goes_on_with_one_after_chat_exited(tmp_path: Path) -> None:
+    data = tmp_path / "chat-data"
+    env = cli_env(**{STATE_ENV: str(tmp_path)})
+    first = subprocess.run(
+        command("chat", ORDER_FLOW, "--session", "kept", "--data", str(data)),
+        input=f"{PROMPT}\ny\n/quit\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert first.returncode == 0, first.stderr
+    said = " ".join(strip_ansi(first.stdout).split())
+    assert f"sessions kept in {data}" in said
+    assert "left session kept; it is kept with this chat's data: chat --session kept picks it up again" in said
+    second = subprocess.run(
+        command("chat", ORDER_FLOW, "--session", "kept", "--data", str(data)),
+        input="/history\n/quit\n",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert second.returncode == 0, second.stderr
+    shown = " ".join(strip_ansi(second.stdout).split())
+    assert "session kept (joined)" in shown
+    assert "History of kept" in shown
+    assert "Done: order 7 is refunded (R-1, 42.00 EUR)" in shown, "the first chat's turn is still there"
+    assert [refund.order_id for refund in read_refunds(tmp_path)] == ["7"]
 
 
 def test_ctrl_c_in_a_terminal_chat_cancels_the_running_turn_instead_of_leaving(tmp_path: Path) -> None:

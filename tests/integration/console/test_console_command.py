@@ -6,12 +6,14 @@ import io
 import ipaddress
 import logging
 import logging.config
+import re
 import ssl
 import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from cryptography import x509
@@ -176,3 +178,32 @@ def test_what_the_console_logs_shows_control_characters_visibly() -> None:
     assert "\x1b" not in shown
     assert "GET /sessions/␛[2J" in shown
     assert "session '␛]0;PWNED␇' failed" in shown
+
+
+async def test_the_demo_console_keeps_its_sessions_in_its_data_dir_and_lists_them_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    settings: dict[str, object] = {
+        "server": None,
+        "flow_target": None,
+        "demo": True,
+        "host": "127.0.0.1",
+        "port": 0,
+        "token": None,
+        "index_path": None,
+        "serve_worker": False,
+        "data_dir": tmp_path / "demo-data",
+    }
+    async with running_console(**settings) as (url, output):
+        page = await raw_request(url, "GET", "/")
+        match = re.search(r'name="csrf" value="([0-9a-f]+)"', page.body.decode())
+        assert match is not None
+        form = urlencode({"csrf": match.group(1), "session_id": "kept-1", "message": ""}).encode()
+        headers = {"Content-Type": "application/x-www-form-urlencoded", "Origin": url, "Sec-Fetch-Site": "same-origin"}
+        assert (await raw_request(url, "POST", "/sessions", headers=headers, body=form)).status == 303
+        assert f"sessions kept in {tmp_path / 'demo-data'}" in output.getvalue()
+    async with running_console(**settings) as (url, _):
+        listed = await raw_request(url, "GET", "/")
+        assert b"kept-1" in listed.body, "the restarted demo lists the session it kept"
+        session = await raw_request(url, "GET", "/sessions/kept-1")
+        assert session.status == 200

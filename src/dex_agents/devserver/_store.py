@@ -1,0 +1,423 @@
+"""The dev server's data dir: one SQLite file (stdlib ``sqlite3``, WAL), written by one thread with group commit.
+
+The engine keeps its working state in memory and journals every change here as a
+keyed row operation (an upsert or a delete). Operations of one engine step (a Step
+completion with the state it commits and the executions it schedules, a Client's
+write) are queued together with no ``await`` in between, and the writer thread
+commits everything queued so far as one transaction: concurrent sessions share a
+commit (group commit), and two writes of the same row in one commit become one.
+
+Durability: ``journal_mode=WAL`` with ``synchronous=FULL``, the WAL fsynced on every
+commit. FULL is SQLite's own default, and the level DBOS runs its SQLite system
+database at: DBOS sets only ``busy_timeout``, ``foreign_keys`` and ``IMMEDIATE``
+transactions (``dbos/_sys_db_sqlite.py``, ``SQLiteSystemDatabase._create_engine``), so
+its ``synchronous`` stays at FULL. (NORMAL in WAL mode would survive a process kill
+too, but could lose the last commits on a power cut.)
+
+Two kinds of operations: *urgent* ones (a Step completion, a Client's write) wake
+the writer at once; *deferred* ones (an attempt's start, heartbeats, a Step's
+Stream writes) ride with the next commit, or are committed within
+`DEFERRED_FLUSH_SECONDS`. Nothing leaves the server before it is on disk: a Client
+answer or a Worker task waits (`Store.durable`) until the operations it depends on
+are committed, which costs nothing when they already are.
+
+A failed commit (disk full, I/O error) rolls back whole; the store then refuses
+every later operation until the engine reloads from the file (`Store.reset`).
+
+The data dir holds ``dev.sqlite3`` (with its ``-wal``/``-shm`` files) and ``LOCK``,
+which one server at a time holds (``fcntl.flock``): a second one is refused.
+"""
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+SCHEMA_VERSION = 1
+"""The layout of ``dev.sqlite3`` this code reads and writes (``PRAGMA user_version``)."""
+
+DATABASE_FILE = "dev.sqlite3"
+LOCK_FILE = "LOCK"
+
+DEFERRED_FLUSH_SECONDS = 0.1
+"""The longest a deferred operation (heartbeat, attempt start, Step Stream write) waits for a commit."""
+
+_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE runs (run_id TEXT PRIMARY KEY, flow_id TEXT NOT NULL, position INTEGER NOT NULL, state TEXT NOT NULL);
+CREATE INDEX runs_by_flow ON runs (flow_id, position);
+CREATE TABLE attributes (run_id TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,
+  PRIMARY KEY (run_id, key)) WITHOUT ROWID;
+CREATE TABLE channel_messages (run_id TEXT NOT NULL, position INTEGER NOT NULL, message BLOB NOT NULL,
+  PRIMARY KEY (run_id, position)) WITHOUT ROWID;
+CREATE TABLE executions (run_id TEXT NOT NULL, execution_id TEXT NOT NULL, state TEXT NOT NULL,
+  PRIMARY KEY (run_id, execution_id)) WITHOUT ROWID;
+CREATE TABLE results (run_id TEXT NOT NULL, position INTEGER NOT NULL, output BLOB NOT NULL,
+  PRIMARY KEY (run_id, position)) WITHOUT ROWID;
+CREATE TABLE history (run_id TEXT NOT NULL, event_id INTEGER NOT NULL, event BLOB NOT NULL,
+  PRIMARY KEY (run_id, event_id)) WITHOUT ROWID;
+CREATE TABLE stream_messages (sequence INTEGER PRIMARY KEY, flow_type TEXT NOT NULL, name TEXT NOT NULL,
+  flow_id TEXT NOT NULL, source TEXT NOT NULL, created_at REAL NOT NULL, size INTEGER NOT NULL, value BLOB NOT NULL);
+CREATE TABLE blobs (blob_id TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE attempts (id INTEGER PRIMARY KEY, flow_id TEXT NOT NULL, record TEXT NOT NULL);
+"""
+
+_TABLE_KEYS: dict[str, tuple[str, ...]] = {
+    "meta": ("key",),
+    "runs": ("run_id",),
+    "attributes": ("run_id", "key"),
+    "channel_messages": ("run_id", "position"),
+    "executions": ("run_id", "execution_id"),
+    "results": ("run_id", "position"),
+    "history": ("run_id", "event_id"),
+    "stream_messages": ("sequence",),
+    "blobs": ("blob_id",),
+    "attempts": ("id",),
+}
+
+
+_DELETES = {
+    table: f"DELETE FROM {table} WHERE " + " AND ".join(f"{name} = ?" for name in names)
+    for table, names in _TABLE_KEYS.items()
+}
+_UPSERTS: dict[tuple[str, int], str] = {}
+
+
+def _upsert(table: str, columns: int) -> str:
+    statement = _UPSERTS.get((table, columns))
+    if statement is None:
+        statement = _UPSERTS[table, columns] = f"INSERT OR REPLACE INTO {table} VALUES ({', '.join('?' * columns)})"
+    return statement
+
+
+class StoreError(Exception):
+    """The data dir cannot be used: its message says why and what to do."""
+
+
+class StoreWriteError(StoreError):
+    """A commit failed (disk full, I/O error): nothing of it was written."""
+
+
+@dataclass(frozen=True)
+class CommitStats:
+    """What the writer did so far: commits, rows and the time spent in them (for benchmarks)."""
+
+    commits: int
+    rows: int
+    seconds: float
+
+
+_UNCHANGED = -1
+
+Row = tuple[str, tuple[Any, ...], tuple[Any, ...] | None]
+"""(table, key values, column values or ``None`` for a delete)."""
+
+
+class _Lock:
+    """``LOCK`` in the data dir, held with ``flock`` while a server uses the dir."""
+
+    def __init__(self, directory: Path) -> None:
+        self._path = directory / LOCK_FILE
+        self._file: IO[str] | None = None
+
+    def acquire(self) -> None:
+        handle = self._path.open("a+")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise StoreError(
+                f"another dev server uses the data dir {self._path.parent} (pid {holder}); "
+                "stop it, or start this one with another --data DIR (or --in-memory)"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._file = handle
+
+    def release(self) -> None:
+        handle, self._file = self._file, None
+        if handle is not None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            handle.close()
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    connection.execute("PRAGMA busy_timeout = 5000")
+    mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise StoreError(f"{path} cannot use SQLite's WAL journal (journal_mode stays {mode})")
+    connection.execute("PRAGMA synchronous = FULL")
+    return connection
+
+
+def _open_database(directory: Path) -> sqlite3.Connection:
+    path = directory / DATABASE_FILE
+    try:
+        connection = _connect(path)
+        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        tables = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    except sqlite3.DatabaseError as error:
+        raise StoreError(
+            f"{path} is not a readable dev server database ({error}); move it away or delete the data dir "
+            f"{directory} to start empty (its sessions are lost), or use another --data DIR"
+        ) from error
+    if version == 0 and tables == 0:
+        connection.executescript(f"BEGIN; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+    elif version != SCHEMA_VERSION:
+        connection.close()
+        raise StoreError(
+            f"the data dir {directory} holds dev server data of schema version {version}; this dex-agents "
+            f"reads version {SCHEMA_VERSION}. Run the dex-agents release that wrote it, or throw the data away "
+            f"(delete {directory}) or start with another --data DIR (or --in-memory)"
+        )
+    return connection
+
+
+class Store:
+    """The SQLite file of one data dir: loads it at start, then journals the engine's changes to it."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        """Lock ``directory`` (created if missing) and open or create its database.
+
+        Raises:
+            StoreError: the dir is in use, unreadable, corrupt or of another schema version.
+        """
+        self.directory = Path(directory).expanduser().resolve()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StoreError(f"cannot create the data dir {self.directory}: {error.strerror}") from error
+        self._lock = _Lock(self.directory)
+        self._lock.acquire()
+        try:
+            self._connection = _open_database(self.directory)
+        except BaseException:
+            self._lock.release()
+            raise
+        self._pending: dict[tuple[str, tuple[Any, ...]], Row] = {}
+        self._condition = threading.Condition()
+        self._urgent = False
+        self._closing = False
+        self._broken: BaseException | None = None
+        self._enqueued = 0
+        self._committed = 0
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._on_failure: Callable[[BaseException], None] | None = None
+        self._commits = 0
+        self._rows = 0
+        self._seconds = 0.0
+        self.fail_commit: Callable[[list[Row]], BaseException | None] | None = None
+        """Fault seam for tests: called with each commit's rows; an exception it returns fails that commit."""
+        self._page_limit: int | None = _UNCHANGED
+
+    @property
+    def path(self) -> Path:
+        """The SQLite file."""
+        return self.directory / DATABASE_FILE
+
+    @property
+    def sequence(self) -> int:
+        """The number of the last queued operation (what `durable` waits for)."""
+        return self._enqueued
+
+    def stats(self) -> CommitStats:
+        """Commits, rows and seconds the writer spent so far."""
+        return CommitStats(self._commits, self._rows, self._seconds)
+
+    def data_bytes(self) -> int:
+        """Bytes the data dir's database takes on disk (file, WAL and shared-memory index)."""
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(f"{self.path}{suffix}")
+        return total
+
+    # ------------------------------------------------------------------ reading (start-up only)
+
+    def rows(self, sql: str, *parameters: Any) -> Iterator[tuple[Any, ...]]:
+        """Read rows at start-up, before the writer runs.
+
+        Raises:
+            StoreError: the file cannot be read (corrupt).
+        """
+        try:
+            yield from self._connection.execute(sql, parameters)
+        except sqlite3.DatabaseError as error:
+            raise StoreError(
+                f"{self.path} cannot be read ({error}); move it away or delete the data dir {self.directory} "
+                "to start empty (its sessions are lost), or use another --data DIR"
+            ) from error
+
+    # ------------------------------------------------------------------ writing
+
+    def start(self, loop: asyncio.AbstractEventLoop, on_failure: Callable[[BaseException], None]) -> None:
+        """Start the writer thread; ``on_failure`` runs on ``loop`` when a commit fails."""
+        self._loop = loop
+        self._on_failure = on_failure
+        self._thread = threading.Thread(target=self._write_loop, name="devserver-store", daemon=True)
+        self._thread.start()
+
+    def put(self, table: str, key: tuple[Any, ...], values: tuple[Any, ...] | None, *, urgent: bool = False) -> int:
+        """Queue an upsert (``values``: every column after the key) or a delete (``None``) of one row.
+
+        Returns:
+            The operation's sequence number (see `durable`).
+        """
+        with self._condition:
+            slot = (table, key)
+            self._pending.pop(slot, None)
+            self._pending[slot] = (table, key, values)
+            self._enqueued += 1
+            if urgent:
+                self._urgent = True
+            self._condition.notify()
+            return self._enqueued
+
+    def flush(self) -> None:
+        """Commit what is queued now rather than with the next deferred flush."""
+        with self._condition:
+            if self._pending:
+                self._urgent = True
+                self._condition.notify()
+
+    async def durable(self, sequence: int | None = None) -> None:
+        """Wait until every operation up to ``sequence`` (default: all queued) is committed.
+
+        Raises:
+            StoreWriteError: the commit failed; nothing of it was written.
+        """
+        target = self._enqueued if sequence is None else sequence
+        if self._committed >= target:
+            return
+        if self._broken is not None:
+            raise StoreWriteError(f"the dev server could not write its data: {self._broken}")
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.append((target, future))
+        self.flush()
+        await future
+
+    def reset(self) -> None:
+        """Drop every queued operation and accept new ones again (after the engine reloaded the file)."""
+        with self._condition:
+            self._pending.clear()
+            self._broken = None
+            self._committed = self._enqueued
+
+    def close(self) -> None:
+        """Commit what is queued, stop the writer, close the file and release the lock."""
+        with self._condition:
+            self._closing = True
+            self._urgent = True
+            self._condition.notify()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        with contextlib.suppress(sqlite3.Error):
+            self._connection.close()
+        self._lock.release()
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._condition:
+                while not self._closing and not (self._pending and self._urgent):
+                    if self._pending:
+                        self._condition.wait(DEFERRED_FLUSH_SECONDS)
+                        break
+                    self._condition.wait()
+                if not self._pending:
+                    if self._closing:
+                        return
+                    continue
+                batch = list(self._pending.values())
+                upto = self._enqueued
+                self._pending.clear()
+                self._urgent = False
+                broken = self._broken
+            if broken is not None:
+                continue  # dropped: the engine reloads from the file
+            try:
+                self._commit(batch)
+            except BaseException as error:  # noqa: BLE001 - every failure must reach the engine
+                with self._condition:
+                    self._broken = error
+                self._notify(self._failed, error)
+                continue
+            self._notify(self._succeeded, upto)
+
+    def limit_size(self, pages: int | None) -> None:
+        """Fault seam for tests: let the file grow by at most ``pages`` pages (``None``: no limit).
+
+        Past it SQLite fails the commit with ``SQLITE_FULL`` ("database or disk is full"),
+        exactly as on a full disk.
+        """
+        with self._condition:
+            self._page_limit = pages
+
+    def _apply_page_limit(self, connection: sqlite3.Connection) -> None:
+        limit, self._page_limit = self._page_limit, _UNCHANGED
+        if limit == _UNCHANGED:
+            return
+        if limit is None:
+            connection.execute("PRAGMA max_page_count = 1073741823")
+            return
+        pages = connection.execute("PRAGMA page_count").fetchone()[0]
+        connection.execute(f"PRAGMA max_page_count = {int(pages) + limit}")
+
+    def _commit(self, batch: list[Row]) -> None:
+        started = time.perf_counter()
+        connection = self._connection
+        self._apply_page_limit(connection)
+        seam = self.fail_commit
+        injected = None if seam is None else seam(batch)
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            if injected is not None:
+                raise injected
+            for table, key, values in batch:
+                if values is None:
+                    connection.execute(_DELETES[table], key)
+                else:
+                    connection.execute(_upsert(table, len(key) + len(values)), key + values)
+            connection.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("ROLLBACK")
+            raise
+        self._commits += 1
+        self._rows += len(batch)
+        self._seconds += time.perf_counter() - started
+
+    def _notify(self, callback: Callable[[Any], None], argument: Any) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(callback, argument)
+
+    def _succeeded(self, upto: int) -> None:
+        self._committed = max(self._committed, upto)
+        ready = [(target, future) for target, future in self._waiters if target <= self._committed]
+        self._waiters = [(target, future) for target, future in self._waiters if target > self._committed]
+        for _, future in ready:
+            if not future.done():
+                future.set_result(None)
+
+    def _failed(self, error: BaseException) -> None:
+        waiters, self._waiters = self._waiters, []
+        for _, future in waiters:
+            if not future.done():
+                future.set_exception(StoreWriteError(f"the dev server could not write its data: {error}"))
+        if self._on_failure is not None:
+            self._on_failure(error)
