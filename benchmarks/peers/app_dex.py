@@ -1,4 +1,4 @@
-"""Configurations ``dex``, ``dex-inproc`` and ``dex-floor``: the same agent as a dex-agents session on the dev server.
+"""Configurations ``dex``, ``dex-inmemory``, ``dex-inproc`` and ``dex-floor``: the agent as a dex-agents session.
 
 The agent is `benchmarks.peers.scenario.make_agent`'s, run through the Pydantic AI adapter
 (`pydantic_ai_session_flow`), with ``work`` classified ``read`` (a ``CallTool`` Step, no
@@ -12,10 +12,13 @@ followed with ``read_agent_event`` from the last resume token (no polling). At t
 turn's messages are being committed by the last ``RunModel``; the CPU accounting of bench.py
 charges that tail to the turn (see ``docs/benchmarks.md``).
 
-- ``dex``: the dev server (``python -m benchmarks.peers.devserver_process``, i.e. ``dex_agents.devserver``
-  plus a CPU probe) and the dex Worker (``python -m benchmarks.peers.dex_worker``, i.e.
-  ``run_agent_worker``) each in its own child process; the Client in the worker process.
-- ``dex-inproc``: the dev server, the ``AsyncWorker`` and the Client in the worker process.
+- ``dex``: the dev server on a SQLite data dir (``python -m benchmarks.peers.devserver_process --data DIR``,
+  i.e. ``dex_agents.devserver`` plus a CPU probe: every Step completion on disk before it is acted on,
+  as DBOS keeps its SQLite file) and the dex Worker (``python -m benchmarks.peers.dex_worker``, i.e.
+  ``run_agent_worker``) each in its own child process; the Client in the worker process. Its
+  descriptions record the data dir's bytes (``db_bytes``).
+- ``dex-inmemory``: ``dex`` with the dev server in memory (it keeps nothing), beside it.
+- ``dex-inproc``: the dev server (on a data dir), the ``AsyncWorker`` and the Client in the worker process.
 - ``dex-floor``: ``dex`` with `benchmarks.peers.floor_runner.FloorRunner` in place of the agent: the
   same Steps, events and stored messages with no framework work (the binding's own cost).
 
@@ -28,6 +31,7 @@ import argparse
 import asyncio
 import collections
 import os
+import shutil
 import sys
 import tempfile
 import uuid
@@ -146,6 +150,11 @@ def stored_state_bytes(events: list[pb.FlowHistoryEvent]) -> tuple[int, int]:
     return sum(state.values()), len(state)
 
 
+def data_dir_bytes(directory: str) -> int:
+    """Bytes the files of a dev server's data dir take (database, WAL, shared-memory index, lock)."""
+    return sum(path.stat().st_size for path in Path(directory).iterdir() if path.is_file())
+
+
 class _DexRunner(Runner):
     """Turn logic shared by both dex-agents configurations."""
 
@@ -249,7 +258,9 @@ class DexInProcessRunner(_DexRunner):
 
     async def start(self, args: argparse.Namespace) -> None:
         self._choose_mode(args)
-        self._devserver = DevServer()
+        self._data_dir = os.path.join(args.workdir, f"{self.name}-data-{os.getpid()}")
+        shutil.rmtree(self._data_dir, ignore_errors=True)
+        self._devserver = DevServer(data_dir=self._data_dir)
         await self._devserver.start()
         self.address = self._devserver.address
         self._open_client()
@@ -257,6 +268,11 @@ class DexInProcessRunner(_DexRunner):
         self._worker = self._container.worker()
         self._serving = asyncio.create_task(self._worker.start())
         await wait_worker_serving(self._worker, self._serving)
+
+    async def describe(self, ref: str, *, session: bool) -> Describe:
+        described = await super().describe(ref, session=session)
+        described["db_bytes"] = data_dir_bytes(self._data_dir)
+        return described
 
     async def stop(self) -> None:
         await self._close_client()
@@ -325,9 +341,12 @@ class ChildProcesses:
         self.worker = _Child("worker", os.path.join(workdir, f"{prefix}-worker.log"))
         self.address = ""
 
-    async def start(self, worker_module: str, worker_env: dict[str, str]) -> str:
-        """Start the dev server, then ``worker_module`` with ``worker_env``; wait till it serves; return the address."""
-        await self.server.spawn("benchmarks.peers.devserver_process", "--port", "0", stdout=asyncio.subprocess.PIPE)
+    async def start(self, worker_module: str, worker_env: dict[str, str], *, data_dir: str | None = None) -> str:
+        """Start the dev server (on ``data_dir``, else in memory), then ``worker_module``; return the address."""
+        data = [] if data_dir is None else ["--data", data_dir]
+        await self.server.spawn(
+            "benchmarks.peers.devserver_process", "--port", "0", *data, stdout=asyncio.subprocess.PIPE
+        )
         assert self.server.process is not None
         assert self.server.process.stdout is not None
         line = await asyncio.wait_for(self.server.process.stdout.readline(), 60)
@@ -381,18 +400,25 @@ class ChildProcessesRunner(Runner):
 
 
 class DexProcessRunner(ChildProcessesRunner, _DexRunner):
-    """``dex``: the dev server and the Worker in their own child processes; the Client here.
+    """``dex``: the dev server on its SQLite data dir and the Worker in their own child processes; the Client here.
 
-    ``dex-floor`` (``floor=True``): the same, serving `benchmarks.peers.floor_runner.FloorRunner`.
+    ``dex-inmemory`` (``in_memory=True``): the same with the dev server in memory (``--in-memory``).
+    ``dex-floor`` (``floor=True``): ``dex`` serving `benchmarks.peers.floor_runner.FloorRunner`.
+    Its descriptions record the data dir's bytes (``db_bytes``, as DBOS records its SQLite file).
     """
 
-    def __init__(self, *, floor: bool = False) -> None:
+    def __init__(self, *, floor: bool = False, in_memory: bool = False) -> None:
         super().__init__(floor=floor)
-        self.name = "dex-floor" if floor else "dex"
+        self.name = "dex-floor" if floor else ("dex-inmemory" if in_memory else "dex")
+        self._data_dir: str | None = None
+        self._in_memory = in_memory
 
     async def start(self, args: argparse.Namespace) -> None:
         self._choose_mode(args)
         self._children = ChildProcesses(args.workdir, self.name)
+        if not self._in_memory:
+            self._data_dir = os.path.join(args.workdir, f"{self.name}-data-{os.getpid()}")
+            shutil.rmtree(self._data_dir, ignore_errors=True)
         self.address = await self._children.start(
             "benchmarks.peers.dex_worker",
             {
@@ -400,8 +426,15 @@ class DexProcessRunner(ChildProcessesRunner, _DexRunner):
                 LISTEN_ADDRESS_ENV: self.listen_address,
                 FLOOR_ENV: "1" if self.floor else "",
             },
+            data_dir=self._data_dir,
         )
         self._open_client()
+
+    async def describe(self, ref: str, *, session: bool) -> Describe:
+        described = await super().describe(ref, session=session)
+        if self._data_dir is not None:
+            described["db_bytes"] = data_dir_bytes(self._data_dir)
+        return described
 
     async def stop(self) -> None:
         await self._close_client()

@@ -58,6 +58,7 @@ ALL_CONFIGS = (
     "temporal-tuned",
     "temporal-tuned-nosandbox",
     "dex",
+    "dex-inmemory",
     "dex-inproc",
     "dex-floor",
     "sdk-floor",

@@ -20,8 +20,9 @@ LABELS = {
     "temporal": "Temporal, stock dev server",
     "temporal-tuned": "Temporal, tuned dev server",
     "temporal-tuned-nosandbox": "Temporal tuned, no sandbox",
-    "dex": "**dex-agents**, dev server + Worker in own processes",
-    "dex-inproc": "**dex-agents**, dev server + Worker + Client in one process",
+    "dex": "**dex-agents**, dev server on its SQLite data dir + Worker in own processes",
+    "dex-inmemory": "dex-agents, `dex` with the dev server in memory (`--in-memory`, keeps nothing)",
+    "dex-inproc": "**dex-agents**, dev server on its SQLite data dir + Worker + Client in one process",
     "dex-floor": "dex-agents binding alone: `dex` with a framework-free scripted runner (not a peer)",
     "sdk-floor": "Dex SDK alone: the same Step graph, Steps that do nothing (a lower bound, not a peer)",
     "sdk-floor-agent": "`sdk-floor` + the plain `agent.run` in its first Step (the floor of any binding, not a peer)",
@@ -224,13 +225,17 @@ def _stored(c: str, info: dict[str, Any], n: int) -> dict[str, Any]:
     if c == "plain":
         return {"per_turn": 0, "how": "nothing stored"}
     if c in DEX_CONFIGS and last:
-        return {
+        stored: dict[str, Any] = {
             "per_turn": last["state_bytes"] / n,
             "history_per_turn": last["history_bytes"] / n,
             "state_after_n": last["state_bytes"],
             "history_after_n": last["history_bytes"],
             "how": f"session Attributes after {n} turns / {n} (history: all writes / {n})",
         }
+        if first and n > 1 and "db_bytes" in last and "db_bytes" in first:
+            stored["db_per_turn"] = (last["db_bytes"] - first["db_bytes"]) / (n - 1)
+            stored["db_after_n"] = last["db_bytes"]
+        return stored
     if c == "dbos" and first and last and n > 1:
         return {
             "per_turn": (last["db_bytes"] - first["db_bytes"]) / (n - 1),

@@ -46,6 +46,7 @@ import asyncio
 import dataclasses
 import os
 import re
+import shutil
 import signal
 import tempfile
 import uuid
@@ -273,7 +274,10 @@ class SdkFloorRunner(ChildProcessesRunner):
             AGENT_ENV: "1" if self.name == "sdk-floor-agent" else "",
             STORE_ENV: "1" if self.name == "sdk-floor-store" else "",
         }
-        self.address = await self._children.start("benchmarks.peers.sdk_floor", worker_env)
+        # On a data dir, as ``dex`` (the floor of the headline rows).
+        data_dir = os.path.join(args.workdir, f"{self.name}-data-{os.getpid()}")
+        shutil.rmtree(data_dir, ignore_errors=True)
+        self.address = await self._children.start("benchmarks.peers.sdk_floor", worker_env, data_dir=data_dir)
         self._cache = dex.open_blob_cache(dex.BlobCacheConfig(os.path.join(self._cache_dir, "client"), 64 << 20))
         self._client = dex.AsyncClient(
             _registry(),

@@ -99,6 +99,12 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @click.option("--no", "reject_refund", is_flag=True, default=False, help="Reject the refund without asking.")
 @click.option("--crash", is_flag=True, default=False, help="SIGKILL the Worker in the middle of the refund Step.")
 @click.option(
+    "--crash-engine",
+    is_flag=True,
+    default=False,
+    help="SIGKILL the dev server in the middle of the refund Step and start it again on its data dir.",
+)
+@click.option(
     "--framework",
     type=click.Choice(["pydantic-ai", "sagent"]),
     default="pydantic-ai",
@@ -108,7 +114,13 @@ def cli(ctx: click.Context, debug: bool) -> None:
 @debug_option
 @click.pass_context
 def demo(
-    ctx: click.Context, approve_refund: bool, reject_refund: bool, crash: bool, framework: str, debug: bool
+    ctx: click.Context,
+    approve_refund: bool,
+    reject_refund: bool,
+    crash: bool,
+    crash_engine: bool,
+    framework: str,
+    debug: bool,
 ) -> int:
     """Run the order agent (find, refund with approval, email) on the dev server with a scripted model.
 
@@ -117,11 +129,14 @@ def demo(
     """
     if approve_refund and reject_refund:
         raise click.UsageError("--yes and --no exclude each other", ctx)
+    if crash and crash_engine:
+        raise click.UsageError("--crash and --crash-engine exclude each other (one crash a demo)", ctx)
     from dex_agents.cli.demo import run_demo
 
     answer = True if approve_refund else (False if reject_refund else None)
     return run(
-        lambda console: run_demo(console, answer=answer, crash=crash, framework=framework), debug=_debug(ctx, debug)
+        lambda console: run_demo(console, answer=answer, crash=crash, framework=framework, crash_engine=crash_engine),
+        debug=_debug(ctx, debug),
     )
 
 

@@ -16,6 +16,13 @@ and starts a replacement. Dex runs the Step again on the new Worker with the
 same idempotency key, the ledger recognises the key, and the session carries
 on: the refund ran once.
 
+``--crash-engine`` kills the dev server instead, at the same point: the demo
+runs it as a child process on a data dir (``python -m dex_agents.devserver
+--data DIR``), SIGKILLs it while the refund Step runs and starts it again on the
+same port and dir. The session's state, the pending Step and its events are on
+disk; the restarted server redelivers the Step (as after a lost Worker), the
+ledger recognises the key, and the turn completes.
+
 ``--framework sagent`` runs the same order agent on sagent
 (`dex_agents.cli.sagent_order_agent`, through the sagent adapter); it needs
 Python 3.13+ with ``dex-agents[sagent]`` and says so clearly elsewhere.
@@ -56,7 +63,7 @@ from dex_agents.cli.shop import (
 )
 from dex_agents.cli.terminal import FixedApprover, PromptApprover, TerminalLines
 from dex_agents.cli.views import render_snapshot
-from dex_agents.devserver import DevServer
+from dex_agents.devserver import DevServer, DevServerProcess
 from dex_agents.domain.events import AgentEvent, ToolCallStartedPayload
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.infrastructure.dex.container import WorkerMode, free_loopback_address
@@ -278,19 +285,29 @@ class Demo:
         self.state = state
         self.renderer = EventRenderer(console)
         self.crash_task: asyncio.Task[None] | None = None
+        self.engine_process: DevServerProcess | None = None
+        """The dev server child that ``--crash-engine`` kills and starts again."""
 
     def _say(self, *objects: Text | str, highlight: bool = False) -> None:
         self.console.print(*objects, soft_wrap=True, highlight=highlight)
 
     def header(self, *, crash: bool) -> None:
         """Print what runs where."""
+        process = self.engine_process
+        engine = (
+            self.engine.description
+            if process is None
+            else f"the dev server, child process pid {process.pid} on {process.address} (data in {process.data_dir})"
+        )
         rows = [
-            ("engine", self.engine.description),
+            ("engine", engine),
             ("worker", f"child process pid {self.supervisor.current.pid} (python -m {WORKER_MODULE})"),
             ("model", MODEL_DESCRIPTIONS[self.framework]),
             ("session", f"{SESSION_ID} (Flow type {self.flow.get_flow_type()}): one Step per model call and per tool"),
         ]
-        if crash:
+        if crash and process is not None:
+            rows.append(("crash", "the dev server will be SIGKILLed in the middle of the refund Step, then restarted"))
+        elif crash:
             rows.append(("crash", "the Worker will be SIGKILLed in the middle of the refund Step"))
         self._say(Text("dex-agents demo: an order agent as one durable Dex session", style="bold"))
         for name, value in rows:
@@ -312,7 +329,32 @@ class Demo:
             and isinstance(event.payload, ToolCallStartedPayload)
             and event.payload.tool_name == "refund_order"
         ):
-            self.crash_task = asyncio.create_task(self.crash())
+            self.crash_task = asyncio.create_task(self.crash() if self.engine_process is None else self.crash_engine())
+
+    async def crash_engine(self) -> None:
+        """SIGKILL the dev server inside the refund Step, then start it again on its port and data dir."""
+        process = self.engine_process
+        assert process is not None
+        gate = refund_gate(self.state)
+        try:
+            await gate.wait_until_reached(timeout=WORKER_START_TIMEOUT)
+        except TimeoutError as error:
+            raise CliError("the refund Step never reached the point where the demo kills the dev server") from error
+        self.renderer.line(
+            f"💥 the refund is booked; SIGKILL the dev server (pid {process.pid}) while its Step runs",
+            style="bold red",
+        )
+        await process.kill()
+        self.renderer.line(
+            f"the dev server is gone (SIGKILL); the session is on disk in {process.data_dir}", style="red"
+        )
+        await process.restart()
+        self.renderer.line(
+            f"↻ the dev server (pid {process.pid}) starts again on {process.address} with the same data; "
+            "it runs the refund Step again",
+            style="bold yellow",
+        )
+        gate.release()  # the first run's tool goes on, and its result has no server to reach
 
     async def crash(self) -> None:
         """Kill the Worker inside the refund Step, then start a replacement."""
@@ -403,6 +445,14 @@ class Demo:
         completed = state is not None and state.active_turn_id is None and state.last_turn_error is None
         if crash and self.crash_task is None:
             self._say(Text("--crash: the refund Step never ran, so there was no Worker to kill.", style="yellow"))
+        elif crash and completed and self.engine_process is not None:
+            self._say(
+                Text(
+                    "The session carried on: the dev server died inside the refund Step, started again on its data "
+                    "dir, ran that one Step again, and the turn completed.",
+                    style="bold",
+                )
+            )
         elif crash and completed:
             self._say(
                 Text(
@@ -413,8 +463,15 @@ class Demo:
             )
 
 
-async def run_demo(console: Console, *, answer: bool | None, crash: bool, framework: str = PYDANTIC_AI) -> None:
-    """Run ``dex-agents demo`` on ``framework`` (``pydantic-ai`` or ``sagent``).
+async def run_demo(
+    console: Console,
+    *,
+    answer: bool | None,
+    crash: bool,
+    framework: str = PYDANTIC_AI,
+    crash_engine: bool = False,
+) -> None:
+    """Run ``dex-agents demo`` on ``framework`` (``pydantic-ai`` or ``sagent``); ``crash_engine`` kills the dev server.
 
     Raises:
         CliError: the framework cannot run here (sagent outside Python 3.13+), or the demo failed.
@@ -435,20 +492,25 @@ async def run_demo(console: Console, *, answer: bool | None, crash: bool, framew
             WORKER_MODE_ENV: WorkerMode.LISTEN.value,
             LISTEN_ADDRESS_ENV: listen,
         }
-        if crash:
+        if crash or crash_engine:
             env[CRASH_ENV] = "1"
         try:
             async with asyncio.timeout(DEMO_TIMEOUT), contextlib.AsyncExitStack() as stack:
                 with console.status("starting the dev server and the Worker process", spinner="dots"):
-                    devserver = await stack.enter_async_context(DevServer())
-                    supervisor = WorkerSupervisor(devserver.address, work_dir, env)
+                    process: DevServerProcess | None = None
+                    if crash_engine:
+                        process = await stack.enter_async_context(DevServerProcess(data_dir=work_dir / "engine"))
+                        address = process.address
+                    else:
+                        address = (await stack.enter_async_context(DevServer())).address
+                    supervisor = WorkerSupervisor(address, work_dir, env)
                     stack.push_async_callback(supervisor.stop_all)
                     worker = await supervisor.spawn()
                     # Load the agent here while the Worker process loads it there.
                     flow = load_order_flow(framework)
                     engine = await stack.enter_async_context(
                         open_engine(
-                            devserver.address,
+                            address,
                             [flow],
                             console,
                             embedded=True,
@@ -458,8 +520,9 @@ async def run_demo(console: Console, *, answer: bool | None, crash: bool, framew
                     )
                     await supervisor.wait_serving(worker)
                 demo = Demo(console, engine, flow, supervisor, state, framework=framework)
+                demo.engine_process = process
                 stack.push_async_callback(demo.cancel_crash)  # runs before the Workers are stopped
-                demo.header(crash=crash)
-                await demo.run(approver, crash=crash)
+                demo.header(crash=crash or crash_engine)
+                await demo.run(approver, crash=crash or crash_engine)
         except TimeoutError as error:
             raise CliError(f"the demo did not finish within {DEMO_TIMEOUT:g} s") from error

@@ -12,16 +12,18 @@ the turn's state committed: the stored messages it reads then need no
 waiting. Other events arrive before their Step commits, so the follower reads
 the snapshot again briefly until it shows what they announce. Streams are best
 effort: while no event arrives the follower checks the snapshot, so a lost
-event cannot make it wait forever.
+event cannot make it wait forever. A server that stops answering for a while
+(a dev server restarting on its data dir) is waited for, up to `RECONNECT_WAIT`,
+and the follower reads on from its resume token.
 """
 
 import asyncio
 import contextlib
 import getpass
 import os
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import attrs
 import dex
@@ -44,6 +46,8 @@ from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus, call_digest
 from dex_agents.infrastructure.dex.client import AgentEventMessage, AgentSessionClient, MessageReceipt
 
+T = TypeVar("T")
+
 DEFAULT_POLL = timedelta(seconds=1)
 """How long one read waits for an event before the follower checks the snapshot."""
 
@@ -52,6 +56,15 @@ _SETTLE_SECONDS = 5.0
 reads: a read's own cost varies with the machine's load and with how many RPCs a snapshot takes)."""
 _SETTLE_PAUSE = 0.05
 _TURN_ENDS = (AgentEventType.TURN_COMMITTED,)
+
+RECONNECT_WAIT = timedelta(seconds=60)
+"""How long the follower waits for a server that does not answer (restarting) before it gives up."""
+_RECONNECT_PAUSE = 0.2
+
+
+def unreachable(error: dex.DexServiceError) -> bool:
+    """Whether a call failed because the server did not answer (down, restarting), not because of the call."""
+    return error.code.name in ("UNAVAILABLE", "DEADLINE_EXCEEDED") and not isinstance(error, dex.LongPollTimeoutError)
 
 
 @attrs.frozen(kw_only=True)
@@ -172,8 +185,19 @@ class SessionFollower:
 
     async def snapshot(self) -> AgentSnapshot:
         """Read (and remember) the session's snapshot."""
-        self.last_snapshot = await self.sessions.get_agent_snapshot(self.session_id)
+        self.last_snapshot = await self._through_restarts(lambda: self.sessions.get_agent_snapshot(self.session_id))
         return self.last_snapshot
+
+    async def _through_restarts(self, call: Callable[[], Awaitable[T]]) -> T:
+        """Await ``call``, again while the server does not answer, for at most `RECONNECT_WAIT`."""
+        deadline = asyncio.get_running_loop().time() + RECONNECT_WAIT.total_seconds()
+        while True:
+            try:
+                return await call()
+            except dex.DexServiceError as error:
+                if not unreachable(error) or asyncio.get_running_loop().time() >= deadline:
+                    raise
+            await asyncio.sleep(_RECONNECT_PAUSE)
 
     async def follow_turn(self, min_turns: int) -> AgentSnapshot:
         """Follow until turn ``min_turns`` (or a later one) is committed, and return the snapshot then."""
@@ -251,7 +275,9 @@ class SessionFollower:
         try:
             while True:
                 try:
-                    return await self.sessions.read_agent_event(self.session_id, self.resume_token, long_poll=self.poll)
+                    return await self._through_restarts(
+                        lambda: self.sessions.read_agent_event(self.session_id, self.resume_token, long_poll=self.poll)
+                    )
                 except dex.LongPollTimeoutError:
                     pass
                 snapshot = await self.snapshot()

@@ -125,6 +125,8 @@ class Execution:
     """The journal sequence of the change that scheduled the execution."""
     task_resumed: bool = False
     """Read from the data dir: its running attempt (if any) is redelivered or failed first."""
+    encoded: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    """The journal's encodings of the execution's messages, by field (they rarely change once set)."""
 
 
 @dataclass(eq=False)

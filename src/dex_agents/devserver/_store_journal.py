@@ -54,21 +54,33 @@ def run_state(run: Run) -> str:
     )
 
 
+def _encoded(execution: Execution, name: str, message: Any) -> str | None:
+    """``encode(message)``, computed once per message object an execution field holds."""
+    if message is None:
+        return None
+    cached = execution.encoded.get(name)
+    if cached is not None and cached[0] is message:
+        return cached[1]
+    text = encode(message)
+    execution.encoded[name] = (message, text)
+    return text
+
+
 def execution_state(execution: Execution) -> str:
     """A Step execution's phase, condition, Timers, locals, results and attempt, as JSON."""
     return json.dumps(
         {
             "step_type": execution.step_type,
-            "movement": encode(execution.movement),
+            "movement": _encoded(execution, "movement", execution.movement),
             "from_id": execution.from_id,
-            "recovery": None if execution.recovery is None else encode(execution.recovery),
+            "recovery": _encoded(execution, "recovery", execution.recovery),
             "started_at": execution.started_at,
             "phase": str(execution.phase),
-            "waiting": None if execution.waiting is None else encode(execution.waiting),
+            "waiting": _encoded(execution, "waiting", execution.waiting),
             "wait_sequence": execution.wait_sequence,
             "timer_deadlines": execution.timer_deadlines,
             "skipped_timers": sorted(execution.skipped_timers),
-            "results": None if execution.results is None else encode(execution.results),
+            "results": _encoded(execution, "results", execution.results),
             "locals": {key: encode(value) for key, value in execution.locals.items()},
             "last_heartbeat": None if execution.last_heartbeat is None else encode(execution.last_heartbeat),
             "method": execution.method,

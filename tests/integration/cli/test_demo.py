@@ -154,3 +154,25 @@ def test_ctrl_c_during_the_demo_stops_the_worker_and_leaves_no_process_behind(tm
     assert process_gone(pid)
     assert processes_started_under(tmp_path) == []
     assert "The refund ran once" not in rest
+
+
+def test_demo_with_crash_engine_kills_the_dev_server_inside_the_refund_and_the_refund_still_runs_once() -> None:
+    result = demo("--yes", "--crash-engine")
+    assert result.returncode == 0, result.stderr
+    in_order(
+        result.stdout,
+        "engine   the dev server, child process pid",
+        "crash    the dev server will be SIGKILLed in the middle of the refund Step, then restarted",
+        f"{APPROVAL} y  (--yes)",
+        "… refund_order running (CallTool-2)",
+        "💥 the refund is booked; SIGKILL the dev server (pid",
+        "the dev server is gone (SIGKILL); the session is on disk in",
+        "↻ the dev server (pid",
+        "… refund_order running (CallTool-2 · attempt 2, the same idempotency key)",
+        "✓ refund_order succeeded → Refund R-1 of 42.00 EUR issued for order 7 (booked before under the same key)",
+        "✓ email_customer succeeded",
+        "✓ turn-1 completed · 7 messages stored",
+        "The refund ran once: the ledger holds 1 refund (R-1, 42.00 EUR for order 7).",
+        "1 email was sent to the customer.",
+        "The session carried on: the dev server died inside the refund Step, started again on its data dir",
+    )
