@@ -20,11 +20,9 @@ from dex_agents import AgentSessionClient, AgentSessionFlow, AgentSnapshot, Tool
 from dex_agents.domain.snapshot import TurnStatus
 from dex_agents.testing import AgentTestStack, session_is_idle, wait_for_agent_snapshot, wait_until
 from dex_agents.testing.probes import engine_unreachable
-from tests.integration.agent.conftest import WORKER_MODULE
-from tests.integration.agent.scripted_agent import COMPACT_GATE_ENV, KEEP_RECENT_ENV, STATE_ENV, build_flow, gate
+from tests.integration.agent.scripted_agent import COMPACT_GATE_ENV, KEEP_RECENT_ENV, gate
 from tests.integration.agent.scripted_agent import invocations as log
-from tests.integration.agent.test_sessions import tool, turn
-from tests.integration.conftest import PROJECT_ROOT
+from tests.integration.agent.test_sessions import fake_stack_with, tool, turn
 
 pytestmark = pytest.mark.integration
 
@@ -75,18 +73,9 @@ def answer(snapshot: AgentSnapshot) -> dict[str, str]:
 async def engine_stack(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[AgentTestStack, AgentSessionFlow]]:
-    monkeypatch.setenv(KEEP_RECENT_ENV, "2")
-    flow = build_flow()
-    async with AgentTestStack(
-        tmp_path / "stack",
-        [flow],
-        WORKER_MODULE,
-        worker_cwd=PROJECT_ROOT,
-        worker_env={STATE_ENV: str(state_dir)},
-        backend="devserver",
-        engine_data_dir=tmp_path / "engine-data",
-    ) as stack:
-        yield stack, flow
+    env = {KEEP_RECENT_ENV: "2"}
+    async with fake_stack_with(tmp_path, state_dir, monkeypatch, env, engine_data_dir=tmp_path / "engine") as both:
+        yield both
 
 
 async def crash_engine(stack: AgentTestStack) -> None:

@@ -57,9 +57,17 @@ async def executed(stack: AgentTestStack, session_id: str) -> list[str]:
 
 @contextlib.asynccontextmanager
 async def fake_stack_with(
-    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+    tmp_path: Path,
+    state_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
+    *,
+    engine_data_dir: Path | None = None,
 ) -> AsyncIterator[tuple[AgentTestStack, AgentSessionFlow]]:
-    """A fake-Dex stack whose Flow (in this process and in the Worker children) is built under ``env``."""
+    """A dev server stack whose Flow (here and in the Worker children) is built under ``env``.
+
+    With ``engine_data_dir`` the dev server is a child process on that data dir (`AgentTestStack.kill_engine`).
+    """
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     flow = build_flow()
@@ -70,6 +78,7 @@ async def fake_stack_with(
         worker_cwd=PROJECT_ROOT,
         worker_env={STATE_ENV: str(state_dir)},
         backend="devserver",  # these cases read the dev server's own records
+        engine_data_dir=engine_data_dir,
     ) as stack:
         yield stack, flow
 
