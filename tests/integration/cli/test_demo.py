@@ -169,10 +169,13 @@ def test_demo_with_crash_engine_kills_the_dev_server_inside_the_refund_and_the_r
         "the dev server is gone (SIGKILL); the session is on disk in",
         "↻ the dev server (pid",
         "… refund_order running (CallTool-2 · attempt 2, the same idempotency key)",
-        "✓ refund_order succeeded → Refund R-1 of 42.00 EUR issued for order 7 (booked before under the same key)",
+        # The result is read from the snapshot, which a loaded machine may not show in time: the ledger tells.
+        "✓ refund_order succeeded",
         "✓ email_customer succeeded",
         "✓ turn-1 completed · 7 messages stored",
+        'refund_order {"order_id": "7"} · turn-1 · idempotent_write · approved · 2 attempts → succeeded',
         "The refund ran once: the ledger holds 1 refund (R-1, 42.00 EUR for order 7).",
+        "one idempotency key (order-session-7/turn-1/call-2); the second run found the refund booked under that key.",
         "1 email was sent to the customer.",
         "The session carried on: the dev server died inside the refund Step, started again on its data dir",
     )
