@@ -15,6 +15,16 @@ while no turn runs leaves. An approval asked meanwhile is answered by the
 next line. Lines that are not typed at a terminal (a pipe, a script) are read
 one turn at a time, as before.
 
+Joining a session that exists (``chat --session ID``) shows its status, its
+pending approvals with ``/approve ID`` and ``/reject ID reason``, and its
+waiting messages, and draws a running turn from its start (its live text so
+far) and on (`dex_agents.cli.chat_join`). An approval question stops asking
+once the approval is answered elsewhere; any answer but yes rejects, with the
+person's words as the reason (``n too expensive``). A message the session
+refuses (too large) is said in one line and the chat goes on. A line the
+terminal cut at its line limit is not sent (it says so); ``/paste`` reads text
+of any length, up to a line with only ``.``.
+
 What ``/quit`` leaves behind depends on where the session lives (`AfterQuit`):
 on the in-process dev server it ends with the chat; on a server it stays, and it
 keeps running only while some Worker serves its Flow.
@@ -29,37 +39,35 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-import dex
 from rich.console import Console
 from rich.text import Text
 
+from dex_agents.cli.chat_join import ANSWER_USAGE, ChatApprovals, joined_lines
 from dex_agents.cli.engine import open_engine
-from dex_agents.cli.follow import ApprovalDecision, ApprovalRequest, Approver, SessionFollower
+from dex_agents.cli.follow import Approver, SessionFollower
 from dex_agents.cli.loading import load_flow
 from dex_agents.cli.output import safe_console
 from dex_agents.cli.render import EventRenderer
-from dex_agents.cli.terminal import (
-    TERMINAL_REJECTION,
-    LineSource,
-    PromptApprover,
-    TerminalLines,
-    approval_question,
-    parse_yes,
-)
+from dex_agents.cli.terminal import CutLine, LineSource, TerminalLines, cut_line_notice, read_text_block
 from dex_agents.cli.views import MARK, messages_table, render_snapshot
+from dex_agents.domain.errors import InvalidInputError
 from dex_agents.domain.messages import AgentMessage, MessageDelivery
-from dex_agents.infrastructure.dex.client import AgentSessionClient, MessageReceipt
+from dex_agents.infrastructure.dex.client import AgentSessionClient, MessageReceipt, SessionUnavailableError
 
 CANCEL_REASON = "cancelled from dex-agents chat"
 """The reason ``/cancel`` and Ctrl-C give."""
 
 HELP = (
     "Type a message to send it. Commands: /snapshot (the session's state), /history (every stored message), "
-    "/stop (stop the session and leave), /quit (leave without stopping it), /help. "
+    "/paste (send long or many-line text, ended by a line with only '.'), "
+    f"{ANSWER_USAGE} (answer a pending approval; at its prompt, y approves and anything else rejects, "
+    "'n <reason>' with a reason), /stop (stop the session and leave), /quit (leave without stopping it), /help. "
     "While a turn runs, what you type steers it (/queue: keep it for the next turn; /steer: back), "
     "/withdraw takes back the last queued message, /cancel or Ctrl-C cancels the turn."
 )
 """What ``/help`` prints."""
+
+PASTE_PROMPT = "paste the text, then a line with only '.' (Ctrl-D also ends it)"
 
 
 class AfterQuit(StrEnum):
@@ -135,16 +143,20 @@ class ChatSession:
         self.renderer = EventRenderer(console, echo_user_messages=False)
         self.typing_while_running = bool(getattr(lines, "is_terminal", False))
         """Whether lines are read while a turn runs (a person at a terminal), else one turn at a time."""
-        if approver is None:
-            approver = self._ask if self.typing_while_running else PromptApprover(lines)
-        self.follower = SessionFollower(sessions, session_id, self.renderer, approver=approver, answered_by=answered_by)
+        self.follower = SessionFollower(sessions, session_id, self.renderer, answered_by=answered_by)
+        self.approvals = ChatApprovals(sessions, session_id, console, lines, self.follower)
+        """Asks about approvals and answers them by ID (``/approve``, ``/reject``)."""
+        self.follower.approver = approver or (
+            self.approvals.ask if self.typing_while_running else self.approvals.ask_in_turn
+        )
         self.after_quit = after_quit
         self.stopped = False
         self.delivery = MessageDelivery.STEER
         """What a line typed while a turn runs does: steer it (the default) or queue for the next turn."""
         self._turn: asyncio.Task[None] | None = None
         self._reading: asyncio.Task[str | None] | None = None
-        self._answer: asyncio.Future[str | None] | None = None
+        self.running = True
+        """Whether the session takes messages (``False``: it has ended)."""
         self._queued: list[str] = []
         self._cancelling = False
         self._leaving = False
@@ -161,12 +173,35 @@ class ChatSession:
         return self._leaving
 
     async def start(self) -> bool:
-        """Start the session, or join it if it exists; return whether it was new."""
+        """Start the session, or join it if it exists (`join` shows it); return whether it was new."""
+        started = await self.sessions.ensure_session(self.session_id)
+        self.running = started.running
+        return started.created
+
+    async def join(self) -> None:
+        """Show the session joined: its status, pending approvals (with how to answer them), waiting messages.
+
+        A running turn is drawn from its start (its live text so far, then on) and followed, as a turn
+        the person started is; events of turns that ended before are not drawn again.
+        """
+        snapshot = await self.follower.snapshot()
+        for line in joined_lines(self.session_id, snapshot, running=self.running):
+            self.console.print(line, soft_wrap=True)
+        self.approvals.printed(snapshot)
+        state = snapshot.state
+        if state is None or state.active_turn_id is None or not self.running:
+            self.follower.resume_token = await self.sessions.latest_resume_token(self.session_id)
+            return
+        self.follower.resume_token = await self.sessions.resume_token_before_turn(self.session_id, state.active_turn_id)
+        self._turn = asyncio.create_task(self._follow_joined(state.turn_count))
+        if not self.typing_while_running:
+            await self._turn
+
+    async def _follow_joined(self, turns: int) -> None:
         try:
-            await self.sessions.start_session(self.session_id)
-        except dex.FlowAlreadyStartedError:
-            return False
-        return True
+            await self.follower.follow(idle_after_turns=turns)
+        finally:
+            self._cancelling = False
 
     async def run(self) -> None:
         """Read lines until ``/stop``, ``/quit``, the end of input or Ctrl-C while no turn runs."""
@@ -208,14 +243,12 @@ class ChatSession:
         self._leaving = True
         if self._reading is not None:
             self._reading.cancel()
-        if self._answer is not None and not self._answer.done():
-            self._answer.set_result(None)
+        self.approvals.drop_question()
 
     async def cancel_running_turn(self) -> None:
         """Ask the session to cancel its running turn (``/cancel``, Ctrl-C)."""
         self._cancelling = True
-        if self._answer is not None and not self._answer.done():
-            self._answer.set_result(None)  # the cancel answers the pending approval
+        self.approvals.drop_question()  # the cancel answers the pending approval
         self.console.print(Text("⊘ cancelling the running turn (Ctrl-C again leaves the chat)", style="yellow"))
         if not await self.sessions.cancel_turn(self.session_id, CANCEL_REASON):
             self._cancelling = False
@@ -223,10 +256,12 @@ class ChatSession:
 
     async def handle(self, line: str) -> bool:
         """Handle one line; return ``False`` when the chat should end."""
-        if self._answer is not None and not self._answer.done():
-            self._answer.set_result(line)
+        if isinstance(line, CutLine):
+            self.console.print(cut_line_notice(line))
             return True
         text = line.strip()
+        if not text.startswith("/") and self.approvals.take_answer(line):
+            return True
         if not text:
             return True
         if not text.startswith("/"):
@@ -234,6 +269,10 @@ class ChatSession:
             return True
         command = text.split()[0].lower()
         match command:
+            case "/approve" | "/reject":
+                await self.approvals.answer_by_id(text)
+            case "/paste":
+                await self.paste()
             case "/snapshot":
                 await self.show_snapshot()
             case "/history":
@@ -264,7 +303,20 @@ class ChatSession:
         return True
 
     async def send(self, text: str) -> None:
-        """Send one user message: it steers or queues while a turn runs, else starts a turn that is followed."""
+        """Send one user message: it steers or queues while a turn runs, else starts a turn that is followed.
+
+        A message the session refuses (too large, a character it cannot store) or a session that has
+        ended is said in one line; the chat goes on.
+        """
+        try:
+            await self._send(text)
+        except InvalidInputError as error:
+            self.console.print(Text(f"not sent: {error}", style="red"))
+        except SessionUnavailableError:
+            self.running = False
+            self.console.print(Text(f"not sent: session {self.session_id} has ended (/history shows it)", style="red"))
+
+    async def _send(self, text: str) -> None:
         if self.turn_running:
             await self._send_while_running(text)
             return
@@ -316,20 +368,15 @@ class ChatSession:
         else:
             self.console.print(Text("too late: a turn already took the last queued message", style="dim"))
 
-    async def _ask(self, request: ApprovalRequest) -> ApprovalDecision | None:
-        """Ask about an approval while lines are read concurrently: the next line answers it."""
-        self._answer = asyncio.get_running_loop().create_future()
-        self.console.print(Text(approval_question(request)), end="")
-        self.console.print()
-        try:
-            answer = await self._answer
-        finally:
-            self._answer = None
-        if answer is None:
-            return None  # cancelled or left: nothing to answer
-        if parse_yes(answer):
-            return ApprovalDecision(approved=True)
-        return ApprovalDecision(approved=False, rejection_message=TERMINAL_REJECTION)
+    async def paste(self) -> None:
+        """``/paste``: read text of any length, up to a line with only ``.``, and send it as one message."""
+        text = await read_text_block(self.lines, self.console, PASTE_PROMPT)
+        if text and text.strip():
+            lines = text.count("\n") + 1
+            self.console.print(Text(f"sending {len(text):,} characters ({lines} {'line' if lines == 1 else 'lines'})"))
+            await self.send(text)
+        else:
+            self.console.print(Text("nothing pasted", style="dim"))
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
@@ -410,6 +457,8 @@ async def run_chat(
             + Text(f"· session {session} ({'new' if fresh else 'joined'}) · {engine.description}", style="dim")
         )
         console.print(Text(HELP, style="dim"))
+        if not fresh:
+            await chat.join()
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(signal.SIGINT, chat.interrupt)  # Ctrl-C cancels a running turn

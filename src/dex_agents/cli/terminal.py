@@ -6,9 +6,19 @@ cancelling a prompt leaves no thread behind. Standard input that the loop
 cannot watch (a regular file) is read in a thread instead; such reads never
 wait for a person.
 
+A terminal in its usual (canonical) mode holds at most `TERMINAL_LINE_LIMIT`
+bytes of one line and drops the rest of a longer one before the program reads
+it. `TerminalLines` says so instead of handing on a cut line: a line that
+reached the limit comes back as a `CutLine`, which a command refuses with a
+message. `read_block` reads text of any length: it turns canonical mode off
+while the person pastes, up to a line holding only ``.`` (or Ctrl-D).
+
 The approvers answer a session's approvals: `PromptApprover` asks
 ``Approve refund_order {"order_id": "7"}? [y/N]``; `FixedApprover` answers for
-``--yes`` / ``--no`` and for a standard input that is not a terminal.
+``--yes`` / ``--no`` and for a standard input that is not a terminal. An answer
+other than yes is a rejection, and its words are the reason the model reads
+(``n too expensive``: "too expensive"; a bare ``n`` gives `TERMINAL_REJECTION`):
+`approval_decision`.
 """
 
 import asyncio
@@ -24,7 +34,31 @@ from dex_agents.cli.follow import ApprovalDecision, ApprovalRequest
 from dex_agents.cli.views import compact_json
 
 TERMINAL_REJECTION = "Rejected at the terminal."
-"""The rejection message of a call a person declined at a prompt."""
+"""The rejection message of a call a person declined at a prompt without saying why."""
+
+TERMINAL_LINE_LIMIT = 4095
+"""Bytes of one line a Linux terminal in canonical mode keeps (its 4 KiB buffer, less the newline)."""
+
+END_OF_BLOCK = "."
+"""The line that ends text read with `read_block`."""
+
+_CTRL_D = 0x04
+
+
+class CutLine(str):
+    """A line the terminal cut at its line limit: the rest of what was typed or pasted was dropped."""
+
+    __slots__ = ()
+
+
+def line_limit(fd: int) -> int:
+    """The longest line (bytes) the terminal on ``fd`` holds in canonical mode."""
+    if os.uname().sysname == "Linux":
+        return TERMINAL_LINE_LIMIT  # PC_MAX_CANON says 255 there, but n_tty keeps 4095
+    try:
+        return max(1, os.fpathconf(fd, "PC_MAX_CANON") - 1)
+    except (OSError, ValueError):
+        return TERMINAL_LINE_LIMIT
 
 
 class LineSource(Protocol):
@@ -48,7 +82,8 @@ class TerminalLines:
         self._console = console
         self._stream: TextIO = stream or sys.stdin
         self._buffer = bytearray()
-        self._lines: deque[str] = deque()
+        self._lines: deque[tuple[str, int]] = deque()
+        """Lines read and not yet returned, each with its length in bytes."""
         self._eof = False
 
     @property
@@ -60,19 +95,79 @@ class TerminalLines:
             return False
 
     async def readline(self, prompt: str) -> str | None:
-        """Show ``prompt`` and return the next line; ``None`` at end of input."""
+        """Show ``prompt`` and return the next line; ``None`` at end of input.
+
+        On a terminal, a line as long as the terminal's line limit is a `CutLine`: the terminal dropped the rest.
+        """
         if prompt:
             self._console.print(Text(prompt), end="")
             self._console.file.flush()
-        line = await self._next_line()
-        if line is not None and not self.is_terminal:
+        read = await self._next_line()
+        if read is None:
+            if prompt:
+                self._console.print()
+            return None
+        line, size = read
+        if not self.is_terminal:
             # Echo piped answers so the transcript shows them.
             self._console.print(Text(line), highlight=False)
-        elif line is None and prompt:
-            self._console.print()
-        return line
+            return line
+        return CutLine(line) if size >= line_limit(self._stream.fileno()) else line
 
-    async def _next_line(self) -> str | None:
+    async def read_block(self, prompt: str) -> str | None:
+        """Show ``prompt`` and return the text typed or pasted up to a line holding only ``.`` (or Ctrl-D).
+
+        On a terminal, canonical mode is off meanwhile, so no line limit applies; ``None`` at end of input.
+        """
+        self._console.print(Text(prompt))
+        fd = self._terminal_fd()
+        if fd is None:
+            return await self._block_of_lines()
+        import termios
+
+        saved = termios.tcgetattr(fd)
+        raw = termios.tcgetattr(fd)
+        raw[3] &= ~termios.ICANON  # lflag: no line buffer (echo stays on)
+        raw[6][termios.VMIN], raw[6][termios.VTIME] = 1, 0
+        termios.tcsetattr(fd, termios.TCSANOW, raw)
+        try:
+            # Lines the terminal already handed over (a paste that arrived with the command) come first.
+            block = bytearray(b"".join(line.encode() + b"\n" for line, _size in self._lines) + self._buffer)
+            self._lines.clear()
+            self._buffer.clear()
+            while True:
+                text = block.replace(b"\r", b"\n")
+                if _CTRL_D in text:
+                    return text[: text.index(_CTRL_D)].decode(errors="replace").rstrip("\n")
+                lines = text.decode(errors="replace").split("\n")
+                if END_OF_BLOCK in lines[:-1]:
+                    return "\n".join(lines[: lines.index(END_OF_BLOCK)])
+                chunk = await self._read_chunk()
+                if not chunk:
+                    return text.decode(errors="replace").rstrip("\n") or None
+                block.extend(chunk)
+        finally:
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+    async def _block_of_lines(self) -> str | None:
+        lines: list[str] = []
+        while True:
+            read = await self._next_line()
+            if read is None:
+                return "\n".join(lines) if lines else None
+            if read[0] == END_OF_BLOCK:
+                return "\n".join(lines)
+            lines.append(read[0])
+
+    def _terminal_fd(self) -> int | None:
+        if not self.is_terminal:
+            return None
+        try:
+            return self._stream.fileno()
+        except (OSError, ValueError):
+            return None
+
+    async def _next_line(self) -> tuple[str, int] | None:
         while not self._lines:
             if self._eof:
                 return None
@@ -80,12 +175,13 @@ class TerminalLines:
             if not chunk:
                 self._eof = True
                 if self._buffer:
-                    self._lines.append(self._buffer.decode(errors="replace"))
+                    self._lines.append((self._buffer.decode(errors="replace"), len(self._buffer)))
                     self._buffer.clear()
                 continue
             self._buffer.extend(chunk)
             while (newline := self._buffer.find(b"\n")) >= 0:
-                self._lines.append(self._buffer[:newline].decode(errors="replace").rstrip("\r"))
+                raw = self._buffer[:newline]
+                self._lines.append((raw.decode(errors="replace").rstrip("\r"), len(raw)))
                 del self._buffer[: newline + 1]
         return self._lines.popleft()
 
@@ -160,6 +256,28 @@ class ScriptedLines:
         return line
 
 
+async def read_text_block(lines: LineSource, console: Console, prompt: str) -> str | None:
+    """Text of any length from ``lines``, up to a line with only ``.``: `TerminalLines.read_block`, or line by line."""
+    read_block = getattr(lines, "read_block", None)
+    if read_block is not None:
+        block: str | None = await read_block(prompt)
+        return block
+    console.print(Text(prompt, style="dim"))
+    collected: list[str] = []
+    while (line := await lines.readline("")) is not None and line != END_OF_BLOCK:
+        collected.append(line)
+    return "\n".join(collected)
+
+
+def cut_line_notice(line: str) -> Text:
+    """What a command prints for a `CutLine` instead of using it."""
+    return Text(
+        f"the terminal cut this line at {len(line.encode()):,} bytes, its line limit, and dropped the rest: "
+        "nothing was sent. For long text type /paste, paste it, then a line with only '.'",
+        style="red",
+    )
+
+
 def approval_question(request: ApprovalRequest) -> str:
     """Return ``Approve <tool> <arguments>? [y/N] ``."""
     return f"Approve {request.tool_name} {compact_json(request.arguments)}? [y/N] "
@@ -168,6 +286,20 @@ def approval_question(request: ApprovalRequest) -> str:
 def parse_yes(answer: str | None) -> bool:
     """Whether an answer to a ``[y/N]`` question is yes (anything else, or nothing, is no)."""
     return answer is not None and answer.strip().lower() in ("y", "yes")
+
+
+def approval_decision(answer: str | None) -> ApprovalDecision:
+    """The decision an answer to an approval question gives: yes approves, anything else rejects.
+
+    A rejection's reason is what follows a leading ``n``/``no`` (``n too expensive``), or the whole
+    answer when it is not a bare no; a bare no (or nothing) gives `TERMINAL_REJECTION`.
+    """
+    if parse_yes(answer):
+        return ApprovalDecision(approved=True)
+    text = (answer or "").strip()
+    first, _, rest = text.partition(" ")
+    reason = rest.strip() if first.lower().rstrip(":,") in ("n", "no") else text
+    return ApprovalDecision(approved=False, rejection_message=reason or TERMINAL_REJECTION)
 
 
 class PromptApprover:
@@ -179,10 +311,7 @@ class PromptApprover:
 
     async def __call__(self, request: ApprovalRequest) -> ApprovalDecision:
         """Ask, and approve only on ``y`` or ``yes``."""
-        answer = await self._lines.readline(approval_question(request))
-        if parse_yes(answer):
-            return ApprovalDecision(approved=True)
-        return ApprovalDecision(approved=False, rejection_message=TERMINAL_REJECTION)
+        return approval_decision(await self._lines.readline(approval_question(request)))
 
 
 class FixedApprover:

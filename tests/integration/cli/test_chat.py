@@ -141,7 +141,9 @@ def test_chat_in_a_terminal_streams_the_answer_and_asks_for_approval_inline(tmp_
     assert [refund.order_id for refund in read_refunds(tmp_path)] == ["7"]
 
 
-def test_quit_from_chat_on_in_process_devserver_in_memory_says_the_session_ends_with_it(tmp_path: Path) -> None:
+def test_a_terminal_chat_in_memory_sends_no_cut_line_pastes_long_text_whole_and_quit_says_the_session_ends_with_it(
+    tmp_path: Path,
+) -> None:
     controller, terminal = pty.openpty()
     process = subprocess.Popen(
         command("chat", ORDER_FLOW, "--session", "pty-quit", "--in-memory"),
@@ -153,8 +155,16 @@ def test_quit_from_chat_on_in_process_devserver_in_memory_says_the_session_ends_
     )
     os.close(terminal)
     screen: list[str] = []
+    long_text = "What about order 8? " + "please " * 1000  # about 7 KB on one line: past the terminal's 4,095 bytes
     try:
         read_until(controller, YOU, screen)
+        os.write(controller, f"{long_text}\n".encode())
+        read_until(controller, "the terminal cut this line at 4,095 bytes", screen)
+        os.write(controller, b"/paste\n")
+        read_until(controller, "paste the text, then a line with only '.'", screen)
+        os.write(controller, f"{long_text}\nand a second line\n.\n".encode())
+        read_until(controller, f"sending {len(long_text) + 18:,} characters (2 lines)", screen)
+        read_until(controller, "turn-1 completed", screen)
         os.write(controller, b"/quit\n")
         read_until(controller, "left session pty-quit;", screen)
         assert process.wait(timeout=20) == 0
@@ -164,6 +174,8 @@ def test_quit_from_chat_on_in_process_devserver_in_memory_says_the_session_ends_
             process.wait()
         os.close(controller)
     shown = " ".join(strip_ansi("".join(screen)).split())
+    assert "nothing was sent" in shown
+    assert shown.count("turn-1 ─") == 1, "only the pasted text started a turn"
     assert "left session pty-quit; it ends with this chat (its dev server runs in this process" in shown
     assert "keeps running" not in shown
 
