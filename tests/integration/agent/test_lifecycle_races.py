@@ -59,8 +59,8 @@ async def test_a_steered_message_a_model_call_saw_is_stored_with_its_turn_when_t
     else:
         assert await sessions.resolve_interrupt("s", second_approval, approved=True)
 
-    result = await sessions.wait_for_turn("s", first, timeout=30)
-    snapshot = await sessions.wait_until_idle("s", timeout=30)
+    result = await sessions.wait_for_turn("s", first, timeout=60)
+    snapshot = await sessions.wait_until_idle("s", timeout=60)
 
     assert result.status is TurnStatus(end)
     texts = user_texts(snapshot, "turn-1")
@@ -92,6 +92,6 @@ async def test_a_withdrawal_that_meets_a_turn_taking_the_message_answers_false_a
     flow.release.set()
 
     assert await withdrawal is False
-    result = await sessions.wait_for_turn("s", queued, timeout=30)
+    result = await sessions.wait_for_turn("s", queued, timeout=60)
     assert result.status is TurnStatus.COMPLETED
     assert result.messages[0].text == "m2"

@@ -21,7 +21,7 @@ def console() -> tuple[Console, io.StringIO]:
 
 
 async def shown(out: io.StringIO, text: str) -> None:
-    await wait_until(f"{text!r} on screen", lambda: text in out.getvalue(), timeout=30)
+    await wait_until(f"{text!r} on screen", lambda: text in out.getvalue(), timeout=60)
 
 
 async def test_joining_a_session_shows_its_status_its_approval_and_the_running_turn_then_rejects_it_by_id(
@@ -40,7 +40,7 @@ async def test_joining_a_session_shows_its_status_its_approval_and_the_running_t
     lines.type(f"/reject {REFUND_APPROVAL} too expensive")
     await shown(out, "turn-1 completed")
     lines.type("/quit")
-    await asyncio.wait_for(running, timeout=30)
+    await asyncio.wait_for(running, timeout=60)
 
     printed = out.getvalue()
     assert "session s is running tools · 1 turn · 1 message · turn-1 running" in printed
@@ -67,7 +67,7 @@ async def test_an_approval_prompt_stops_asking_once_the_approval_is_answered_els
     await shown(out, f"⤳ {REFUND_APPROVAL} was answered elsewhere")
     await shown(out, "turn-1 completed")
     lines.type("/quit")
-    await asyncio.wait_for(running, timeout=30)
+    await asyncio.wait_for(running, timeout=60)
 
     printed = out.getvalue()
     assert f"✓ approved ({REFUND_APPROVAL}) · by grace" in printed

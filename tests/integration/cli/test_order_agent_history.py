@@ -24,7 +24,7 @@ def part_kinds(messages: tuple[AgentMessage, ...]) -> list[list[str]]:
 
 async def ask(sessions: AgentSessionClient, text: str) -> list[list[str]]:
     receipt = await sessions.submit_user_message("s", text)
-    result = await sessions.wait_for_turn("s", receipt, timeout=30)
+    result = await sessions.wait_for_turn("s", receipt, timeout=60)
     assert result.status is TurnStatus.COMPLETED
     return part_kinds(result.messages)
 
@@ -35,10 +35,10 @@ async def test_turns_after_a_turn_cancelled_at_its_approval_are_stored_whole(sta
     assert await ask(sessions, "What about order 8?") == WHOLE_TURN
     refund = await sessions.submit_user_message("s", "Refund order 7 again")
     await wait_for_agent_snapshot(
-        sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="the refund's approval"
+        sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="the refund's approval", timeout=60
     )
     assert await sessions.cancel_turn("s", reason="x")
-    assert (await sessions.wait_for_turn("s", refund, timeout=30)).status is TurnStatus.CANCELLED
+    assert (await sessions.wait_for_turn("s", refund, timeout=60)).status is TurnStatus.CANCELLED
 
     later = [await ask(sessions, "What about order 8?") for _ in range(3)]
 
