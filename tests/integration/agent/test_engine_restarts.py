@@ -107,7 +107,7 @@ async def test_a_running_read_survives_an_engine_restart_and_a_worker_kill_and_r
     assert [m.sequence for m in snapshot.messages] == [1, 2], "nothing lost or doubled"
 
 
-async def test_a_pending_approval_is_answerable_after_an_engine_restart_and_its_tool_runs_once(
+async def test_a_pending_approval_is_answerable_after_an_engine_sigkill_and_its_tool_runs_once(
     engine_stack: tuple[AgentTestStack, AgentSessionFlow],
 ) -> None:
     stack, flow = engine_stack
@@ -127,7 +127,7 @@ async def test_a_pending_approval_is_answerable_after_an_engine_restart_and_its_
     assert log().count("tool", "approved_write") == 1
 
 
-async def test_a_queued_message_and_a_cancel_request_are_kept_across_an_engine_restart(
+async def test_a_queued_message_and_a_cancel_request_are_kept_across_an_engine_sigkill(
     engine_stack: tuple[AgentTestStack, AgentSessionFlow],
 ) -> None:
     stack, flow = engine_stack
@@ -152,7 +152,7 @@ async def test_a_queued_message_and_a_cancel_request_are_kept_across_an_engine_r
     assert log().count("model", "turn-2") == 2
 
 
-async def test_a_compaction_interrupted_by_an_engine_restart_is_summarised_once_and_the_turn_goes_on(
+async def test_a_compaction_interrupted_by_an_engine_sigkill_is_summarised_once_and_the_turn_goes_on(
     engine_stack: tuple[AgentTestStack, AgentSessionFlow], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stack, flow = engine_stack
