@@ -4,7 +4,6 @@ In-process servers on a temporary data dir; the kill tests with a SIGKILLed serv
 child are in ``tests/integration/agent/test_engine_restarts.py``.
 """
 
-import asyncio
 import contextlib
 import sqlite3
 import time
@@ -17,6 +16,7 @@ import pytest
 
 from dex_agents.devserver import StoreError
 from dex_agents.devserver._store import DATABASE_FILE, Row
+from dex_agents.testing import wait_until as wait_until_async
 from dex_agents.testing.devserver import (
     EXECUTE_COMPLETED_EVENT,
     TEST_RETRY_DELAY_SCALE,
@@ -172,7 +172,14 @@ async def test_a_full_disk_fails_the_commit_and_the_server_goes_on_once_there_is
             with pytest.raises(dex.DexServiceError, match="database or disk is full"):
                 await client.invoke_rpc(flows.wait.publish, "f-1", "x" * 200_000)
             store.limit_size(None)
-            await asyncio.sleep(1.5)  # the server reads its data dir again after a failed commit
-            await client.invoke_rpc(flows.wait.publish, "f-1", "after")
+
+            async def published() -> bool:  # refused until the server has read its data dir again
+                try:
+                    await client.invoke_rpc(flows.wait.publish, "f-1", "after")
+                except dex.DexServiceError:
+                    return False
+                return True
+
+            await wait_until_async("the server to take writes again", published, timeout=10)
             outcome = (await client.wait_for_flow("f-1", timeout=timedelta(seconds=30))).single_output(WaitOutcome)
             assert outcome.values == ["after"], "the refused write left nothing behind"
