@@ -59,6 +59,7 @@ from dex_agents import (
     wait_worker_serving,
 )
 from dex_agents.adapters.pydantic_ai import pydantic_ai_session_flow
+from dex_agents.devserver import DATABASE_FILE
 from dex_agents.infrastructure.dex.container import DEFAULT_LISTEN_ADDRESS, free_loopback_address
 from dex_agents.testing.devserver import EXECUTE_COMPLETED_EVENT, DevServer, read_history_events, step_history
 from dex_agents.testing.stack import (
@@ -150,9 +151,17 @@ def stored_state_bytes(events: list[pb.FlowHistoryEvent]) -> tuple[int, int]:
     return sum(state.values()), len(state)
 
 
-def data_dir_bytes(directory: str) -> int:
-    """Bytes the files of a dev server's data dir take (database, WAL, shared-memory index, lock)."""
-    return sum(path.stat().st_size for path in Path(directory).iterdir() if path.is_file())
+def data_dir_bytes(directory: str) -> dict[str, int]:
+    """``db_bytes``: what the dev server's data takes on disk (its database file and WAL; DBOS's is one file).
+
+    ``wal_bytes`` says how much of it is the WAL, which holds page versions until SQLite checkpoints
+    them into the file (every 1000 pages by default): until then the file itself stays small.
+    """
+    database = Path(directory) / DATABASE_FILE
+    wal = database.with_name(database.name + "-wal")
+    file_bytes = database.stat().st_size if database.exists() else 0
+    wal_bytes = wal.stat().st_size if wal.exists() else 0
+    return {"db_bytes": file_bytes + wal_bytes, "wal_bytes": wal_bytes}
 
 
 class _DexRunner(Runner):
@@ -271,7 +280,7 @@ class DexInProcessRunner(_DexRunner):
 
     async def describe(self, ref: str, *, session: bool) -> Describe:
         described = await super().describe(ref, session=session)
-        described["db_bytes"] = data_dir_bytes(self._data_dir)
+        described.update(data_dir_bytes(self._data_dir))
         return described
 
     async def stop(self) -> None:
@@ -433,7 +442,7 @@ class DexProcessRunner(ChildProcessesRunner, _DexRunner):
     async def describe(self, ref: str, *, session: bool) -> Describe:
         described = await super().describe(ref, session=session)
         if self._data_dir is not None:
-            described["db_bytes"] = data_dir_bytes(self._data_dir)
+            described.update(data_dir_bytes(self._data_dir))
         return described
 
     async def stop(self) -> None:

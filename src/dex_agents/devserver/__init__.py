@@ -34,7 +34,7 @@ from dex_agents.devserver._config import DevServerConfig
 from dex_agents.devserver._history import EXECUTE_COMPLETED_EVENT, StepHistoryEntry, step_history
 from dex_agents.devserver._process import DevServerProcess
 from dex_agents.devserver._server import DevServer
-from dex_agents.devserver._store import SCHEMA_VERSION, CommitStats, StoreError, StoreWriteError
+from dex_agents.devserver._store import DATABASE_FILE, SCHEMA_VERSION, CommitStats, StoreError, StoreWriteError
 from dex_agents.devserver._workers import (
     NO_WORKER_AVAILABLE,
     UNKNOWN_NAME,
@@ -43,6 +43,7 @@ from dex_agents.devserver._workers import (
 )
 
 __all__ = [
+    "DATABASE_FILE",
     "EXECUTE_COMPLETED_EVENT",
     "HEARTBEAT_TIMEOUT",
     "METHOD_TIMEOUT",
