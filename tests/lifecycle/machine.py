@@ -31,6 +31,9 @@ PLANS = st.builds(
 
 T = TypeVar("T")
 
+_TAGS = itertools.count(1)
+"""Message tags, unique in the process (sessions of one engine share its Workers' logs)."""
+
 
 class Backend(Protocol):
     """One session the machine drives."""
@@ -58,7 +61,6 @@ class LifecycleMachine(RuleBasedStateMachine):
         super().__init__()
         self.backend = self.make_backend()
         self.sent: list[Sent] = []
-        self._tags = itertools.count(1)
 
     def make_backend(self) -> Backend:
         """Build the session this example drives (one per example)."""
@@ -71,7 +73,7 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(plan=PLANS, steer=st.booleans())
     def send(self, plan: Plan, steer: bool) -> None:
-        tag = f"m{next(self._tags)}"
+        tag = f"m{next(_TAGS)}"
         text = f"{tag} {plan.render()}"
         delivery = MessageDelivery.STEER if steer else MessageDelivery.QUEUE
         message = Sent(tag=tag, text=text, delivery=delivery, client_message_id=f"id-{tag}")

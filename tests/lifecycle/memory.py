@@ -28,7 +28,7 @@ class MemoryBackend:
         self.seen: list[tuple[str, str]] = []
         self.loop = asyncio.new_event_loop()
         self.host = InMemorySessionHost(
-            LifecycleRunner(seen=lambda kind, what: self.seen.append((kind, what))),
+            LifecycleRunner(seen=lambda kind, what, _flow_id: self.seen.append((kind, what))),
             options=lifecycle_options(),
             clock=ManualClock(),
         )

@@ -20,7 +20,8 @@ texts each call got. The final answer stores, per round, an assistant message
 asking for the round's calls, one tool message answering them, and the texts
 steered in after them (in the order the calls got them), then ``done <tag>``.
 An optional ``seen`` callback hears every tag a model call read (the opening
-one and each steered one) and every tool run, so a test can tell what ran.
+one and each steered one) and every tool run, with the session ID, so a test
+can tell what ran.
 """
 
 import json
@@ -66,11 +67,11 @@ APPROVAL_DEADLINE = timedelta(minutes=5)
 """How long an approval of the lifecycle Flow waits."""
 
 
-def lifecycle_options() -> AgentSessionOptions:
-    """The lifecycle Flow's options: its tools' policies, `APPROVAL_DEADLINE`, a history that compacts early."""
+def lifecycle_options(deadline: timedelta = APPROVAL_DEADLINE) -> AgentSessionOptions:
+    """The lifecycle Flow's options: its tools' policies, an approval ``deadline``, a history that compacts early."""
     return AgentSessionOptions(
         tool_policies=TOOL_POLICIES,
-        interrupt_deadline=APPROVAL_DEADLINE,
+        interrupt_deadline=deadline,
         compaction=CompactionPolicy(context_budget_chars=6 * 1024, keep_recent_messages=4),
     )
 
@@ -123,12 +124,12 @@ def _message(role: MessageRole, text: str | None, **item: object) -> FrameworkMe
 class LifecycleRunner:
     """The runner of the lifecycle model: stateless, every outcome from its arguments."""
 
-    def __init__(self, seen: Callable[[str, str], None] | None = None) -> None:
+    def __init__(self, seen: Callable[[str, str, str], None] | None = None) -> None:
         self._seen = seen
 
-    def _note(self, kind: str, what: str) -> None:
+    def _note(self, kind: str, what: str, flow_id: str) -> None:
         if self._seen is not None:
-            self._seen(kind, what)
+            self._seen(kind, what, flow_id)
 
     def build_user_message(self, text: str) -> FrameworkMessage:
         """A user message holding ``text``."""
@@ -144,9 +145,9 @@ class LifecycleRunner:
         round_index = int(state["round"])
         steered: list[list[str]] = [*state["steered"], [m.text for m in turn.steered_messages]]
         if round_index == 0:
-            self._note("model", tag_of(opening.text) or "")
+            self._note("model", tag_of(opening.text) or "", turn.flow_id)
         for text in steered[-1]:
-            self._note("model", tag_of(text) or "")
+            self._note("model", tag_of(text) or "", turn.flow_id)
         if round_index < len(plan.rounds):
             calls = [
                 DeferredToolCall(
@@ -185,7 +186,7 @@ class LifecycleRunner:
     async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
         """Run one scripted tool."""
         record = call.tool_call
-        self._note("tool", call.idempotency_key)
+        self._note("tool", f"{record.tool_name} {call.idempotency_key}", call.flow_id)
         if record.tool_name == "fail":
             raise ToolExecutionError("the tool failed as scripted")
         if record.tool_name == "crash":

@@ -10,25 +10,34 @@ from datetime import timedelta
 import attrs
 import dex
 
-from dex_agents import AgentSessionClient, AgentSessionFlow
+from dex_agents import AgentSessionClient, AgentSessionFlow, DeferredToolExecution, ToolExecutionResult
+from dex_agents.domain.turn_control import CancelTurnRequest
 from dex_agents.infrastructure.dex.container import (
     AgentContainer,
     WorkerMode,
     free_loopback_address,
     wait_worker_serving,
 )
-from dex_agents.infrastructure.dex.persistence import QUEUED_USER_MESSAGES, STEERED_USER_MESSAGES
+from dex_agents.infrastructure.dex.persistence import (
+    PENDING_INTERRUPTS,
+    QUEUED_USER_MESSAGES,
+    STEERED_USER_MESSAGES,
+    TURN_CANCEL_REQUEST,
+)
 from dex_agents.testing import TEST_RETRY_DELAY_SCALE, DevServer, DevServerConfig
-from tests.lifecycle.runner import LifecycleRunner, lifecycle_options
+from tests.lifecycle.runner import APPROVAL_DEADLINE, LifecycleRunner, lifecycle_options
 
 FLOW_TYPE = "LifecycleAgent"
 
 
 def lifecycle_flow(
-    seen: Callable[[str, str], None] | None = None, *, flow_class: type[AgentSessionFlow] = AgentSessionFlow
+    seen: Callable[[str, str, str], None] | None = None,
+    *,
+    flow_class: type[AgentSessionFlow] = AgentSessionFlow,
+    deadline: timedelta = APPROVAL_DEADLINE,
 ) -> AgentSessionFlow:
-    """The lifecycle runner's Flow."""
-    return flow_class(LifecycleRunner(seen=seen), flow_type=FLOW_TYPE, options=lifecycle_options())
+    """The lifecycle runner's Flow (approvals expire after ``deadline``)."""
+    return flow_class(LifecycleRunner(seen=seen), flow_type=FLOW_TYPE, options=lifecycle_options(deadline))
 
 
 class GatedWithdrawFlow(AgentSessionFlow):
@@ -48,6 +57,38 @@ class GatedWithdrawFlow(AgentSessionFlow):
             await self.release.wait()
         result: dex.RPCResult[bool] = await super().withdraw_user_message(context, client_message_id)
         return result
+
+
+class GatedCancelFlow(AgentSessionFlow):
+    """The lifecycle Flow whose ``cancel_turn`` RPC, once it read the pending interrupts, waits for ``release``."""
+
+    reached: asyncio.Event | None = None
+    release: asyncio.Event | None = None
+
+    def arm(self) -> None:
+        """Make the next cancels wait (call on the test's event loop)."""
+        self.reached, self.release = asyncio.Event(), asyncio.Event()
+
+    @dex.rpc(lock_attributes=(PENDING_INTERRUPTS.lock(), TURN_CANCEL_REQUEST.lock()))
+    async def cancel_turn(self, context: dex.Context, request: CancelTurnRequest) -> dex.RPCResult[bool]:
+        if self.reached is not None and self.release is not None:
+            self.reached.set()
+            await self.release.wait()
+        result: dex.RPCResult[bool] = await super().cancel_turn(context, request)
+        return result
+
+
+class GatedReadRunner(LifecycleRunner):
+    """The lifecycle runner whose ``read`` tool waits for ``release`` (set on the Worker's event loop)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
+        if call.tool_call.tool_name == "read":
+            await self.release.wait()
+        return await super().execute_deferred_tool_call(call)
 
 
 @attrs.frozen

@@ -16,7 +16,16 @@ from dex_agents.domain.failure_note import TURN_FAILURE_NOTE_HEADER
 from dex_agents.domain.snapshot import TurnStatus
 from dex_agents.domain.turn_control import TURN_CANCELLED_NOTE_HEADER
 from dex_agents.testing import wait_for_agent_snapshot
-from tests.lifecycle.stack import GatedWithdrawFlow, InProcessStack, in_process_stack, lifecycle_flow
+from tests.lifecycle.runner import lifecycle_options
+from tests.lifecycle.stack import (
+    FLOW_TYPE,
+    GatedCancelFlow,
+    GatedReadRunner,
+    GatedWithdrawFlow,
+    InProcessStack,
+    in_process_stack,
+    lifecycle_flow,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -95,3 +104,31 @@ async def test_a_withdrawal_that_meets_a_turn_taking_the_message_answers_false_a
     result = await sessions.wait_for_turn("s", queued, timeout=60)
     assert result.status is TurnStatus.COMPLETED
     assert result.messages[0].text == "m2"
+
+
+async def test_a_cancel_that_read_the_approvals_before_the_model_raised_one_leaves_that_one_pending() -> None:
+    runner = GatedReadRunner()
+    flow = GatedCancelFlow(runner, flow_type=FLOW_TYPE, options=lifecycle_options())
+    async with in_process_stack(flow) as stack:
+        sessions = stack.sessions
+        await sessions.start_session("s")
+        receipt = await sessions.submit_user_message("s", "m1 r;a")  # a read, then a call that needs approval
+        await wait_for_agent_snapshot(
+            sessions, "s", lambda s: any(r.tool_name == "read" for r in s.tool_calls), description="the read"
+        )
+        flow.arm()
+        assert flow.reached is not None
+        assert flow.release is not None
+        cancelling = asyncio.create_task(sessions.cancel_turn("s", reason="stop"))
+        await flow.reached.wait()  # the cancel read the pending approvals: none yet
+        runner.release.set()  # the read ends; the next model call raises an approval and commits it
+        interrupt = await pending(sessions, "s", set())
+        flow.release.set()
+
+        assert await cancelling is True
+        snapshot = await sessions.get_agent_snapshot("s")
+        assert [i.interrupt_id for i in snapshot.pending_interrupts] == [interrupt], "the approval stays answerable"
+        assert await sessions.resolve_interrupt("s", interrupt, approved=True)
+        result = await sessions.wait_for_turn("s", receipt, timeout=60)
+        assert result.status is TurnStatus.CANCELLED
+        assert (await sessions.wait_until_idle("s", timeout=60)).is_idle

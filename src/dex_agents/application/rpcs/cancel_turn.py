@@ -8,6 +8,13 @@ pending interrupts, the answer published for ``AwaitToolApproval``); answers
 ``True``. The request is durable: whichever Worker runs the turn's next
 Steps acts on it, once.
 
+The pending interrupts are written only when the cancel answered one: the
+list is read when the RPC starts, and ``RunModel`` raises interrupts without
+taking its lock, so writing back an unchanged list could drop an interrupt
+raised meanwhile (its approval would then wait with nothing pending). Such an
+interrupt stays pending; its approval Step rejects it as cancelled if its wait
+starts after this commit, else when its deadline passes (or when answered).
+
 What the request does is up to the Steps, at safe boundaries: a tool Step
 that has not started records ``cancelled``; an approval Step whose interrupt
 was raised after this commit rejects it the same way; a running tool
@@ -51,12 +58,13 @@ class CancelTurn(Wired):
         self.cancel_request.set(TurnCancelRequest(turn_id=turn_id, reason=request.reason))
         message = cancel_rejection_message(request.reason)
         pending = self.interrupts.get()
-        for interrupt in pending:
-            if interrupt.turn_id == turn_id:
-                self.resolutions.publish(
-                    AgentInterruptResolution(
-                        interrupt_id=interrupt.interrupt_id, approved=False, rejection_message=message
-                    )
-                )
-        self.interrupts.set([i for i in pending if i.turn_id != turn_id])
+        answered = [i for i in pending if i.turn_id == turn_id]
+        for interrupt in answered:
+            self.resolutions.publish(
+                AgentInterruptResolution(interrupt_id=interrupt.interrupt_id, approved=False, rejection_message=message)
+            )
+        if answered:
+            # Written only when something was removed: ``RunModel`` adds interrupts without this lock, and a
+            # list read before its commit, written back after it, would lose the interrupts it raised.
+            self.interrupts.set([i for i in pending if i.turn_id != turn_id])
         return True

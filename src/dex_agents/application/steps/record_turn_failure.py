@@ -114,7 +114,9 @@ class RecordTurnFailure(Wired):
             self.tool_calls.delete(record.tool_call_id)
         self.run_state.set(None)
         hand_back_steered(self.steered, self.steering)
-        self.interrupts.set([i for i in self.interrupts.get() if i.turn_id != turn_id])
+        pending = self.interrupts.get()
+        if any(i.turn_id == turn_id for i in pending):  # unchanged, it is not written (an RPC may hold it)
+            self.interrupts.set([i for i in pending if i.turn_id != turn_id])
         self.events.write(ev.turn_failed(error))
         return GoTo(step=StepName.AWAIT_USER_MESSAGE)
 
