@@ -89,6 +89,11 @@ def default_index_path() -> Path:
     configured = os.environ.get(INDEX_ENV)
     if configured:
         return Path(configured)
+    return state_index_path()
+
+
+def state_index_path() -> Path:
+    """``$XDG_STATE_HOME/dex-agents/sessions.sqlite`` (``~/.local/state/...``): the index's own folder."""
     state_home = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(state_home) / "dex-agents" / "sessions.sqlite"
 
@@ -194,7 +199,7 @@ async def serve_console(
 
 
 def _private_folder(path: Path) -> None:
-    """Make the default index's folder its user's only (an older version may have made it 0755)."""
+    """Make the index's own folder (`state_index_path`) its user's only (an older version made it 0755)."""
     with contextlib.suppress(OSError):
         found = path.stat()
         if found.st_uid == os.geteuid() and stat.S_IMODE(found.st_mode) & 0o077:
@@ -232,6 +237,11 @@ async def run_console(
     if not demo and (server is None or flow_target is None):
         raise UsageError("give --server HOST:PORT and --flow MODULE:FLOW_FACTORY, or --demo")
     chosen = token if token is not None else read_token(token_file)
+    if token is None and token_file is not None and stat.S_IMODE(token_file.stat().st_mode) & 0o077:
+        console.print(
+            Text(f"warning: other users can read the token file {token_file}: chmod 600 it", style="yellow"),
+            soft_wrap=True,
+        )
     try:
         security = ConsoleSecurity.for_bind(host, chosen, tls=tls is not None)
     except ConsoleConfigError as error:
@@ -243,8 +253,8 @@ async def run_console(
             path = (data_dir if data_dir is not None else Path(scratch)) / "sessions.sqlite"
         else:
             path = index_path or default_index_path()
-        if not demo and index_path is None:
-            _private_folder(path.parent)
+        if path == state_index_path():
+            _private_folder(path.parent)  # never a folder someone named (--index, $DEX_AGENTS_SESSION_INDEX)
         try:
             index = SessionIndex(path)
         except SessionIndexError as error:

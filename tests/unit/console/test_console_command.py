@@ -78,11 +78,19 @@ def test_tls_needs_a_certificate_and_its_key_that_load(capsys: pytest.CaptureFix
     assert "do not load" in capsys.readouterr().err
 
 
-def test_a_busy_port_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_busy_port_is_one_line_and_a_token_file_others_can_read_is_warned_about(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("t" * 40)
+    token_file.chmod(0o644)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        assert main(["console", "--demo", "--port", str(port)]) == 1
-    err = capsys.readouterr().err
-    assert err.strip().splitlines() == [f"error: the console cannot listen on 127.0.0.1:{port}: Address already in use"]
+        assert main(["console", "--demo", "--port", str(port), "--token-file", str(token_file)]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == [
+        f"error: the console cannot listen on 127.0.0.1:{port}: Address already in use"
+    ]
+    assert f"warning: other users can read the token file {token_file}: chmod 600 it" in captured.out
