@@ -63,8 +63,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.sent: list[Sent] = []
 
     def make_backend(self) -> Backend:
-        """Build the session this example drives (one per example)."""
-        raise NotImplementedError
+        """Build the session this example drives (one per example); each subclass gives its backend."""
+        raise TypeError(f"{type(self).__name__} must say which backend it drives (make_backend)")
 
     def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self.backend.run(coroutine)
@@ -121,6 +121,11 @@ class LifecycleMachine(RuleBasedStateMachine):
     def advance(self, steps: int, choice: int) -> None:
         for _ in range(steps):
             self._run(self.backend.advance(choice))
+
+    @rule(choice=st.integers(min_value=0, max_value=7))
+    def advance_once(self, choice: int) -> None:
+        # A second way to let the engine work, so that it does about as often as the client acts.
+        self._run(self.backend.advance(choice))
 
     # -- checks ---------------------------------------------------------------------------------------------
 
