@@ -326,7 +326,7 @@ def main() -> int:
     p.add_argument("--workdir", default=".bench-out/peers", help="scratch directory: databases, logs, results")
     p.add_argument("--out", default=None, help="also write latest.json and latest.md here")
     p.add_argument("--render", default=None, metavar="RESULTS_JSON", help="only print the tables of a saved run")
-    p.add_argument("--readme", default=None, metavar="README", help="put the headline and growth tables in README")
+    p.add_argument("--readme", default=None, metavar="README", help="put the tables in this page (docs/benchmarks.md)")
     args = p.parse_args()
     if args.render:
         saved = json.loads(Path(args.render).read_text())

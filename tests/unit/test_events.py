@@ -27,7 +27,7 @@ from tests.fakes.sinks import FailingEventSink
 
 DEADLINE = datetime(2026, 1, 1, 12, 5, tzinfo=UTC)
 
-# The spec's event list, copied: type and payload keys; plus turn_committed (issue 19, README: Deviations).
+# The spec's event list, copied: type and payload keys; plus turn_committed (docs/deviations.md).
 SPEC_EVENTS = {
     # The client message ID, the arguments, the output and the error: what a chat UI shows without a read.
     "turn_started": {"sequence", "client_message_id"},
@@ -43,7 +43,7 @@ SPEC_EVENTS = {
     "interrupt_resolved": {"interrupt_id", "approved", "rejection_message", "approver"},
     "usage_recorded": {"recorded", "session"},
     "history_compacted": {"summary_number", "first_sequence", "through_sequence", "reason"},
-    # issue 15 (README: Deviations): steering and cancel.
+    # Steering and cancel (docs/deviations.md).
     "user_message_steered": {"client_message_id", "text", "landed"},
     "turn_cancelled": {"reason", "finished_tool_calls"},
 }

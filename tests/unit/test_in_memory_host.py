@@ -1,4 +1,4 @@
-"""The README's "testing without an engine" example, as written, on the shipped in-memory host."""
+"""The README's quick start (and docs/testing.md's example), as written, on the shipped in-memory host."""
 
 from dex_agents import AgentStatus, ToolCallStatus, ToolEffect, ToolPolicy, TurnCompleted
 from dex_agents.testing import (
@@ -12,7 +12,7 @@ from dex_agents.testing import (
 
 
 async def test_the_readme_example_runs_a_turn_with_an_approval_without_an_engine() -> None:
-    # --- the README example ---
+    # --- the documented example ---
     runner = ScriptedRunner(
         [
             tool_calls_requested(

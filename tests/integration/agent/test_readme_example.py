@@ -1,4 +1,4 @@
-"""The README's "use it in your app" example, run as written against the dev server."""
+"""The long-form example of docs/client.md, run as written against the dev server."""
 
 import asyncio
 from pathlib import Path
@@ -20,7 +20,7 @@ async def test_readme_example_runs_a_session_to_its_answer(
     monkeypatch.chdir(tmp_path)  # the example opens .dex-cache in the working directory
     async with DevServer() as fake:
         address = fake.address
-        # --- the README example, unchanged but for `address`, the scripted runner and its message ---
+        # --- the docs/client.md example, unchanged but for `address`, the scripted runner and its message ---
         from dex import (
             AsyncClient,
             AsyncWorker,
@@ -66,7 +66,7 @@ async def test_readme_example_runs_a_session_to_its_answer(
         receipt = await sessions.submit_user_message("session-42", FIND_MY_OPEN_TICKETS)
         result = await sessions.wait_for_turn("session-42", receipt, timeout=120)
         if result.status is TurnStatus.FAILED:
-            print("the turn failed:", result.error)  # noqa: T201 - the README example prints
+            print("the turn failed:", result.error)  # noqa: T201 - the documented example prints
         else:
             print(result.reply)  # noqa: T201
         for outcome in result.tool_outcomes:  # stored with the turn's messages, readable for every past turn
@@ -107,9 +107,9 @@ async def test_readme_listening_worker_example_serves_a_session_through_the_cont
         flow_type="TriageAgent",
         options=AgentSessionOptions(tool_policies={"search_tickets": ToolPolicy(ToolEffect.READ)}),
     )
-    listen = free_loopback_address()  # the README binds 127.0.0.1:8803; a free port keeps parallel runs apart
+    listen = free_loopback_address()  # docs/client.md binds 127.0.0.1:8803; a free port keeps parallel runs apart
     async with DevServer() as fake:
-        # --- the README's listening variant, but for the address, the port and the cache folder ---
+        # --- docs/client.md's listening variant, but for the address, the port and the cache folder ---
         container = AgentContainer.build(
             flows=[flow],
             server_address=fake.address,

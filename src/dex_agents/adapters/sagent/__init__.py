@@ -48,7 +48,7 @@ request the provider refuses as too long (``PromptTooLongError``,
 ``RequestTooLargeError``, the model's ``is_context_overflow``) raises
 `ContextOverflowError`, so the session compacts and retries.
 
-Not carried (see README, "A sagent agent as a durable session"): background
+Not carried (see docs/sagent-adapter.md, "Using it"): background
 jobs, in-process sub-agents and messaging (``AgentSpawn``, ``AgentSend``,
 ``AgentSelf``, ``BackgroundTask`` are refused), sagent's own loop (its inbox,
 halt, model switch, ``max_tool_call_rounds``, ``max_budget_usd``; the session's
