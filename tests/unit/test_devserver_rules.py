@@ -161,3 +161,12 @@ async def test_a_stream_read_waits_for_its_own_flow_and_not_for_another() -> Non
     assert not reading.done()
     entry = streams.append("T", "s", 0, "mine", value, "#A-2", 0.0)
     assert await asyncio.wait_for(reading, 5) == entry
+
+
+async def test_a_waiting_stream_read_ends_with_nothing_when_the_server_drops_its_streams_to_reload() -> None:
+    streams = Streams(CONFIG)
+    reading = asyncio.create_task(streams.read("T", "s", "mine", "", 30))
+    await asyncio.sleep(0)
+    streams.drop()
+    assert await asyncio.wait_for(reading, 5) is None, "the reader polls again, on the Streams read back from disk"
+    assert await streams.read("T", "s", "mine", "", 30) is None, "a dropped Streams never waits again"

@@ -60,6 +60,17 @@ from dex_agents.devserver._streams import Streams
 from dex_agents.devserver._workers import AttemptError, ListeningWorkers, PullWorkers
 
 
+async def _first_set(events: tuple[asyncio.Event, ...], timeout: float) -> bool:
+    """Wait until one of ``events`` is set; ``False`` when ``timeout`` seconds passed first."""
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    return bool(done)
+
+
 class Engine:
     """The dev server's server side: it owns every Flow run and drives its Step executions."""
 
@@ -114,6 +125,7 @@ class Engine:
         """Stop every execution and drop all state, writing nothing of it (before a reload from the data dir)."""
         for run in self.runs():
             run.journal = NULL_JOURNAL
+        self.streams.drop()
         await self._cancel_tasks()
         self._clear()
 
@@ -292,10 +304,12 @@ class Engine:
             run = self.run(request.flow_id, request.run_id)
             reloaded = self.reloaded
             if run.running:
-                try:
-                    await asyncio.wait_for(run.closed.wait(), max(deadline - loop.time(), 0.0))
-                except TimeoutError:
-                    raise long_poll_timeout(f"flow {request.flow_id} is still running") from None
+                # A reload drops this Run and reads a new one from disk: wait for that too, or this
+                # poll would wait on a Run nothing closes any more.
+                if not await _first_set((run.closed, reloaded), max(deadline - loop.time(), 0.0)):
+                    raise long_poll_timeout(f"flow {request.flow_id} is still running")
+                if not run.closed.is_set():
+                    continue
             try:
                 await self.journal.durable(run.journal_seq)
             except StoreWriteError:

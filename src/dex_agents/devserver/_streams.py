@@ -141,6 +141,19 @@ class Streams:
         self._streams: dict[tuple[str, str], _Stream] = {}
         self._sequence = itertools.count(1)
         self._journal = journal
+        self._dropped = False
+
+    def drop(self) -> None:
+        """Answer every long-polling read with nothing: the server reads its data dir again into new Streams.
+
+        The readers' next polls read those; left waiting here, they would wait on
+        Streams nothing writes to any more.
+        """
+        self._dropped = True
+        for stream in self._streams.values():
+            for appended in stream.appended.values():
+                appended.set()
+            stream.appended.clear()
 
     def restore(self, flow_type: str, name: str, entry: StreamEntry) -> None:
         """Put back a message read from the data dir (oldest first), without journaling it again."""
@@ -195,6 +208,8 @@ class Streams:
         deadline = loop.time() + wait_seconds
         stream = self._stream(flow_type, name)
         while True:
+            if self._dropped:
+                return None
             entry = stream.first_after(flow_id, after)
             if entry is not None:
                 return entry
