@@ -1,7 +1,7 @@
 """The ``dex-agents`` commands (click), and how each one runs and fails.
 
 Every command is a coroutine run by `asyncio.run`, printing through a
-`dex_agents.cli.output.SafeConsole`: control characters in anything shown
+`dex_agents.launch.output.SafeConsole`: control characters in anything shown
 (model text, tool output, reasons, IDs, errors) appear as visible marks,
 never as escape codes the terminal would run. A failure prints one line,
 ``error: ...``, on standard error and exits non-zero (2 for malformed input, 1
@@ -22,8 +22,8 @@ from rich.console import Console
 from rich.text import Text
 
 from dex_agents.cli.data import data_options
-from dex_agents.cli.errors import EXIT_INTERRUPTED, EXIT_OK, CliError, UsageError, explain
-from dex_agents.cli.output import SafeConsole, VisibleWriter, install_visible_logging
+from dex_agents.launch.errors import EXIT_INTERRUPTED, EXIT_OK, CliError, UsageError, explain
+from dex_agents.launch.output import SafeConsole, VisibleWriter, install_visible_logging
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,7 +39,7 @@ Command = Callable[[Console], Coroutine[Any, Any, None]]
 def make_console() -> Console:
     """Return the console for standard output (100 columns when it is not a terminal).
 
-    A `SafeConsole`: control characters in what it prints show as visible marks (`dex_agents.cli.output`).
+    A `SafeConsole`: control characters in what it prints show as visible marks (`dex_agents.launch.output`).
     """
     console = SafeConsole(highlight=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:

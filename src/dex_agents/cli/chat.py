@@ -43,16 +43,16 @@ from rich.console import Console
 from rich.text import Text
 
 from dex_agents.cli.chat_join import ANSWER_USAGE, ChatApprovals, joined_lines
-from dex_agents.cli.engine import open_engine
 from dex_agents.cli.follow import Approver, SessionFollower
-from dex_agents.cli.loading import load_flow
-from dex_agents.cli.output import safe_console
 from dex_agents.cli.render import EventRenderer
 from dex_agents.cli.terminal import CutLine, LineSource, TerminalLines, cut_line_notice, read_text_block
 from dex_agents.cli.views import MARK, messages_table, render_snapshot
 from dex_agents.domain.errors import InvalidInputError
 from dex_agents.domain.messages import AgentMessage, MessageDelivery
 from dex_agents.infrastructure.dex.client import AgentSessionClient, MessageReceipt, SessionUnavailableError
+from dex_agents.launch.engine import open_engine
+from dex_agents.launch.loading import load_flow
+from dex_agents.launch.output import safe_console
 
 CANCEL_REASON = "cancelled from dex-agents chat"
 """The reason ``/cancel`` and Ctrl-C give."""

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import click
 
-from dex_agents.cli.errors import UsageError
+from dex_agents.launch.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., object])
 

@@ -45,10 +45,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from dex_agents.cli.engine import Engine, open_engine
-from dex_agents.cli.errors import CliError
 from dex_agents.cli.follow import Approver, SessionFollower
-from dex_agents.cli.output import safe_console
 from dex_agents.cli.render import EventRenderer
 from dex_agents.cli.shop import (
     CRASH_ENV,
@@ -68,6 +65,10 @@ from dex_agents.domain.events import AgentEvent, ToolCallStartedPayload
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.infrastructure.dex.container import WorkerMode, free_loopback_address
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
+from dex_agents.launch.demo import DEMO_PROMPT
+from dex_agents.launch.engine import Engine, open_engine
+from dex_agents.launch.errors import CliError
+from dex_agents.launch.output import safe_console
 from dex_agents.testing.probes import wait_until
 from dex_agents.testing.stack import (
     LISTEN_ADDRESS_ENV,
@@ -80,7 +81,7 @@ from dex_agents.testing.stack import (
 SESSION_ID = "order-session-7"
 """The demo's session ID."""
 
-PROMPT = "Refund order 7 and tell the customer."
+PROMPT = DEMO_PROMPT
 """The demo's first user message."""
 
 WORKER_MODULE = "dex_agents.cli.demo_worker"

@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.text import Text
 
 from dex_agents.cli.data import describe
-from dex_agents.cli.errors import CliError
-from dex_agents.cli.output import safe_console
 from dex_agents.devserver import DevServer, StoreError
+from dex_agents.launch.errors import CliError
+from dex_agents.launch.output import safe_console
 
 HOST = "127.0.0.1"
 """The dev server binds only the loopback address."""

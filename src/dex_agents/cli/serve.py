@@ -16,12 +16,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
-from dex_agents.cli.engine import parse_server
-from dex_agents.cli.errors import CliError, UsageError
-from dex_agents.cli.loading import EXAMPLE_TARGET, load_flow
 from dex_agents.devserver import DevServer
 from dex_agents.infrastructure.dex.app import open_agent_app
 from dex_agents.infrastructure.dex.container import WorkerMode
+from dex_agents.launch.engine import parse_server
+from dex_agents.launch.errors import CliError, UsageError
+from dex_agents.launch.loading import EXAMPLE_TARGET, load_flow
 from dex_agents.ui import vercel_ai_app
 from dex_agents.ui.server import serve_asgi, with_static
 

@@ -30,17 +30,17 @@ import dex
 from rich.console import Console
 from rich.text import Text
 
-from dex_agents.cli.engine import open_engine
-from dex_agents.cli.errors import CliError, UsageError
 from dex_agents.cli.follow import SessionFollower, os_user
-from dex_agents.cli.loading import load_flow
-from dex_agents.cli.output import safe_console
 from dex_agents.cli.render import EventRenderer
 from dex_agents.cli.terminal import TerminalLines
 from dex_agents.cli.views import compact_json, queue_lines, render_snapshot
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.domain.tools import call_digest as tool_call_digest
 from dex_agents.infrastructure.dex.client import AgentSessionClient
+from dex_agents.launch.engine import open_engine
+from dex_agents.launch.errors import CliError, UsageError
+from dex_agents.launch.loading import load_flow
+from dex_agents.launch.output import safe_console
 
 COMMANDS_HELP = 'commands: approve ID · reject ID "reason" · cancel "reason" · withdraw MESSAGE_ID · snapshot · quit'
 """The commands ``watch`` reads."""

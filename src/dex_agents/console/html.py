@@ -19,12 +19,12 @@ from urllib.parse import quote, urlencode
 
 import attrs
 
-from dex_agents.cli.output import visible
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.domain.tools import AgentToolCall, ToolOutcome
 from dex_agents.domain.usage import AgentUsage
+from dex_agents.launch.output import visible
 
 
 class Markup(str):

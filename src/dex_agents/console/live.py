@@ -28,7 +28,6 @@ turns must not draw again.
 
 from typing import assert_never
 
-from dex_agents.cli.output import visible
 from dex_agents.domain.events import (
     AgentEvent,
     HistoryCompactedPayload,
@@ -50,6 +49,7 @@ from dex_agents.domain.events import (
 )
 from dex_agents.domain.json_values import JsonValue
 from dex_agents.domain.session import turn_number
+from dex_agents.launch.output import visible
 
 
 def turn_number_or_zero(turn_id: str | None) -> int:
@@ -71,7 +71,7 @@ def skip_event(event: AgentEvent, *, shown_turns: int) -> bool:
 def live_update(event: AgentEvent) -> dict[str, JsonValue]:
     """Return the browser's update for one event (JSON data; every string in it is shown as text).
 
-    Its strings' controls and bidi overrides are visible marks (`dex_agents.cli.output.visible`), as on the pages.
+    Its strings' controls and bidi overrides are visible marks (`dex_agents.launch.output.visible`), as on the pages.
     """
     return {key: visible(value) if isinstance(value, str) else value for key, value in _update(event).items()}
 

@@ -1,6 +1,6 @@
 """``dex-agents console``: serve the web console on uvicorn, against a Dex server or the in-process demo.
 
-`run_console` connects to Dex (`dex_agents.cli.engine.open_engine`), or with
+`run_console` connects to Dex (`dex_agents.launch.engine.open_engine`), or with
 ``demo`` starts the dev server in this process and the demo's order agent Worker
 beside it, then serves `build_console_app` until Ctrl-C. `serve_console`
 runs any console app on a port for as long as a block runs (the tests use
@@ -34,15 +34,15 @@ from rich.console import Console
 from rich.text import Text
 from starlette.types import ASGIApp
 
-from dex_agents.cli.demo import PROMPT
-from dex_agents.cli.engine import open_engine
-from dex_agents.cli.errors import CliError, UsageError
-from dex_agents.cli.loading import load_flow
-from dex_agents.cli.output import safe_console
 from dex_agents.console.app import ConsoleBackend, build_console_app
 from dex_agents.console.security import TOKEN_ENV, ConsoleConfigError, ConsoleSecurity, is_loopback
 from dex_agents.infrastructure.dex.client import AgentSessionClient
 from dex_agents.infrastructure.dex.session_index import FOLDER_MODE, SessionIndex, SessionIndexError
+from dex_agents.launch.demo import DEMO_FLOW, DEMO_PROMPT
+from dex_agents.launch.engine import open_engine
+from dex_agents.launch.errors import CliError, UsageError
+from dex_agents.launch.loading import load_flow
+from dex_agents.launch.output import safe_console
 
 DEFAULT_HOST = "127.0.0.1"
 """The console binds loopback unless told otherwise."""
@@ -52,9 +52,6 @@ DEFAULT_PORT = 8810
 
 INDEX_ENV = "DEX_AGENTS_SESSION_INDEX"
 """Overrides where the session index lives."""
-
-DEMO_FLOW = "dex_agents.cli.order_agent:build_order_flow"
-"""The demo's ``MODULE:FLOW_FACTORY``."""
 
 
 @attrs.frozen(kw_only=True)
@@ -119,7 +116,9 @@ def read_token(token_file: Path | None) -> str | None:
 LOG_CONFIG: dict[str, object] = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"visible": {"()": "dex_agents.cli.output.VisibleLogFormatter", "fmt": "%(levelname)s: %(message)s"}},
+    "formatters": {
+        "visible": {"()": "dex_agents.launch.output.VisibleLogFormatter", "fmt": "%(levelname)s: %(message)s"}
+    },
     "handlers": {"stderr": {"formatter": "visible", "class": "logging.StreamHandler", "stream": "ext://sys.stderr"}},
     "loggers": {
         "uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
@@ -267,7 +266,7 @@ async def run_console(
                 if demo or serve_worker:
                     await stack.enter_async_context(engine.worker())
                 sessions = AgentSessionClient(engine.client, flow, session_index=index)
-                backend = ConsoleBackend(sessions=sessions, index=index, suggested_message=PROMPT if demo else "")
+                backend = ConsoleBackend(sessions=sessions, index=index, suggested_message=DEMO_PROMPT if demo else "")
                 app = build_console_app(backend, security)
                 url = await stack.enter_async_context(serve_console(app, host, port, tls=tls, sock=sock))
                 opened = f"{url}/?token=..." if security.token else url
