@@ -79,7 +79,7 @@ def debug_option(function: F) -> F:
     return option(function)
 
 
-def _debug(ctx: click.Context, debug: bool) -> bool:
+def _debug(ctx: click.Context, *, debug: bool) -> bool:
     return debug or bool(ctx.obj and ctx.obj.get("debug"))
 
 
@@ -136,7 +136,7 @@ def demo(
     answer = True if approve_refund else (False if reject_refund else None)
     return run(
         lambda console: run_demo(console, answer=answer, crash=crash, framework=framework, crash_engine=crash_engine),
-        debug=_debug(ctx, debug),
+        debug=_debug(ctx, debug=debug),
     )
 
 
@@ -200,7 +200,7 @@ def chat(
     def command(console: Console) -> Coroutine[Any, Any, None]:
         if server is not None and (data is not None or in_memory):
             raise UsageError("--data and --in-memory are for the dev server chat runs itself: leave out --server")
-        data_dir = choose_data_dir(data, in_memory, embedded_dir("chat"))
+        data_dir = choose_data_dir(data, embedded_dir("chat"), in_memory=in_memory)
         return run_chat(
             console,
             target,
@@ -211,7 +211,7 @@ def chat(
             data_dir=data_dir,
         )
 
-    return run(command, debug=_debug(ctx, debug))
+    return run(command, debug=_debug(ctx, debug=debug))
 
 
 def _server_option(function: F) -> F:
@@ -268,7 +268,7 @@ def watch(
             until_idle=until_idle,
             approver=approver,
         ),
-        debug=_debug(ctx, debug),
+        debug=_debug(ctx, debug=debug),
     )
 
 
@@ -311,7 +311,7 @@ def approve(
             approver=approver,
             call_digest=call_digest,
         ),
-        debug=_debug(ctx, debug),
+        debug=_debug(ctx, debug=debug),
     )
 
 
@@ -348,7 +348,7 @@ def reject(
             reason=reason,
             approver=approver,
         ),
-        debug=_debug(ctx, debug),
+        debug=_debug(ctx, debug=debug),
     )
 
 
@@ -369,10 +369,10 @@ def dev_server(ctx: click.Context, port: int, data: str | None, in_memory: bool,
     from dex_agents.cli.data import choose_data_dir, dev_server_dir
     from dex_agents.cli.dev_server import run_dev_server
 
-    return run(
-        lambda console: run_dev_server(console, port, data_dir=choose_data_dir(data, in_memory, dev_server_dir(port))),
-        debug=_debug(ctx, debug),
-    )
+    def command(console: Console) -> Coroutine[Any, Any, None]:
+        return run_dev_server(console, port, data_dir=choose_data_dir(data, dev_server_dir(port), in_memory=in_memory))
+
+    return run(command, debug=_debug(ctx, debug=debug))
 
 
 TOKEN_FLAG_REFUSED = (
@@ -456,10 +456,10 @@ def console(
             tls=TlsFiles.of(tls_cert, tls_key),
             index_path=Path(index_path) if index_path else None,
             serve_worker=worker,
-            data_dir=choose_data_dir(data, in_memory, embedded_dir("console-demo")) if demo else None,
+            data_dir=choose_data_dir(data, embedded_dir("console-demo"), in_memory=in_memory) if demo else None,
         )
 
-    return run(command, debug=_debug(ctx, debug))
+    return run(command, debug=_debug(ctx, debug=debug))
 
 
 @cli.command()
@@ -503,7 +503,7 @@ def serve(
             static=Path(static_dir) if static_dir else None,
             serve_worker=worker,
         ),
-        debug=_debug(ctx, debug),
+        debug=_debug(ctx, debug=debug),
     )
 
 
@@ -520,7 +520,7 @@ def conformance(ctx: click.Context, server: str, debug: bool) -> int:
     async def command(console: Console) -> None:
         outcome.append(await run_conformance(server, lambda line: console.print(Text(line), soft_wrap=True)))
 
-    failed = run(command, debug=_debug(ctx, debug))
+    failed = run(command, debug=_debug(ctx, debug=debug))
     return failed or (outcome[0] if outcome else 1)
 
 

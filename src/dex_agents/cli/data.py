@@ -36,7 +36,7 @@ def embedded_dir(command: str) -> Path:
     return state_home() / "dex-agents" / command
 
 
-def choose_data_dir(data: str | None, in_memory: bool, default: Path) -> Path | None:
+def choose_data_dir(data: str | None, default: Path, *, in_memory: bool) -> Path | None:
     """The data dir ``--data`` / ``--in-memory`` name (``None``: in memory), else ``default``.
 
     Raises:

@@ -249,7 +249,7 @@ def load_order_flow(framework: str) -> AgentSessionFlow:
     raise CliError(f"unknown framework {framework!r}; choose {PYDANTIC_AI!r} or {SAGENT!r}")
 
 
-def choose_approver(console: Console, answer: bool | None, lines: TerminalLines) -> Approver:
+def choose_approver(console: Console, lines: TerminalLines, *, answer: bool | None) -> Approver:
     """Return who answers the refund's approval: ``--yes``, ``--no``, the person, or no (no terminal)."""
     if answer is True:
         return FixedApprover(console, approved=True, because="--yes", rejection_message="")
@@ -481,7 +481,7 @@ async def run_demo(
     if framework == SAGENT and (problem := sagent_unavailable()) is not None:
         raise CliError(problem)
     lines = TerminalLines(console)
-    approver = choose_approver(console, answer, lines)
+    approver = choose_approver(console, lines, answer=answer)
     with tempfile.TemporaryDirectory(prefix="dex-agents-demo-") as tmp:
         work_dir = Path(tmp)
         state = work_dir / "shop"

@@ -74,7 +74,7 @@ async def test_without_a_terminal_and_without_yes_or_no_the_demo_answers_the_def
     pipe: tuple[TextIO, int],
 ) -> None:
     view, out = console()
-    approver = choose_approver(view, None, TerminalLines(view, pipe[0]))
+    approver = choose_approver(view, TerminalLines(view, pipe[0]), answer=None)
     decision = await approver(REQUEST)
     assert decision is not None
     assert decision.approved is False
@@ -83,6 +83,6 @@ async def test_without_a_terminal_and_without_yes_or_no_the_demo_answers_the_def
 
 async def test_yes_approves_without_asking(pipe: tuple[TextIO, int]) -> None:
     view, out = console()
-    approver = choose_approver(view, True, TerminalLines(view, pipe[0]))
+    approver = choose_approver(view, TerminalLines(view, pipe[0]), answer=True)
     assert await approver(REQUEST) == ApprovalDecision(approved=True)
     assert out.getvalue() == 'Approve refund_order {"order_id": "7"}? [y/N] y  (--yes)\n'
