@@ -9,14 +9,7 @@ else 0. Run it first against a real ``dexcli dev`` before trusting the dev serve
 runs against the dev server in ``make check``.
 """
 
-from dex_agents.testing.conformance._probe import (
-    Finding,
-    Verdict,
-    exit_code,
-    format_finding,
-    main,
-    run_conformance,
-    run_probes,
-)
+from dex_agents.testing.conformance._findings import Finding, Verdict, exit_code, format_finding
+from dex_agents.testing.conformance._probe import main, run_conformance, run_probes
 
 __all__ = ["Finding", "Verdict", "exit_code", "format_finding", "main", "run_conformance", "run_probes"]

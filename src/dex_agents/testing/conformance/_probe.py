@@ -2,30 +2,37 @@
 
 Each probe returns a `Finding`; a probe that raises or runs past its time limit
 becomes ``could not be checked``. The redelivery probes run first, with only the
-child Worker connected, so the probe's own Worker cannot take their tasks.
+child Worker connected, so the probe's own Worker cannot take their tasks
+(they are in `_redelivery`; what a probe reports is in `_findings`).
 """
 
 import argparse
 import asyncio
-import contextlib
-import os
-import signal
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
-from enum import StrEnum
 from pathlib import Path
 
 import dex
 import grpc  # type: ignore[import-untyped]
 
+from dex_agents.testing.conformance._findings import (
+    PROBE_TIME_LIMIT,
+    Finding,
+    Verdict,
+    _differs,
+    _Env,
+    _holds,
+    _output,
+    _wait_event,
+    exit_code,
+    format_finding,
+)
 from dex_agents.testing.conformance._flows import (
     BACK_OFF,
-    DOOMED_DIR_ENV,
     EVENTS,
     FAILED_ONCE,
     HOLDING,
@@ -40,80 +47,11 @@ from dex_agents.testing.conformance._flows import (
     streamed_value,
     worker_options,
 )
+from dex_agents.testing.conformance._redelivery import REDELIVER_BEFORE, RETRY_AFTER, finish_doomed, start_doomed
 from dex_agents.testing.devserver import read_history_events
-
-PROBE_TIME_LIMIT = 90.0
-"""Seconds one probe may take before it counts as not checked."""
 
 STREAM_MESSAGE_LIMIT = 100 * 1024
 """The Stream message limit dex-agents assumes (its events stay under 64 KiB)."""
-
-
-class Verdict(StrEnum):
-    """What a probe found."""
-
-    HOLDS = "holds"
-    DIFFERS = "differs"
-    UNCHECKED = "could not be checked"
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One assumption and what the server did.
-
-    Attributes:
-        assumption: The rule dex-agents relies on, in a few words.
-        verdict: Holds, differs or could not be checked.
-        seen: What was seen (for ``differs`` and ``could not be checked``).
-    """
-
-    assumption: str
-    verdict: Verdict
-    seen: str = ""
-
-
-def format_finding(finding: Finding) -> str:
-    """One output line: ``<verdict>: <assumption>[ — <seen>]``."""
-    tail = f" — {finding.seen}" if finding.seen and finding.verdict is not Verdict.HOLDS else ""
-    return f"{finding.verdict.value}: {finding.assumption}{tail}"
-
-
-def exit_code(findings: Sequence[Finding]) -> int:
-    """1 when any assumption differs, else 0 (not checked is not a failure)."""
-    return 1 if any(f.verdict is Verdict.DIFFERS for f in findings) else 0
-
-
-@dataclass(frozen=True)
-class _Env:
-    client: dex.AsyncClient
-    flow: ProbeFlow
-    address: str
-    prefix: str
-
-    def flow_id(self, name: str) -> str:
-        return f"{self.prefix}-{name}"
-
-
-def _holds(assumption: str) -> Finding:
-    return Finding(assumption, Verdict.HOLDS)
-
-
-def _differs(assumption: str, seen: str) -> Finding:
-    return Finding(assumption, Verdict.DIFFERS, seen)
-
-
-async def _output(env: _Env, flow_id: str, within: float = 60.0) -> str:
-    result = await env.client.wait_for_flow(flow_id, timeout=timedelta(seconds=within))
-    if result.status is not dex.FlowStatus.COMPLETED:
-        raise RuntimeError(f"probe Flow {flow_id} ended {result.status.name}")
-    return str(result.single_output(str))
-
-
-async def _wait_event(flag: asyncio.Event, within: float, what: str) -> None:
-    try:
-        await asyncio.wait_for(flag.wait(), within)
-    except TimeoutError:
-        raise RuntimeError(f"{what} did not happen within {within:g} s") from None
 
 
 # --------------------------------------------------------------------------- probes with the probe Worker
@@ -375,74 +313,6 @@ async def probe_first_attempt_at(env: _Env) -> Finding:
     if before - 300 <= stamped <= after + 300:
         return _holds(FIRST_ATTEMPT_AT)
     return _differs(FIRST_ATTEMPT_AT, f"first_attempt_at was {stamped:.0f}, this machine said {before:.0f}")
-
-
-# --------------------------------------------------------------------------- redelivery (child Worker)
-
-REDELIVER_BEFORE = "an attempt whose Worker died before its first output is dispatched again (same attempt)"
-RETRY_AFTER = "an attempt whose Worker died after output fails and is retried (next attempt)"
-
-
-async def _start_child(address: str, work: Path) -> asyncio.subprocess.Process:
-    env = dict(os.environ, **{DOOMED_DIR_ENV: str(work)})
-    child = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "dex_agents.testing.conformance._worker",
-        "--server",
-        address,
-        "--cache",
-        str(work / "child-cache"),
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert child.stdout is not None
-    line = await asyncio.wait_for(child.stdout.readline(), 30)
-    if line.strip() != b"ready":
-        child.kill()
-        raise RuntimeError("the child Worker did not start")
-    return child
-
-
-async def _marker(path: Path, within: float) -> None:
-    deadline = time.monotonic() + within
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the child Worker never reached {path.name}")
-        await asyncio.sleep(0.05)
-
-
-async def start_doomed(env: _Env, work: Path) -> tuple[str, str]:
-    """Start both redelivery Flows on a child Worker, wait until both hang, and SIGKILL it."""
-    before, after = env.flow_id("die-before"), env.flow_id("die-after")
-    child = await _start_child(env.address, work)
-    try:
-        await env.client.start_flow(env.flow, before, "die-before")
-        await env.client.start_flow(env.flow, after, "die-after")
-        await _marker(work / f"{before}.reached", 30)
-        await _marker(work / f"{after}.reached", 30)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            child.send_signal(signal.SIGKILL)
-        await child.wait()
-    return before, after
-
-
-async def finish_doomed(env: _Env, before: str, after: str) -> list[Finding]:
-    """With the probe Worker running, see which attempt finished each redelivery Flow."""
-    findings = []
-    for flow_id, assumption, expected in ((before, REDELIVER_BEFORE, 1), (after, RETRY_AFTER, 2)):
-        try:
-            output = await _output(env, flow_id, within=PROBE_TIME_LIMIT)
-        except Exception as error:  # noqa: BLE001 - reported as not checked
-            findings.append(Finding(assumption, Verdict.UNCHECKED, f"{type(error).__name__}: {error}"))
-            continue
-        attempt = int(output.removeprefix("attempt="))
-        if attempt == expected:
-            findings.append(_holds(assumption))
-        else:
-            findings.append(_differs(assumption, f"it finished on attempt {attempt}, expected {expected}"))
-    return findings
 
 
 # --------------------------------------------------------------------------- running
