@@ -5,11 +5,17 @@ The runner calls only the public ``run`` of the agent it was given, so a
 checks that need private state: the output validators (Pydantic AI has no
 public accessor for ``_output_validators``) and legacy durable wrapper agents.
 
+Every model and tool Step needs `DeferredToolRequests` among the run's output
+types; the runner adds it with the run's ``output_type`` argument. Pydantic AI
+refuses that argument on an agent with output validators, so for such an agent
+whose ``output_type`` does not list it, `with_deferred_output` gives the runner
+a copy of the agent (and of every `WrapperAgent` around it) whose output type
+adds `DeferredToolRequests`: same tools, toolsets, capabilities and the same
+validator list (validators never see `DeferredToolRequests`: Pydantic AI builds
+that output without them). The user's agent is not changed.
+
 Refused at construction, with `ValueError`:
 
-- output validators without `DeferredToolRequests` in ``output_type``: a run
-  may not set its own ``output_type`` then, and every model Step needs
-  `DeferredToolRequests` among the output types;
 - a Pydantic AI durability capability (``BaseDurabilityCapability``: Temporal,
   DBOS, Prefect) or a ``pydantic_ai.durable_exec`` wrapper agent: Dex Steps
   are the durable boundary, and outside its own workflow Pydantic AI does not
@@ -19,10 +25,13 @@ Refused at construction, with `ValueError`:
   every ``RunModel`` would fail with Pydantic AI's circular ordering error.
 """
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic_ai import Agent, DeferredToolRequests
+from pydantic_ai._output import OutputSchema
+from pydantic_ai.output import OutputSpec
 from pydantic_ai.agent import AbstractAgent, WrapperAgent
 from pydantic_ai.capabilities import AbstractCapability, CombinedCapability, ReinjectSystemPrompt
 from pydantic_ai.durable_exec import BaseDurabilityCapability
@@ -55,6 +64,44 @@ def has_output_validators(agent: AbstractAgent[Any, Any]) -> bool:
     return any(isinstance(inner, Agent) and bool(inner._output_validators) for inner in agent_chain(agent))  # noqa: SLF001 - no public accessor
 
 
+def needs_deferred_output_copy(agent: AbstractAgent[Any, Any]) -> bool:
+    """Whether the runner must run a copy of ``agent`` (see `with_deferred_output`)."""
+    return has_output_validators(agent) and not lists_deferred_tool_requests(agent.output_type)
+
+
+def with_deferred_output(agent: AbstractAgent[Any, Any]) -> AbstractAgent[Any, Any]:
+    """Return ``agent``, or, when it has output validators and no `DeferredToolRequests` output, that copy.
+
+    Shallow copies: the tool and toolset lists, the capabilities and the validator list stay shared, so a
+    tool or validator registered on the user's agent later is the copy's too.
+    """
+    if not needs_deferred_output_copy(agent):
+        return agent
+    chain = agent_chain(agent)
+    inner = chain[-1]
+    assert isinstance(inner, Agent)  # has_output_validators found one
+    copied: AbstractAgent[Any, Any] = _with_output_type(inner, [inner.output_type, DeferredToolRequests])
+    for wrapper in reversed(chain[:-1]):
+        outer = copy.copy(wrapper)
+        assert isinstance(outer, WrapperAgent)
+        outer.wrapped = copied
+        copied = outer
+    return copied
+
+
+def _with_output_type(agent: Agent[Any, Any], output_type: OutputSpec[Any]) -> Agent[Any, Any]:
+    """A shallow copy of ``agent`` with another output type, set as ``Agent.__init__`` sets it."""
+    copied = copy.copy(agent)
+    schema: OutputSchema[Any] = OutputSchema.build(output_type)
+    copied._output_type = output_type  # noqa: SLF001 - no public way to copy an agent with another output type
+    copied._output_schema = schema  # noqa: SLF001
+    toolset = schema.toolset
+    if toolset is not None and toolset.max_retries is None:
+        toolset.max_retries = agent._max_output_retries  # noqa: SLF001
+    copied._output_toolset = toolset  # noqa: SLF001
+    return copied
+
+
 def capabilities_of(agent: AbstractAgent[Any, Any]) -> list[AbstractCapability[Any]]:
     """Return every capability the agent registers (the leaves of its root capability)."""
     found: list[AbstractCapability[Any]] = []
@@ -71,17 +118,9 @@ def check_agent(agent: AbstractAgent[Any, Any]) -> None:
     """Refuse an agent the runner cannot run in Step mode.
 
     Raises:
-        ValueError: the agent has output validators but no `DeferredToolRequests`
-            output, carries a durability capability or wrapper, or its capability
-            ordering conflicts with the model Step capability.
+        ValueError: the agent carries a durability capability or wrapper, or its
+            capability ordering conflicts with the model Step capability.
     """
-    if has_output_validators(agent) and not lists_deferred_tool_requests(agent.output_type):
-        raise ValueError(
-            "an agent with output validators must list DeferredToolRequests in its output_type, "
-            "such as output_type=[Answer, DeferredToolRequests]: every model Step ends with "
-            "DeferredToolRequests when the model asks for tools, and Pydantic AI refuses a run "
-            "output_type on an agent with output validators"
-        )
     durable = [type(c).__name__ for c in capabilities_of(agent) if isinstance(c, BaseDurabilityCapability)]
     durable += [type(a).__name__ for a in agent_chain(agent) if type(a).__module__.startswith(_DURABLE_EXEC_MODULE)]
     if durable:

@@ -16,8 +16,10 @@ Display projection:
 
 Replay: each earlier turn is replayed as stored. A turn whose second stored
 message is a ``ModelRequest`` holding a user prompt and no display text is the
-first turn's opening request with the agent's system prompts; it replays in
-place of the turn's user message, which it already contains.
+turn's opening request as the run sent it (with the first turn's system
+prompts, or with the ``instructions`` the model saw); it replays in place of
+the turn's user message, which it already contains. An opening request holding
+nothing but the prompt is not stored again.
 
 Run state: the turn's messages so far plus the IDs of the calls the last model
 response requested, and the turn's usage so far, as JSON text (see `RunState`).
@@ -242,8 +244,11 @@ def turn_prompt(message: AgentMessage) -> UserPrompt:
 
 
 def is_bare_prompt(message: ModelMessage, prompt: UserPrompt) -> bool:
-    """Whether ``message`` is a request holding nothing but ``prompt``: the stored user message says it all."""
-    if not isinstance(message, ModelRequest) or len(message.parts) != 1:
+    """Whether ``message`` is a request holding nothing but ``prompt``: the stored user message says it all.
+
+    A request that carried ``instructions`` is not bare: the model saw them, so the stored turn keeps it.
+    """
+    if not isinstance(message, ModelRequest) or len(message.parts) != 1 or message.instructions is not None:
         return False
     part = message.parts[0]
     return isinstance(part, UserPromptPart) and part.content == prompt

@@ -84,6 +84,7 @@ from dex_agents.adapters.pydantic_ai._agent_checks import (
     check_agent,
     has_reinject_system_prompt,
     lists_deferred_tool_requests,
+    with_deferred_output,
 )
 from dex_agents.adapters.pydantic_ai._capabilities import (
     ModelStepCapability,
@@ -285,16 +286,19 @@ class PydanticAIRunner(Generic[DepsT]):
                 Pydantic AI's default ``UsageLimits()`` (50 requests a turn), as ``agent.run`` without them.
 
         Raises:
-            ValueError: the agent has output validators but no `DeferredToolRequests`
-                output type, uses Pydantic AI durable execution, or has a
+            ValueError: the agent uses Pydantic AI durable execution, or has a
                 capability ordering that conflicts with the runner's.
         """
         check_agent(agent)
         self._agent = agent
         self._deps_factory = deps_factory
         self._model = model
+        # What every Step runs: the agent, or its copy that adds DeferredToolRequests to the output type.
+        self._run_agent = with_deferred_output(agent)
         self._output_type: list[object] | None = (
-            None if lists_deferred_tool_requests(agent.output_type) else [agent.output_type, DeferredToolRequests]
+            None
+            if lists_deferred_tool_requests(self._run_agent.output_type)
+            else [agent.output_type, DeferredToolRequests]
         )
         self._reinject_system_prompt = not has_reinject_system_prompt(agent)
         self._compactor = compactor
@@ -398,7 +402,7 @@ class PydanticAIRunner(Generic[DepsT]):
         limits = model_step_limits(self._usage_limits)
 
         def run() -> Awaitable[AgentRunResult[Any]]:
-            return self._agent.run(
+            return self._run_agent.run(
                 user_prompt,
                 message_history=[*history, *earlier_turn_messages],
                 deferred_tool_results=results,
@@ -552,7 +556,7 @@ class PydanticAIRunner(Generic[DepsT]):
                     usage=usage,
                 )
                 return tool_step_output([return_part], record, tools)
-            result = await self._agent.run(
+            result = await self._run_agent.run(
                 None,
                 message_history=[ModelResponse(parts=[part])],
                 deferred_tool_results=(

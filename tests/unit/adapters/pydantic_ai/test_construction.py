@@ -51,14 +51,21 @@ def validated_agent(output_type: Any) -> Agent[None, Any]:
     return agent
 
 
-def test_output_validators_without_deferred_tool_requests_are_refused() -> None:
-    with pytest.raises(ValueError, match="must list DeferredToolRequests in its output_type"):
-        PydanticAIRunner(validated_agent(Answer))
+def test_output_validators_without_deferred_tool_requests_are_accepted() -> None:
+    PydanticAIRunner(validated_agent(Answer))
 
 
-def test_output_validators_are_found_through_a_wrapper_agent() -> None:
-    with pytest.raises(ValueError, match="must list DeferredToolRequests"):
-        PydanticAIRunner(WrapperAgent(WrapperAgent(validated_agent(str))))
+def test_a_wrapper_agent_around_output_validators_is_run_as_a_copy_that_adds_deferred_tool_requests() -> None:
+    inner = validated_agent(str)
+    agent = WrapperAgent(WrapperAgent(inner))
+    runner = PydanticAIRunner(agent)
+    run_agent = runner._run_agent
+    assert isinstance(run_agent, WrapperAgent)
+    assert run_agent is not agent
+    assert run_agent.output_type == [str, DeferredToolRequests]
+    assert inner.output_type is str
+    assert isinstance(agent.wrapped, WrapperAgent)
+    assert agent.wrapped.wrapped is inner
 
 
 def test_output_validators_with_deferred_tool_requests_are_accepted() -> None:

@@ -163,11 +163,15 @@ async def test_an_agents_own_reinject_system_prompt_is_kept() -> None:
     assert json.loads(turn.completed.new_messages[-1].text or "")["system"] == ["Be brief."]
 
 
-async def test_instructions_are_rendered_on_every_model_call_and_not_stored() -> None:
+async def test_the_stored_opening_request_keeps_the_instructions_the_model_saw() -> None:
     session = SessionDriver(PydanticAIRunner(order_agent(ScriptedModel(), instructions="Use tools.")))
     turn = await session.turn(script("@context"))
     assert json.loads(turn.completed.new_messages[-1].text or "")["instructions"] == "Use tools."
-    assert [m.role for m in turn.completed.new_messages] == [MessageRole.ASSISTANT]
+    assert [m.role for m in turn.completed.new_messages] == [MessageRole.USER, MessageRole.ASSISTANT]
+    opening = ModelMessagesTypeAdapter.validate_json(turn.completed.new_messages[0].framework_item)[0]
+    assert isinstance(opening, ModelRequest)
+    assert opening.instructions == "Use tools."
+    assert turn.completed.new_messages[0].text is None  # the user message keeps the display text
 
 
 def test_the_run_state_round_trips() -> None:

@@ -159,7 +159,8 @@ async def test_turns_after_two_stored_requests_in_a_row_keep_every_message_of_th
             [part["part_kind"] for item in json.loads(m.framework_item) for part in item["parts"]]
             for m in completed.new_messages
         ]
-        assert kinds == [["tool-call"], ["tool-return"], ["text"]], turn.turn_id
+        # The opening request is stored too: it carried the agent's instructions.
+        assert kinds == [["user-prompt"], ["tool-call"], ["tool-return"], ["text"]], turn.turn_id
         assert len(run_ids(turn)) == 1
 
 

@@ -203,6 +203,41 @@ async def test_an_agent_with_output_validators_and_deferred_tool_requests_comple
     assert "find_order[success]=delivered" in seen
 
 
+async def test_an_agent_with_output_validators_and_no_deferred_tool_requests_completes_a_turn() -> None:
+    agent = order_agent(ScriptedModel())
+    seen: list[object] = []
+
+    @agent.output_validator
+    def keep(output: Any) -> Any:
+        seen.append(output)
+        return output
+
+    runner = PydanticAIRunner(agent)
+    turn = await SessionDriver(runner).turn(script([call("c1", "find_order", order_id="7")]))
+    assert turn.completed.new_messages[-1].text == "find_order[success]=delivered"
+    assert seen == ["find_order[success]=delivered"]
+    assert agent.output_type is str  # the user's agent is left as it was
+
+
+async def test_a_validator_registered_after_the_runner_is_built_runs_too() -> None:
+    agent = order_agent(ScriptedModel())
+
+    @agent.output_validator
+    def first(output: Any) -> Any:
+        return output
+
+    runner = PydanticAIRunner(agent)
+    seen: list[object] = []
+
+    @agent.output_validator
+    def later(output: Any) -> Any:
+        seen.append(output)
+        return output
+
+    await SessionDriver(runner).turn(script([call("c1", "find_order", order_id="7")]))
+    assert seen == ["find_order[success]=delivered"]
+
+
 async def test_text_and_thinking_stream_as_live_events_while_the_model_streams() -> None:
     outcome, sink = await first_step(
         order_agent(ScriptedModel()),
