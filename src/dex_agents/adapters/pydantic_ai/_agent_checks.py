@@ -31,11 +31,11 @@ from typing import Any
 
 from pydantic_ai import Agent, DeferredToolRequests
 from pydantic_ai._output import OutputSchema
-from pydantic_ai.output import OutputSpec
 from pydantic_ai.agent import AbstractAgent, WrapperAgent
 from pydantic_ai.capabilities import AbstractCapability, CombinedCapability, ReinjectSystemPrompt
 from pydantic_ai.durable_exec import BaseDurabilityCapability
 from pydantic_ai.exceptions import UserError
+from pydantic_ai.output import OutputSpec
 
 from dex_agents.adapters.pydantic_ai._capabilities import ModelStepCapability
 
