@@ -38,11 +38,18 @@ LEGAL_TOOL_CALL_MOVES = {
     (S.QUEUED, S.PENDING),
     (S.QUEUED, S.AWAITING_APPROVAL),
     (S.QUEUED, S.CANCELLED),
+    (S.PENDING, S.AWAITING_RESULT),
+    (S.APPROVED, S.AWAITING_RESULT),
+    (S.AWAITING_RESULT, S.SUCCEEDED),
+    (S.AWAITING_RESULT, S.FAILED),
+    (S.AWAITING_RESULT, S.EXPIRED),
+    (S.AWAITING_RESULT, S.CANCELLED),
 }
 """Copied from the Step table: a call runs (pending), or waits for approval first; an unknown
 outcome of a reconcilable call is reconciled to succeeded, not applied or still unknown; a call
 its turn's cancel reaches before it starts is cancelled; a call queued behind a sequential call
-starts (pending, or awaiting approval) when its wave comes, or is cancelled."""
+starts (pending, or awaiting approval) when its wave comes, or is cancelled; a call whose result
+comes from outside waits for it (awaiting result) and ends with it, at its deadline, or cancelled."""
 
 TOOL_CALL_PAIRS = list(itertools.product(ToolCallStatus, repeat=2))
 

@@ -49,7 +49,7 @@ def _check_deadline(
     _instance: object, _attribute: "attrs.Attribute[timedelta | None]", value: timedelta | None
 ) -> None:
     if value is not None and value <= timedelta(0):
-        raise ValueError(f"interrupt_deadline must be positive, got {value!r}")
+        raise ValueError(f"{_attribute.name} must be positive, got {value!r}")
 
 
 def _check_capacity(_instance: object, _attribute: "attrs.Attribute[int]", value: int) -> None:
@@ -90,6 +90,9 @@ class AgentSessionOptions:
     """Byte budget of the live event Stream, shared by the agent's sessions."""
     interrupt_deadline: timedelta | None = attrs.field(default=None, validator=_check_deadline)
     """How long an approval may wait before the call counts as rejected; ``None``: forever."""
+    external_result_deadline: timedelta | None = attrs.field(default=None, validator=_check_deadline)
+    """How long a call may wait for its result from outside (``submit_tool_result``) before it ends ``expired``
+    and the model is told it has no result; ``None``: forever. Measured by the engine, as ``interrupt_deadline``."""
     max_input_text_bytes: int = attrs.field(default=DEFAULT_MAX_INPUT_TEXT_BYTES, validator=_check_text_limit)
     """Limit of each client text (user message, first message, rejection reason), in UTF-8 bytes.
 

@@ -20,8 +20,11 @@ or a retry, so it derives everything from its arguments.
   limit reached: retrying would repeat it).
 - `AgentFrameworkRunner.execute_deferred_tool_call` runs one tool call once and
   returns `ToolExecutionResult` (with the usage of agent runs inside the tool);
-  `ToolExecutionError` records ``failed`` and is not retried; any other
-  exception is a Step failure.
+  `ToolExecutionError` records ``failed`` and is not retried;
+  `ToolResultDeferredError` says the call's result comes from outside the session
+  (an external tool, or a tool that deferred its call): the call then waits
+  for ``submit_tool_result`` (``awaiting_result``), as an approval waits; any
+  other exception is a Step failure.
 - Optionally, `ToolCallReconciler.reconcile_tool_call` (a runner that has it
   is a `ToolCallReconciler`): the reconcile probe of a call whose policy is
   ``reconcilable`` and whose outcome is unknown. A read: did the call with
@@ -148,6 +151,17 @@ class ToolExecutionResult:
     usage: AgentUsage | None = attrs.field(default=None, kw_only=True)
     """The framework's model usage while the tool ran (an agent run inside the tool), counted into the turn's
     and the session's usage; ``None`` when there was none."""
+
+
+class ToolResultDeferredError(Exception):
+    """The call's result comes from outside the session (raised by `execute_deferred_tool_call`).
+
+    The tool has no function to run here (an external tool), or it ran and
+    deferred its own call (Pydantic AI's ``CallDeferred``). The record goes to
+    ``awaiting_result`` with a ``tool_result`` interrupt; the result an
+    application submits (``submit_tool_result``) is what the model sees.
+    Not a failure: nothing is retried.
+    """
 
 
 class TurnFailedError(Exception):

@@ -80,3 +80,26 @@ class DeliveryLedgerUnavailableError(DeliveryUnconfirmedError):
     recorded ``failed`` with this message (it is known not to have run), and the
     Worker logs it as an error.
     """
+
+
+class ToolResultRefusedError(DexAgentsError):
+    """``submit_tool_result`` did not accept the result: nothing was stored, the session goes on.
+
+    ``tool_call_id`` is the call named. The subclasses say why.
+    """
+
+    def __init__(self, message: str, *, tool_call_id: str) -> None:
+        super().__init__(message)
+        self.tool_call_id = tool_call_id
+
+
+class UnknownToolCallError(ToolResultRefusedError):
+    """The session's active turn has no tool call with that ID (or no turn runs)."""
+
+
+class ToolResultAlreadySubmittedError(ToolResultRefusedError):
+    """The call has its result already: submitted before, expired at its deadline, or cancelled with its turn."""
+
+
+class NotAwaitingToolResultError(ToolResultRefusedError):
+    """The call does not wait for a result from outside: it waits for approval, or runs its own tool."""

@@ -205,7 +205,7 @@ class ToolCallDeferredPayload(PayloadView):
 
 @attrs.frozen(kw_only=True)
 class InterruptRaisedPayload(PayloadView):
-    """A tool call waits for approval."""
+    """A tool call waits for approval, or (``kind`` ``tool_result``) for its result from outside."""
 
     event_type: ClassVar[AgentEventType] = AgentEventType.INTERRUPT_RAISED
     interrupt_id: str
@@ -215,7 +215,10 @@ class InterruptRaisedPayload(PayloadView):
     tool_name: str
     """The tool."""
     deadline: datetime | None = attrs.field(converter=_optional_datetime)
-    """When the approval expires (ISO text on the wire), or ``None``."""
+    """When the approval (or the wait for the result) expires (ISO text on the wire), or ``None``."""
+    kind: str = "approval"
+    """What it waits for: ``approval`` (answer with ``resolve_interrupt``) or ``tool_result``
+    (answer with ``submit_tool_result``); an `InterruptKind` value."""
 
 
 @attrs.frozen(kw_only=True)
@@ -460,11 +463,11 @@ def tool_call_deferred(
 
 
 def interrupt_raised(
-    interrupt_id: str, tool_call_id: str, tool_name: str, deadline: datetime | None
+    interrupt_id: str, tool_call_id: str, tool_name: str, deadline: datetime | None, *, kind: str = "approval"
 ) -> InterruptRaisedPayload:
-    """A tool call waits for approval until ``deadline`` (or without one)."""
+    """A tool call waits for approval (or, ``kind`` ``tool_result``, its result) until ``deadline`` (or without one)."""
     return InterruptRaisedPayload(
-        interrupt_id=interrupt_id, tool_call_id=tool_call_id, tool_name=tool_name, deadline=deadline
+        interrupt_id=interrupt_id, tool_call_id=tool_call_id, tool_name=tool_name, deadline=deadline, kind=kind
     )
 
 

@@ -73,6 +73,7 @@ def describe_tool_call_outcome(record: AgentToolCall) -> str:
             ToolCallStatus.QUEUED
             | ToolCallStatus.PENDING
             | ToolCallStatus.AWAITING_APPROVAL
+            | ToolCallStatus.AWAITING_RESULT
             | ToolCallStatus.APPROVED
             | ToolCallStatus.RECONCILING
         ):

@@ -1,4 +1,14 @@
-"""Approval interrupts: a tool call waiting for a person's answer.
+"""Interrupts: a tool call waiting for a person's answer, or for its result from outside.
+
+An interrupt has a kind (`InterruptKind`). An ``approval`` waits for a yes or
+no before the call runs. A ``tool_result`` waits for the call's result from
+outside the session: the call's tool is an external tool (Pydantic AI's
+``ExternalToolset``), or it raised ``CallDeferred`` in its Step. The answer is
+``submit_tool_result`` (a `SubmitToolResultRequest`): a JSON result or an
+error text. A ``tool_result`` interrupt has its own ID (`result_interrupt_id_for`),
+so a call that was approved first keeps both answers apart; its deadline is
+``result_deadline`` and, once it passes unanswered, the call ends ``expired``
+with `EXPIRED_RESULT_MESSAGE`.
 
 An interrupt has an optional deadline; once it passes unanswered, the call
 ends ``expired`` (not ``rejected``) and the model is told so with
@@ -12,6 +22,7 @@ when its own digest matches, and fails it clearly otherwise.
 """
 
 from datetime import datetime
+from enum import StrEnum
 
 import attrs
 
@@ -21,6 +32,24 @@ EXPIRED_REJECTION_MESSAGE = (
 """What the model sees for an ``expired`` call (its record's ``rejection_message``)."""
 
 
+EXPIRED_RESULT_MESSAGE = "The tool call has no result: nobody submitted one before its deadline passed."
+"""What the model sees for a call whose ``tool_result`` interrupt expired."""
+
+
+class InterruptKind(StrEnum):
+    """What an interrupt waits for."""
+
+    APPROVAL = "approval"
+    """A person's approval before the call runs (``resolve_interrupt``)."""
+    TOOL_RESULT = "tool_result"
+    """The call's result from outside the session (``submit_tool_result``)."""
+
+
+def result_interrupt_id_for(turn_id: str, tool_call_id: str) -> str:
+    """Return the ID of a call's ``tool_result`` interrupt: apart from its approval's (`interrupt_id_for`)."""
+    return f"{turn_id}.{tool_call_id}.result"
+
+
 def interrupt_id_for(turn_id: str, tool_call_id: str) -> str:
     """Return the interrupt ID of a tool call: unique across turns, even when call IDs repeat."""
     return f"{turn_id}.{tool_call_id}"
@@ -28,7 +57,7 @@ def interrupt_id_for(turn_id: str, tool_call_id: str) -> str:
 
 @attrs.frozen(kw_only=True)
 class AgentInterrupt:
-    """A tool call waiting for approval (an item of ``PENDING_INTERRUPTS``)."""
+    """A tool call waiting for approval or for its result (an item of ``PENDING_INTERRUPTS``)."""
 
     interrupt_id: str
     """Key of the answer in ``INTERRUPT_RESOLUTIONS``."""
@@ -47,6 +76,8 @@ class AgentInterrupt:
     or ``None`` for never. The engine's Timer decides (`AgentToolCall.approval_deadline`)."""
     call_digest: str | None = None
     """The digest of the tool name and canonical arguments (`dex_agents.domain.tools.call_digest`) an approval binds."""
+    kind: InterruptKind = InterruptKind.APPROVAL
+    """What the interrupt waits for: an approval (``resolve_interrupt``) or a result (``submit_tool_result``)."""
 
     def is_expired(self, now: datetime) -> bool:
         """Whether the deadline has passed at ``now``."""
@@ -84,6 +115,13 @@ class AgentInterruptResolution:
     """Who answered, when the answer named someone."""
     call_digest: str | None = None
     """The digest of the call an approval was given for; the tool Step runs only a call with that digest."""
+    kind: InterruptKind = InterruptKind.APPROVAL
+    """The kind of interrupt answered. For ``tool_result``, ``approved`` says whether a result (not an error)
+    came, and ``result`` or ``error`` holds it."""
+    result: str | None = None
+    """The submitted result as JSON text (a ``tool_result`` answer without an error)."""
+    error: str | None = None
+    """The submitted error text (a ``tool_result`` answer that is an error)."""
 
     @classmethod
     def from_request(
@@ -103,3 +141,42 @@ class AgentInterruptResolution:
             approver=request.approver,
             call_digest=digest if request.approved else None,
         )
+
+
+@attrs.frozen(kw_only=True)
+class SubmitToolResultRequest:
+    """The result of a call waiting for it (the ``submit_tool_result`` input): exactly one of ``result``, ``error``."""
+
+    tool_call_id: str
+    """The call of the active turn that waits for its result."""
+    result: str | None = None
+    """The result as JSON text: what the model sees as the tool's return value."""
+    error: str | None = None
+    """An error text instead: the model sees it as Pydantic AI's retry feedback (``ModelRetry``)."""
+
+    def resolution(self, interrupt: AgentInterrupt) -> AgentInterruptResolution:
+        """Return the answer to ``interrupt`` that ``submit_tool_result`` publishes."""
+        return AgentInterruptResolution(
+            interrupt_id=interrupt.interrupt_id,
+            approved=self.error is None,
+            kind=InterruptKind.TOOL_RESULT,
+            result=self.result if self.error is None else None,
+            error=self.error,
+        )
+
+
+class SubmitToolResultAnswer(StrEnum):
+    """What ``submit_tool_result`` did; the client raises for everything but ``accepted``."""
+
+    ACCEPTED = "accepted"
+    """The result was published; the call's wait applies it."""
+    REFUSED = "refused"
+    """The request failed the input checks (the client checks them first)."""
+    UNKNOWN_CALL = "unknown_call"
+    """The active turn has no such call."""
+    NOT_YET_WAITING = "not_yet_waiting"
+    """The call is about to wait for its result (its interrupt is not raised yet): try again shortly."""
+    ALREADY_ANSWERED = "already_answered"
+    """The call has its result already (submitted, expired, or cancelled)."""
+    NOT_AWAITING_RESULT = "not_awaiting_result"
+    """The call does not wait for a result (it waits for approval, or runs its own tool)."""

@@ -48,6 +48,8 @@ class InputProblem(StrEnum):
     """An ID that is empty, too long, or holds ``/``."""
     NOT_TEXT = "not_text"
     """Not a ``str`` at all."""
+    NOT_JSON = "not_json"
+    """Text that is not one JSON value (a submitted tool result), or a value with no JSON form."""
 
 
 MAX_ID_LENGTH = 512
@@ -90,6 +92,8 @@ def describe_input_problem(problem: InputProblem, *, what: str, size: int, max_b
             return f"{what} must be text (str)"
         case InputProblem.INVALID_ID:
             return f"{what} must be 1 to {MAX_ID_LENGTH} characters of Unicode text without NUL"
+        case InputProblem.NOT_JSON:
+            return f"{what} is not JSON"
 
 
 def check_id(value: str, *, allow_slash: bool = True) -> InputProblem | None:

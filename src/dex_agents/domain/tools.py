@@ -22,6 +22,13 @@ else with `InvalidTransitionError`. A call waiting for approval ends
 unanswered; neither ran. A call its turn's cancel reached before it started
 ends ``cancelled`` (from ``pending``, ``approved`` or ``queued``); it did not run either.
 
+A call whose result comes from outside the session (an external tool, or a
+tool that deferred its own call) moves from ``pending`` or ``approved`` to
+``awaiting_result`` (`AgentToolCall.await_result`) and ends ``succeeded``
+with the submitted JSON, ``failed`` with the submitted error, ``expired``
+when its deadline passed unanswered, or ``cancelled``; its
+``result_interrupt_id`` says its result came (or comes) from outside.
+
 A call that must wait for the calls before it in the model's order (a
 ``sequential`` call, or a call after one: `dex_agents.domain.tool_order`)
 starts ``queued``; when its turn comes it moves to ``pending``, or to
@@ -59,12 +66,14 @@ class ToolCallStatus(StrEnum):
     ``reconciling``: the outcome was unknown and the tool's reconcile probe is
     asking whether the call took effect. ``not_applied``: the probe found it
     did not take effect (the model may call it again). ``queued``: the call
-    waits for the calls before it in the model's order to end.
+    waits for the calls before it in the model's order to end. ``awaiting_result``:
+    the call waits for its result from outside the session (``submit_tool_result``).
     """
 
     QUEUED = "queued"
     PENDING = "pending"
     AWAITING_APPROVAL = "awaiting_approval"
+    AWAITING_RESULT = "awaiting_result"
     APPROVED = "approved"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -97,7 +106,7 @@ FINAL_TOOL_CALL_STATUSES: frozenset[ToolCallStatus] = frozenset(
 _RAN = frozenset(
     {ToolCallStatus.SUCCEEDED, ToolCallStatus.FAILED, ToolCallStatus.OUTCOME_UNKNOWN, ToolCallStatus.RECONCILING}
 )
-_STARTABLE = _RAN | {ToolCallStatus.CANCELLED}
+_STARTABLE = _RAN | {ToolCallStatus.CANCELLED, ToolCallStatus.AWAITING_RESULT}
 
 TOOL_CALL_TRANSITIONS: Mapping[ToolCallStatus, frozenset[ToolCallStatus]] = {
     ToolCallStatus.QUEUED: frozenset(
@@ -106,6 +115,9 @@ TOOL_CALL_TRANSITIONS: Mapping[ToolCallStatus, frozenset[ToolCallStatus]] = {
     ToolCallStatus.PENDING: _STARTABLE,
     ToolCallStatus.AWAITING_APPROVAL: frozenset(
         {ToolCallStatus.APPROVED, ToolCallStatus.REJECTED, ToolCallStatus.EXPIRED}
+    ),
+    ToolCallStatus.AWAITING_RESULT: frozenset(
+        {ToolCallStatus.SUCCEEDED, ToolCallStatus.FAILED, ToolCallStatus.EXPIRED, ToolCallStatus.CANCELLED}
     ),
     ToolCallStatus.APPROVED: _STARTABLE,
     ToolCallStatus.SUCCEEDED: frozenset(),
@@ -294,6 +306,27 @@ class AgentToolCall:
     """Whether the call runs alone: the calls before it end first, and the calls after it start once it ended."""
     usage: AgentUsage | None = None
     """The framework's model usage while the tool ran (a sub-agent's), as its tool Step reported it."""
+    result_interrupt_id: str | None = None
+    """The ``tool_result`` interrupt of a call whose result comes from outside the session; set when it starts
+    waiting, kept once it ends (the result, then ``output`` as JSON text, came from ``submit_tool_result``)."""
+    result_raised: bool = False
+    """Whether the ``tool_result`` interrupt was raised (``AwaitToolApproval`` raises it under the lock on the
+    pending interrupts, since tool Steps run side by side)."""
+    result_deadline: datetime | None = None
+    """When the wait for an outside result ends, on the engine's clock (as ``approval_deadline``, with
+    ``external_result_deadline``); ``None`` without a deadline or before the wait started."""
+
+    @property
+    def has_external_result(self) -> bool:
+        """Whether the call's result comes from outside the session (``submit_tool_result``)."""
+        return self.result_interrupt_id is not None
+
+    @property
+    def waiting_interrupt_id(self) -> str | None:
+        """The interrupt the call waits for now: its result's while ``awaiting_result``, else its approval's."""
+        if self.status is ToolCallStatus.AWAITING_RESULT:
+            return self.result_interrupt_id
+        return self.interrupt_id
 
     @property
     def digest(self) -> str:
@@ -319,13 +352,16 @@ class AgentToolCall:
             case ToolCallStatus.REJECTED:
                 return ApprovalStatus.REJECTED
             case ToolCallStatus.EXPIRED:
-                return ApprovalStatus.EXPIRED
+                # An expired wait for an outside result follows an approval that was given.
+                return ApprovalStatus.APPROVED if self.has_external_result else ApprovalStatus.EXPIRED
             case ToolCallStatus.AWAITING_APPROVAL | ToolCallStatus.PENDING | ToolCallStatus.QUEUED:
                 return None
             case ToolCallStatus.CANCELLED:
-                return None if self.approver is None and self.approved_digest is None else ApprovalStatus.APPROVED
+                approved = self.approver is not None or self.approved_digest is not None or self.has_external_result
+                return ApprovalStatus.APPROVED if approved else None
             case (
                 ToolCallStatus.APPROVED
+                | ToolCallStatus.AWAITING_RESULT
                 | ToolCallStatus.SUCCEEDED
                 | ToolCallStatus.FAILED
                 | ToolCallStatus.OUTCOME_UNKNOWN
@@ -362,6 +398,11 @@ class AgentToolCall:
     def cancel(self, message: str) -> "AgentToolCall":
         """Return the record ``cancelled`` before it started: its turn was cancelled; ``message`` is the reason."""
         return transition(self, to=ToolCallStatus.CANCELLED, rejection_message=message)
+
+    def await_result(self, interrupt_id: str, *, attempt: int = 1) -> "AgentToolCall":
+        """Return the record waiting for its result from outside, under the ``tool_result`` interrupt ID."""
+        waiting = transition(self, to=ToolCallStatus.AWAITING_RESULT)
+        return attrs.evolve(waiting, result_interrupt_id=interrupt_id, attempts=attempt)
 
     def succeed(self, output: str, *, attempt: int = 1) -> "AgentToolCall":
         """Return the record succeeded with ``output`` on ``attempt``."""

@@ -31,6 +31,7 @@ from dex_agents import (
 )
 from dex_agents.domain import events as ev
 from dex_agents.domain.history import HistorySummary
+from dex_agents.domain.interrupts import SubmitToolResultRequest
 from dex_agents.domain.messages import MessageDelivery
 from dex_agents.domain.snapshot import MessageIndex
 from dex_agents.domain.turn_control import CancelTurnRequest, TurnCancelRequest
@@ -90,6 +91,7 @@ SAMPLES: list[tuple[object, object]] = [
     ),
     (AgentSessionStartInput, AgentSessionStartInput(initial_message=None)),
     (ResolveInterruptRequest, ResolveInterruptRequest(interrupt_id="i", approved=True)),
+    (SubmitToolResultRequest, SubmitToolResultRequest(tool_call_id="c1", result='{"ok": true}')),
     (
         AgentSnapshot,
         AgentSnapshot(

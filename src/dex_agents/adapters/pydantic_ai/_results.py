@@ -13,6 +13,12 @@ Resume (records to `DeferredToolResults`), built by hand because
 | ``outcome_unknown`` | ``calls[id] = ToolFailed(OUTCOME_UNKNOWN_TOOL_RESULT)``       |
 | ``not_applied``   | ``calls[id] = ToolFailed(NOT_APPLIED_TOOL_RESULT)``             |
 
+A call whose result came from outside (``submit_tool_result``: the record's
+``result_interrupt_id`` is set) resumes as a plain run resumed with
+``DeferredToolResults`` would: ``succeeded`` gives ``calls[id]`` the submitted
+JSON value itself, ``failed`` gives ``calls[id] = ModelRetry(error)`` (Pydantic
+AI's retry feedback); ``expired`` and ``cancelled`` are denials as above.
+
 A denial only counts as one in ``approvals``; in ``calls`` Pydantic AI would
 hand the model the ``ToolDenied`` object as a successful return.
 
@@ -23,8 +29,8 @@ Tool Step (one run's end to a result):
 | a ``success`` return                                | its text as the model would see it       |
 | a ``retried`` or ``failed`` return                  | `ToolExecutionError` (recorded ``failed``) |
 | `DeferredToolRequests` with the call in ``approvals`` | `ToolExecutionError`: asked for approval |
-| `DeferredToolRequests.calls`, tool ``external``      | `ToolExecutionError`: nothing ran        |
-| `DeferredToolRequests.calls`, any other tool (``CallDeferred``) | `DeferredToolStepError` (Step failure) |
+| `DeferredToolRequests.calls`, tool ``external``      | `ToolResultDeferredError`: the result comes from outside |
+| `DeferredToolRequests.calls`, any other tool (``CallDeferred``) | `ToolResultDeferredError` as well              |
 """
 
 import json
@@ -32,10 +38,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any, assert_never
 
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolDenied, ToolFailed, ToolReturn
+from pydantic_ai.exceptions import ModelRetry
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
 
 from dex_agents.adapters.pydantic_ai._capabilities import ToolDefinitions
-from dex_agents.domain.errors import DexAgentsError, RunnerContractError, ToolExecutionError
+from dex_agents.application.runner import ToolResultDeferredError
+from dex_agents.domain.errors import RunnerContractError, ToolExecutionError
 from dex_agents.domain.failure_note import describe_tool_call_outcome
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
 
@@ -44,13 +52,6 @@ ASKED_FOR_APPROVAL = (
     "requires_approval=True to run in a Dex session."
 )
 """The failure the model sees for a tool that raised ``ApprovalRequired`` in its Step."""
-
-EXTERNAL_TOOL = "The tool is an external tool with no function to run; nothing ran."
-"""The failure the model sees for a call of an external tool."""
-
-
-class DeferredToolStepError(DexAgentsError):
-    """A tool raised ``CallDeferred`` in its Step: a Step failure, since its work may have happened."""
 
 
 def typed_call_ids(messages: Iterable[ModelMessage]) -> frozenset[str]:
@@ -89,6 +90,10 @@ def deferred_tool_results(
         if record is None:
             raise RunnerContractError(f"the turn has no record of tool call {tool_call_id!r}")
         match record.status:
+            case ToolCallStatus.SUCCEEDED if record.has_external_result:
+                calls[tool_call_id] = json.loads(record.output or "null")
+            case ToolCallStatus.FAILED if record.has_external_result:
+                calls[tool_call_id] = ModelRetry(record.error or "The tool call failed.")
             case ToolCallStatus.SUCCEEDED:
                 value = _returned_value(record.output or "", typed=tool_call_id in typed)
                 calls[tool_call_id] = ToolReturn(value)
@@ -100,6 +105,7 @@ def deferred_tool_results(
                 ToolCallStatus.QUEUED
                 | ToolCallStatus.PENDING
                 | ToolCallStatus.AWAITING_APPROVAL
+                | ToolCallStatus.AWAITING_RESULT
                 | ToolCallStatus.APPROVED
                 | ToolCallStatus.RECONCILING
             ):
@@ -116,17 +122,16 @@ def tool_step_output(output: object, record: AgentToolCall, tools: ToolDefinitio
 
     Raises:
         ToolExecutionError: the call failed in a way the model should see.
-        DeferredToolStepError: the tool raised ``CallDeferred``.
+        ToolResultDeferredError: the call's result comes from outside (an external tool, or ``CallDeferred``).
         RunnerContractError: the run ended without a result for the call.
     """
     if isinstance(output, DeferredToolRequests):
         if any(call.tool_call_id == record.tool_call_id for call in output.approvals):
             raise ToolExecutionError(ASKED_FOR_APPROVAL)
-        if tools.kind(record.tool_name) == "external":
-            raise ToolExecutionError(EXTERNAL_TOOL)
-        raise DeferredToolStepError(
-            f"tool {record.tool_name!r} raised CallDeferred in its Step (call {record.tool_call_id!r}); "
-            "its work may have happened"
+        if any(call.tool_call_id == record.tool_call_id for call in output.calls):
+            raise ToolResultDeferredError(f"tool {record.tool_name!r} deferred call {record.tool_call_id!r}")
+        raise RunnerContractError(
+            f"the tool Step run of call {record.tool_call_id!r} ({record.tool_name!r}) deferred other calls"
         )
     parts: list[object] = list(output) if isinstance(output, list) else []
     for part in parts:

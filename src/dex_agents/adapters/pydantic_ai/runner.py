@@ -111,8 +111,6 @@ from dex_agents.adapters.pydantic_ai._live_runs import (
 )
 from dex_agents.adapters.pydantic_ai._results import (
     ASKED_FOR_APPROVAL,
-    EXTERNAL_TOOL,
-    DeferredToolStepError,
     deferred_tool_results,
     tool_step_output,
     typed_call_ids,
@@ -140,6 +138,7 @@ from dex_agents.application.runner import (
     DeferredToolExecution,
     ReconcileResult,
     ToolExecutionResult,
+    ToolResultDeferredError,
 )
 from dex_agents.domain.errors import RunnerContractError, ToolExecutionError
 from dex_agents.domain.messages import AgentMessage, FrameworkMessage
@@ -573,10 +572,7 @@ class PydanticAIRunner(Generic[DepsT]):
         except ApprovalRequired as error:
             raise ToolExecutionError(ASKED_FOR_APPROVAL) from error
         except CallDeferred as error:
-            raise DeferredToolStepError(
-                f"tool {record.tool_name!r} raised CallDeferred in its Step (call {record.tool_call_id!r}); "
-                "its work may have happened"
-            ) from error
+            raise ToolResultDeferredError(f"tool {record.tool_name!r} deferred call {record.tool_call_id!r}") from error
         except UnexpectedModelBehavior as error:
             if _ran_out_of_retries(error, record.tool_name):
                 cause = error.__cause__
@@ -585,7 +581,7 @@ class PydanticAIRunner(Generic[DepsT]):
         except RuntimeError as error:
             # An approved call of an external tool: Pydantic AI refuses to call it.
             if tools.kind(record.tool_name) == "external":
-                raise ToolExecutionError(EXTERNAL_TOOL) from error
+                raise ToolResultDeferredError(f"tool {record.tool_name!r} is external") from error
             raise
         return tool_step_output(result.output, record, tools)
 
@@ -633,6 +629,9 @@ class PydanticAIRunner(Generic[DepsT]):
         asks_approval = call.tool_call_id in approvals or (definition is not None and definition.kind == "unapproved")
         if asks_approval and policy.requires_approval is not True:
             policy = attrs.evolve(policy, requires_approval=True)
+        elif definition is not None and definition.kind == "external" and policy.requires_approval is None:
+            # Nothing runs here: the result comes from outside, which is the answer a person gives.
+            policy = attrs.evolve(policy, requires_approval=False)
         if tool_has_probe(definition) and not policy.reconcilable:
             policy = attrs.evolve(policy, reconcilable=True)
         return DeferredToolCall(

@@ -28,10 +28,29 @@ deadline: no Worker clock is asked. Then:
   write them back; the new execution expires the interrupt.
 
 A record that is already final ends without publishing anything.
+
+The same Step waits for a call's result from outside the session (a record
+``awaiting_result``: its tool Step found an external tool or a deferred call).
+Its first execution raises the ``tool_result`` interrupt (pending interrupts
+are rewritten only here, under their lock: tool Steps run side by side) and
+writes ``interrupt_raised`` with kind ``tool_result``; then it waits as above,
+for ``submit_tool_result``'s answer and a Timer at ``external_result_deadline``
+(stored as ``result_deadline``):
+
+- a result: records ``succeeded`` with the JSON text as ``output``;
+- an error: records ``failed`` with the error (the model sees it as a retry);
+- the deadline passed unanswered: records ``expired`` with
+  `EXPIRED_RESULT_MESSAGE`;
+- the turn was cancelled (the ``cancel_turn`` RPC's answer, or a cancel
+  request found while the interrupt is still pending): records ``cancelled``.
+
+Each of these writes ``interrupt_resolved`` (``approved``: a result came) and
+publishes the call's result.
 """
 
 import math
 from datetime import datetime, timedelta
+from typing import assert_never
 
 import attrs
 
@@ -39,11 +58,23 @@ from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.next import End, GoTo, Next, WaitAgain
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.policies import tool_step_name
-from dex_agents.application.ports import CancelRequestStore, InterruptStore, ToolCallStore, ToolResultPublisher
+from dex_agents.application.ports import (
+    CancelRequestStore,
+    Clock,
+    InterruptStore,
+    ToolCallStore,
+    ToolResultPublisher,
+)
 from dex_agents.application.steps._shared import finish_tool_call, tool_call_record
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
-from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterrupt, AgentInterruptResolution
+from dex_agents.domain.interrupts import (
+    EXPIRED_REJECTION_MESSAGE,
+    EXPIRED_RESULT_MESSAGE,
+    AgentInterrupt,
+    AgentInterruptResolution,
+    InterruptKind,
+)
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
 from dex_agents.domain.turn_control import cancel_rejection_message
 
@@ -68,6 +99,7 @@ class AwaitToolApproval(Wired):
     events: AgentEventWriter
     options: AgentSessionOptions
     cancel_request: CancelRequestStore
+    clock: Clock
 
     def plan_wait(self, tool_call_id: str, *, engine_now: datetime) -> ApprovalWait | None:
         """Return what to wait for, or ``None`` when the call needs no waiting.
@@ -77,6 +109,8 @@ class AwaitToolApproval(Wired):
         call with a deadline stores ``approval_deadline`` on its record.
         """
         record = self._record(tool_call_id)
+        if record.status is ToolCallStatus.AWAITING_RESULT:
+            return self._plan_result_wait(record, engine_now=engine_now)
         if record.status is not ToolCallStatus.AWAITING_APPROVAL:
             return None
         assert record.interrupt_id is not None
@@ -93,6 +127,23 @@ class AwaitToolApproval(Wired):
             timer = timedelta(seconds=max(0, seconds))
         return ApprovalWait(interrupt_id=record.interrupt_id, timer=timer)
 
+    def _plan_result_wait(self, record: AgentToolCall, *, engine_now: datetime) -> ApprovalWait | None:
+        assert record.result_interrupt_id is not None
+        if not record.result_raised:
+            return None  # execute raises the interrupt first, under the lock
+        interrupt = self._pending(record.result_interrupt_id)
+        if interrupt is not None and self._cancelled(record):
+            return None  # execute cancels it at once
+        timer = None
+        if interrupt is not None and self.options.external_result_deadline is not None:
+            deadline = record.result_deadline
+            if deadline is None:
+                deadline = engine_now + self.options.external_result_deadline
+                self.tool_calls.put(attrs.evolve(record, result_deadline=deadline))
+            seconds = math.ceil((deadline - engine_now).total_seconds())
+            timer = timedelta(seconds=max(0, seconds))
+        return ApprovalWait(interrupt_id=record.result_interrupt_id, timer=timer)
+
     async def execute(
         self,
         tool_call_id: str,
@@ -107,6 +158,8 @@ class AwaitToolApproval(Wired):
             return End()
         if record.status is ToolCallStatus.APPROVED:
             return GoTo(step=tool_step_name(record.policy.effect), input=tool_call_id)
+        if record.status is ToolCallStatus.AWAITING_RESULT:
+            return self._execute_result_wait(record, resolution=resolution, timer_fired=timer_fired, attempt=attempt)
         assert record.interrupt_id is not None
         if resolution is not None:
             return self._apply(record, resolution)
@@ -133,6 +186,91 @@ class AwaitToolApproval(Wired):
             interrupt_id=interrupt.interrupt_id, approved=False, rejection_message=EXPIRED_REJECTION_MESSAGE
         )
         return self._apply(record, expired, expired=True)
+
+    def _execute_result_wait(
+        self, record: AgentToolCall, *, resolution: AgentInterruptResolution | None, timer_fired: bool, attempt: int
+    ) -> Next:
+        interrupt_id = record.result_interrupt_id
+        assert interrupt_id is not None
+        if resolution is not None:
+            return self._apply_result(record, resolution)
+        if attempt > 1:
+            return WaitAgain(input=record.tool_call_id)  # as for approvals: never write a stale list back
+        cancel = self.cancel_request.get()
+        cancelled = cancel is not None and cancel.applies_to(record.turn_id)
+        if not record.result_raised:
+            if cancelled and cancel is not None:
+                finish_tool_call(
+                    record.cancel(cancel_rejection_message(cancel.reason)),
+                    tool_calls=self.tool_calls,
+                    results=self.results,
+                    events=self.events,
+                )
+                return End()
+            self._raise_result_interrupt(record, interrupt_id)
+            return WaitAgain(input=record.tool_call_id)
+        interrupt = self._pending(interrupt_id)
+        if interrupt is None or not (timer_fired or cancelled):
+            return WaitAgain(input=record.tool_call_id)
+        self.interrupts.set([i for i in self.interrupts.get() if i.interrupt_id != interrupt_id])
+        if cancelled and cancel is not None:
+            ending = AgentInterruptResolution(
+                interrupt_id=interrupt_id, approved=False, rejection_message=cancel_rejection_message(cancel.reason)
+            )
+        else:
+            ending = AgentInterruptResolution(
+                interrupt_id=interrupt_id,
+                approved=False,
+                kind=InterruptKind.TOOL_RESULT,
+                rejection_message=EXPIRED_RESULT_MESSAGE,
+            )
+        return self._apply_result(record, ending)
+
+    def _raise_result_interrupt(self, record: AgentToolCall, interrupt_id: str) -> None:
+        now = self.clock.now()
+        limit = self.options.external_result_deadline
+        deadline = None if limit is None else now + limit
+        interrupt = AgentInterrupt(
+            interrupt_id=interrupt_id,
+            turn_id=record.turn_id,
+            tool_call_id=record.tool_call_id,
+            tool_name=record.tool_name,
+            arguments=record.arguments,
+            raised_at=now,
+            deadline=deadline,
+            kind=InterruptKind.TOOL_RESULT,
+        )
+        self.interrupts.set([*self.interrupts.get(), interrupt])
+        self.tool_calls.put(attrs.evolve(record, result_raised=True))
+        self.events.write(
+            ev.interrupt_raised(
+                interrupt_id, record.tool_call_id, record.tool_name, deadline, kind=InterruptKind.TOOL_RESULT.value
+            )
+        )
+
+    def _apply_result(self, record: AgentToolCall, resolution: AgentInterruptResolution) -> Next:
+        """Apply a ``tool_result`` answer: a result, an error, the expiry, or a cancel's rejection."""
+        match resolution.kind:
+            case InterruptKind.TOOL_RESULT if resolution.error is None and resolution.result is not None:
+                finished = record.succeed(resolution.result, attempt=record.attempts)
+            case InterruptKind.TOOL_RESULT if resolution.error is not None:
+                finished = record.fail(resolution.error, attempt=record.attempts)
+            case InterruptKind.TOOL_RESULT:
+                finished = record.expire(resolution.rejection_message or EXPIRED_RESULT_MESSAGE)
+            case InterruptKind.APPROVAL:
+                # cancel_turn answers every pending interrupt of the turn as a rejection.
+                finished = record.cancel(resolution.rejection_message or cancel_rejection_message(None))
+            case _:
+                assert_never(resolution.kind)
+        self.events.write(
+            ev.interrupt_resolved(
+                resolution.interrupt_id,
+                approved=finished.status is ToolCallStatus.SUCCEEDED,
+                rejection_message=finished.error if finished.error is not None else finished.rejection_message,
+            )
+        )
+        finish_tool_call(finished, tool_calls=self.tool_calls, results=self.results, events=self.events)
+        return End()
 
     def _apply(self, record: AgentToolCall, resolution: AgentInterruptResolution, *, expired: bool = False) -> Next:
         self.events.write(

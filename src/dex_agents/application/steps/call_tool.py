@@ -41,6 +41,12 @@ published with it; a ``framework_state`` either gives replaces the record's
 exception fails the attempt. A record that is already final ends without running or publishing. Next: ends (or
 ``ReconcileToolCall`` as above).
 
+A call whose result comes from outside (the runner raises `ToolResultDeferredError`:
+an external tool, or a tool that deferred its call) is stored
+``awaiting_result`` under its ``tool_result`` interrupt ID; nothing is
+published, and next is ``AwaitToolApproval``, which raises the interrupt and
+waits for ``submit_tool_result``.
+
 A call whose turn was cancelled (`TurnCancelRequest`) before its first
 attempt started is recorded ``cancelled`` without running; a call already
 running when the cancel arrives finishes, and its result is kept.
@@ -62,7 +68,7 @@ import attrs
 
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
-from dex_agents.application.next import End, Next
+from dex_agents.application.next import End, GoTo, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import CancelRequestStore, DeliveryLedger, ToolCallStore, ToolResultPublisher
 from dex_agents.application.runner import (
@@ -70,11 +76,13 @@ from dex_agents.application.runner import (
     DeferredToolExecution,
     HeartbeatFn,
     ToolExecutionResult,
+    ToolResultDeferredError,
 )
 from dex_agents.application.steps._shared import finish_tool_call, settle_unknown_outcome, tool_call_record
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.contract import broken, check_usage
 from dex_agents.domain.errors import DeliveryLedgerUnavailableError, ToolExecutionError
+from dex_agents.domain.interrupts import result_interrupt_id_for
 from dex_agents.domain.limits import cap_text, sanitize_output_text
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus, idempotency_key
 from dex_agents.domain.turn_control import cancel_rejection_message
@@ -136,6 +144,12 @@ class _ToolCallStep(Wired):
             if not isinstance(returned, ToolExecutionResult):
                 raise broken("execute_deferred_tool_call", "a ToolExecutionResult", returned)
             result = returned
+        except ToolResultDeferredError:
+            waiting = record.await_result(
+                result_interrupt_id_for(record.turn_id, record.tool_call_id), attempt=call.attempt
+            )
+            self.tool_calls.put(waiting)
+            return GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=record.tool_call_id)
         except ToolExecutionError as error:
             finished = record.fail(self._bounded(error.message, "the tool's error"), attempt=call.attempt)
             state, usage = error.framework_state, error.usage

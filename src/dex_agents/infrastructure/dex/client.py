@@ -46,6 +46,8 @@ that times out (every `RECHECK_INTERVAL`) reads the snapshot anyway.
 import asyncio
 import collections
 import contextlib
+import enum
+import json
 import math
 import time
 import uuid
@@ -58,9 +60,12 @@ import dex
 
 from dex_agents.application.inputs import id_refusal, session_id_refusal, text_refusal
 from dex_agents.application.rpcs.resolve_interrupt import request_refusal
+from dex_agents.application.rpcs.submit_tool_result import raise_for_tool_result_answer
+from dex_agents.application.rpcs.submit_tool_result import request_refusal as result_refusal
 from dex_agents.domain.errors import InvalidInputError
 from dex_agents.domain.events import AgentEvent, AgentEventType, TurnFailedPayload
-from dex_agents.domain.interrupts import ResolveInterruptRequest
+from dex_agents.domain.interrupts import ResolveInterruptRequest, SubmitToolResultAnswer, SubmitToolResultRequest
+from dex_agents.domain.json_values import JsonValue
 from dex_agents.domain.limits import InputProblem
 from dex_agents.domain.messages import (
     AgentMessage,
@@ -90,6 +95,14 @@ from dex_agents.infrastructure.dex.session_errors import SessionAlreadyExistsErr
 from dex_agents.infrastructure.dex.session_errors import SessionUnavailableError as SessionUnavailableError
 from dex_agents.infrastructure.dex.session_errors import translated_errors
 from dex_agents.infrastructure.dex.session_index import SessionIndex
+
+
+class _Unset(enum.Enum):
+    UNSET = "unset"
+
+
+_UNSET = _Unset.UNSET
+
 
 InputT = TypeVar("InputT")
 OutputT = TypeVar("OutputT")
@@ -349,7 +362,8 @@ class AgentSessionClient:
                 )
             )
         request = CancelTurnRequest(reason=reason)
-        return bool(await self._call_through_lock_conflicts(self._flow.cancel_turn, session_id, request))
+        accepted = await self._call_through_lock_conflicts(self._flow.cancel_turn, session_id, request)
+        return bool(accepted)
 
     async def submit_user_message(
         self,
@@ -611,7 +625,49 @@ class AgentSessionClient:
             call_digest=call_digest,
         )
         _raise_if(request_refusal(request, self._flow.options))
-        return bool(await self._call_through_lock_conflicts(self._flow.resolve_interrupt, session_id, request))
+        accepted = await self._call_through_lock_conflicts(self._flow.resolve_interrupt, session_id, request)
+        return bool(accepted)
+
+    async def submit_tool_result(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        *,
+        result: JsonValue | _Unset = _UNSET,
+        error: str | None = None,
+    ) -> None:
+        """Give a call waiting for its result from outside (a pending ``tool_result`` interrupt) its result.
+
+        Exactly one of ``result`` (any JSON value: what the model sees as the tool's return value, as
+        ``DeferredToolResults(calls={id: result})`` gives it in a plain Pydantic AI run) and ``error`` (the
+        model sees it as Pydantic AI's retry feedback, as ``ModelRetry(error)`` would). A call waits for
+        its result when its tool is an external tool (``ExternalToolset``) or raised ``CallDeferred``; the
+        snapshot lists it in ``pending_interrupts`` with kind ``tool_result``, and ``interrupt_raised`` says
+        so. A lock conflict is retried as for `resolve_interrupt`, and a call about to wait (its interrupt
+        not raised yet) is tried again for the same 30 seconds.
+
+        Raises:
+            InvalidInputError: the ID is refused, neither or both of ``result`` and ``error`` were given,
+                ``result`` has no JSON form, or either is over ``max_tool_output_bytes``; nothing was sent.
+            UnknownToolCallError: the active turn has no such call.
+            ToolResultAlreadySubmittedError: the call has its result (submitted, expired or cancelled).
+            NotAwaitingToolResultError: the call waits for approval, or runs its own tool.
+            dex.RpcLockConflictError: the conflict outlasted the retries.
+        """
+        self._check_session_id(session_id)
+        request = _tool_result_request(tool_call_id, result, error)
+        _raise_if(result_refusal(request, self._flow.options))
+        give_up = time.monotonic() + LOCK_CONFLICT_RETRY.total_seconds()
+        pause = _LOCK_CONFLICT_PAUSE
+        while True:
+            answer = SubmitToolResultAnswer(
+                await self._call_through_lock_conflicts(self._flow.submit_tool_result, session_id, request)
+            )
+            if answer is not SubmitToolResultAnswer.NOT_YET_WAITING or time.monotonic() >= give_up:
+                break
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, _LOCK_CONFLICT_MAX_PAUSE)
+        raise_for_tool_result_answer(answer, tool_call_id)
 
     async def get_agent_snapshot(self, session_id: str) -> AgentSnapshot:
         """Return the session's snapshot (works for a stopped session too).
@@ -717,10 +773,10 @@ class AgentSessionClient:
 
     async def _call_through_lock_conflicts(
         self,
-        rpc: Callable[[dex.Context, InputT], Awaitable[dex.RPCResult[bool]]],
+        rpc: Callable[[dex.Context, InputT], Awaitable[dex.RPCResult[OutputT]]],
         session_id: str,
         request: InputT,
-    ) -> bool:
+    ) -> OutputT:
         """Invoke a locking RPC, retrying lock conflicts (backing off) for `LOCK_CONFLICT_RETRY`, then re-raising."""
         give_up = time.monotonic() + LOCK_CONFLICT_RETRY.total_seconds()
         pause = _LOCK_CONFLICT_PAUSE
@@ -796,6 +852,23 @@ class AgentSessionClient:
         with contextlib.suppress(dex.FlowClosingError):
             await self._client.stop_flow(session_id, dex.StopFlowOptions(type=dex.StopType.CANCEL, reason=reason))
         await self._closed(session_id)
+
+
+def _tool_result_request(tool_call_id: str, result: "JsonValue | _Unset", error: str | None) -> SubmitToolResultRequest:
+    """The request of `AgentSessionClient.submit_tool_result`, with ``result`` as JSON text.
+
+    Raises:
+        InvalidInputError: ``result`` has no JSON form.
+    """
+    if result is _UNSET:
+        return SubmitToolResultRequest(tool_call_id=tool_call_id, error=error)
+    try:
+        text = json.dumps(result, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as cause:
+        raise InvalidInputError(
+            f"refused: the tool result has no JSON form ({cause})", problem=InputProblem.NOT_JSON, field="result"
+        ) from cause
+    return SubmitToolResultRequest(tool_call_id=tool_call_id, result=text, error=error)
 
 
 def _raise_if(refused: InvalidInputError | None) -> None:

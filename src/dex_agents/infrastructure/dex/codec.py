@@ -40,7 +40,12 @@ from cattrs.preconf.json import make_converter
 
 from dex_agents.domain.events import EVENT_PAYLOAD_TYPES, AgentEvent, AgentEventType
 from dex_agents.domain.history import HistorySummary
-from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution, ResolveInterruptRequest
+from dex_agents.domain.interrupts import (
+    AgentInterrupt,
+    AgentInterruptResolution,
+    ResolveInterruptRequest,
+    SubmitToolResultRequest,
+)
 from dex_agents.domain.json_values import JsonObject
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage
 from dex_agents.domain.session import AgentState
@@ -68,6 +73,7 @@ WIRE_TYPES: tuple[object, ...] = (
     AgentEvent,
     AgentSessionStartInput,
     ResolveInterruptRequest,
+    SubmitToolResultRequest,
     AgentSnapshot,
     ListAgentMessagesRequest,
     AgentMessagesPage,

@@ -24,11 +24,12 @@ from dex_agents.application.rpcs.get_agent_snapshot import GetAgentSnapshot
 from dex_agents.application.rpcs.list_agent_messages import ListAgentMessages
 from dex_agents.application.rpcs.resolve_interrupt import ResolveInterrupt
 from dex_agents.application.rpcs.send_user_message import SendUserMessage
+from dex_agents.application.rpcs.submit_tool_result import SubmitToolResult
 from dex_agents.application.rpcs.withdraw_user_message import WithdrawUserMessage
 from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.application.wiring import AgentSetup
 from dex_agents.domain.events import AgentEvent
-from dex_agents.domain.interrupts import ResolveInterruptRequest
+from dex_agents.domain.interrupts import ResolveInterruptRequest, SubmitToolResultRequest
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest, MessageIndex
 from dex_agents.domain.start import AgentSessionStartInput
@@ -164,6 +165,12 @@ class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
         """Answer a pending interrupt; ``False`` when not pending (answered, cancelled, or expired)."""
         accepted = await ResolveInterrupt.wired(dex_session_ports(context), self._agent).execute(request)
         return dex.RPCResult(accepted)
+
+    @dex.rpc(lock_attributes=(PENDING_INTERRUPTS.lock(),), load_attribute_maps=(AGENT_TOOL_CALLS,))
+    async def submit_tool_result(self, context: dex.Context, request: SubmitToolResultRequest) -> dex.RPCResult[str]:
+        """Submit the outside result of a call waiting for it; the answer is a `SubmitToolResultAnswer` value."""
+        answer = await SubmitToolResult.wired(dex_session_ports(context), self._agent).execute(request)
+        return dex.RPCResult(answer.value)
 
     @dex.rpc(load_attribute_maps=(AGENT_TOOL_CALLS,), load_channels=(QUEUED_USER_MESSAGES, STEERED_USER_MESSAGES))
     async def get_agent_snapshot(self, context: dex.Context) -> dex.RPCResult[AgentSnapshot]:

@@ -354,11 +354,8 @@ class AwaitToolApprovalStep(SessionStep[str]):
         with self.deps.attempt(context, _active_turn(context), (self.name, input)) as events:
             use_case = self._use_case(context, events)
             record = use_case.tool_calls.get(input)
-            resolutions = (
-                ()
-                if record is None or record.interrupt_id is None
-                else tuple(INTERRUPT_RESOLUTIONS.results(context, record.interrupt_id))
-            )
+            waiting = None if record is None else record.waiting_interrupt_id
+            resolutions = () if waiting is None else tuple(INTERRUPT_RESOLUTIONS.results(context, waiting))
             next_ = await use_case.execute(
                 input,
                 resolution=resolutions[0] if resolutions else None,

@@ -27,6 +27,7 @@ from dex_agents.application.rpcs.get_agent_snapshot import GetAgentSnapshot
 from dex_agents.application.rpcs.list_agent_messages import ListAgentMessages
 from dex_agents.application.rpcs.resolve_interrupt import ResolveInterrupt
 from dex_agents.application.rpcs.send_user_message import SendUserMessage
+from dex_agents.application.rpcs.submit_tool_result import SubmitToolResult
 from dex_agents.application.rpcs.withdraw_user_message import WithdrawUserMessage
 from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.application.steps.await_tool_approval import ApprovalWait, AwaitToolApproval
@@ -41,7 +42,12 @@ from dex_agents.application.steps.run_model import RunModel
 from dex_agents.application.steps.start_agent_session import StartAgentSession
 from dex_agents.application.tracing import StepTrace
 from dex_agents.application.wiring import AgentSetup, SessionPorts, Wired
-from dex_agents.domain.interrupts import AgentInterruptResolution, ResolveInterruptRequest
+from dex_agents.domain.interrupts import (
+    AgentInterruptResolution,
+    ResolveInterruptRequest,
+    SubmitToolResultAnswer,
+    SubmitToolResultRequest,
+)
 from dex_agents.domain.messages import AgentUserMessage, MessageDelivery
 from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest
 from dex_agents.domain.start import AgentSessionStartInput
@@ -376,6 +382,13 @@ class InMemorySessionHost:
             call_digest=call_digest,
         )
         return await ResolveInterrupt.wired(self.ports, self.agent).execute(request)
+
+    async def submit_tool_result(
+        self, tool_call_id: str, *, result: str | None = None, error: str | None = None
+    ) -> SubmitToolResultAnswer:
+        """The ``submit_tool_result`` RPC; ``result`` is JSON text, as the client sends it."""
+        request = SubmitToolResultRequest(tool_call_id=tool_call_id, result=result, error=error)
+        return await SubmitToolResult.wired(self.ports, self.agent).execute(request)
 
     async def get_agent_snapshot(self) -> AgentSnapshot:
         return await GetAgentSnapshot.wired(self.ports, self.agent).execute()

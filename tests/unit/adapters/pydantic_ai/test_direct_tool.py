@@ -29,7 +29,7 @@ from pydantic_ai.toolsets import FunctionToolset
 from dex_agents import ToolCallStatus, ToolExecutionError
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner, deferred_tool_idempotency_key
 from dex_agents.adapters.pydantic_ai._direct_tool import DirectToolCache
-from dex_agents.adapters.pydantic_ai._results import DeferredToolStepError
+from dex_agents.application.runner import ToolResultDeferredError
 from dex_agents.testing import make_tool_call, make_tool_execution
 
 
@@ -173,7 +173,7 @@ async def test_a_successful_call_returns_the_same_text_both_ways(tool_name: str,
         ("retry_without_budget", "{}", ToolExecutionError),
         ("fail_me", "{}", ToolExecutionError),
         ("ask_approval", "{}", ToolExecutionError),
-        ("defer_me", "{}", DeferredToolStepError),
+        ("defer_me", "{}", ToolResultDeferredError),
         ("crash", "{}", ValueError),
         ("typed", '{"order_id": "seven"}', ToolExecutionError),
         ("typed", '{"note": "no order"}', ToolExecutionError),

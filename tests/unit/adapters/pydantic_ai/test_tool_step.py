@@ -23,7 +23,8 @@ from pydantic_ai.toolsets import ApprovalRequiredToolset, ExternalToolset, Funct
 
 from dex_agents import ToolCallStatus, ToolEffect, ToolExecutionError, ToolPolicy
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner, deferred_tool_idempotency_key
-from dex_agents.adapters.pydantic_ai._results import ASKED_FOR_APPROVAL, EXTERNAL_TOOL, DeferredToolStepError
+from dex_agents.adapters.pydantic_ai._results import ASKED_FOR_APPROVAL
+from dex_agents.application.runner import ToolResultDeferredError
 from dex_agents.testing import make_tool_call, make_tool_execution
 
 
@@ -191,9 +192,8 @@ async def test_the_search_tools_step_returns_the_discovered_tools_as_json() -> N
         ("retry_without_budget", "{}", "no budget left"),
         ("fail_me", "{}", "the order is locked"),
         ("ask_approval", "{}", ASKED_FOR_APPROVAL),
-        ("external_lookup", "{}", EXTERNAL_TOOL),
     ],
-    ids=["model-retry", "out-of-retries", "tool-failed", "approval-required", "external"],
+    ids=["model-retry", "out-of-retries", "tool-failed", "approval-required"],
 )
 async def test_failures_the_model_should_see_raise_tool_execution_error(
     tool_name: str, arguments: str, message: str
@@ -203,10 +203,14 @@ async def test_failures_the_model_should_see_raise_tool_execution_error(
     assert raised.value.message == message
 
 
-async def test_an_approved_external_tool_is_a_failure_and_nothing_runs() -> None:
-    with pytest.raises(ToolExecutionError) as raised:
+async def test_an_external_tool_defers_its_result_to_outside_the_session() -> None:
+    with pytest.raises(ToolResultDeferredError):
+        await run_tool("external_lookup")
+
+
+async def test_an_approved_external_tool_defers_its_result_and_nothing_runs() -> None:
+    with pytest.raises(ToolResultDeferredError):
         await run_tool("external_lookup", policy=APPROVAL)
-    assert raised.value.message == EXTERNAL_TOOL
 
 
 async def test_approval_required_while_running_fails_even_when_the_call_was_approved() -> None:
@@ -227,8 +231,8 @@ async def test_an_unknown_tool_fails_with_pydantic_ais_answer() -> None:
     assert "Unknown tool name: 'no_such_tool'" in raised.value.message
 
 
-async def test_call_deferred_is_a_step_failure() -> None:
-    with pytest.raises(DeferredToolStepError):
+async def test_call_deferred_defers_the_result_to_outside_the_session() -> None:
+    with pytest.raises(ToolResultDeferredError):
         await run_tool("defer_me")
 
 
