@@ -108,7 +108,7 @@ async def test_a_result_nobody_submits_before_the_deadline_expires_the_call() ->
 
 
 async def test_a_second_answer_is_refused_as_already_answered() -> None:
-    session, left = await waiting()
+    session, _ = await waiting()
     assert await session.submit_tool_result(CALL, result="1") is A.ACCEPTED
 
     assert await session.submit_tool_result(CALL, result="2") is A.ALREADY_ANSWERED

@@ -131,6 +131,10 @@ class _ToolCallStep(Wired):
             return settle_unknown_outcome(
                 record, held, tool_calls=self.tool_calls, results=self.results, events=self.events
             )
+        return await self._run(call, record)
+
+    async def _run(self, call: StepCall, record: AgentToolCall) -> Next:
+        """Run the tool through the runner and record what it came to."""
         execution = DeferredToolExecution(
             flow_id=call.flow_id,
             tool_call=record,
