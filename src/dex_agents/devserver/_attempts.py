@@ -335,7 +335,7 @@ class MethodAttempts:
 
         async def watchdog() -> AttemptError:
             # Activity only moves the deadline later, so the watchdog sleeps to the deadline it knows and
-            # looks again then; waking it on every frame cost the dev server a few tasks per frame (issue 14).
+            # looks again then; waking it on every frame would cost the dev server a few tasks per frame.
             while True:
                 deadline = min(started + method_timeout, last_activity[0] + heartbeat_timeout)
                 await self.clock.sleep_until(deadline)

@@ -81,7 +81,7 @@ class DevServerConfig:
         redeliver_after_output: When a Worker's task stream or call breaks *after* the task
             sent output (a ``tool_call_started`` frame, a heartbeat), dispatch the same attempt
             again instead of failing it (default ``False``). No documented server does this;
-            it is the adversarial rule single-attempt tools must survive (issue 13).
+            it is the adversarial rule single-attempt tools must survive.
         history_page_size: Events per ``GetHistoryEvents`` page when the request does not
             estimate one.
         frozen_clock: ``True`` stops the server's clock: it moves only when a test calls

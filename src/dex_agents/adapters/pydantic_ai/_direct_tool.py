@@ -4,7 +4,7 @@ A tool Step otherwise runs the whole agent over a one-call history (see
 `PydanticAIRunner.execute_deferred_tool_call`). Pydantic AI prepares every run
 (capability resolution, the agent graph, the run's event stream), which costs
 the Worker about 2.5 ms per tool Step, several times the tool call itself
-(issue 14; ``docs/performance.md``). For an agent whose run could do nothing
+(``docs/performance.md``). For an agent whose run could do nothing
 but validate the arguments and call the function, the Step does what that
 run's ``CallToolsNode`` does, with the same Pydantic AI code:
 

@@ -2,7 +2,7 @@
 
 Without them each ``RunModel`` is a new agent run over the turn's run state: Pydantic AI prepares
 the run (capabilities, toolsets, the graph) and replays the deferred tool results, several times the
-cost of the model request itself (issue 14; ``docs/performance.md``). With them, the model Step
+cost of the model request itself (``docs/performance.md``). With them, the model Step
 runs the agent as before with `LiveModelStepCapability` (the model Step's capability plus a
 ``handle_deferred_tool_calls`` hook, one capability layer rather than two), whose hook
 Pydantic AI calls where the run would end with `DeferredToolRequests`. The hook hands the requests

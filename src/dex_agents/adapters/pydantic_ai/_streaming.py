@@ -3,7 +3,7 @@
 **Usually** (`DeltaForwardingCapability`): the run does not stream. Listening to
 a run's events makes Pydantic AI stream the whole run through every
 capability's event-stream wrappers, which doubled the Worker CPU of a
-``RunModel`` (issue 14). Instead, the capability (innermost, like the fallback
+``RunModel``. Instead, the capability (innermost, like the fallback
 below) swaps the model serving each non-streamed request for
 `DeltaForwardingModel`: its ``request`` makes the wrapped model's streamed
 request, writes every text and reasoning delta as it arrives, and returns the

@@ -8,8 +8,8 @@ calls: exactly 1 attempt, failure route ``RecordToolOutcomeUnknown``.
 Before the runner is called, ``CallTool`` writes ``tool_call_started``: the
 Step's first output, which is what narrows the engine's window for handing the
 same attempt to another Worker (any output frame counts, a Stream write as
-well as a heartbeat). It awaits no separate heartbeat (issue 14: one frame less
-per tool call); a ``read`` or ``idempotent_write`` call may run again anyway.
+well as a heartbeat). It awaits no separate heartbeat (one frame less per
+tool call); a ``read`` or ``idempotent_write`` call may run again anyway.
 ``CallSingleAttemptTool`` runs the tool at most once,
 whatever the engine's redelivery rule (an engine may hand an attempt whose
 Worker vanished to another Worker at the same attempt, before or after its

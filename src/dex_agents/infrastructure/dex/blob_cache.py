@@ -4,7 +4,7 @@ Dex sends values over 1 KiB as blob IDs; the SDK's hydrator looks each one up
 in its `dex.BlobCache` and fetches the ones it lacks with ``LoadBlobs``, then
 ``put``s them. The SDK's own cache is on disk: in our measurements a ``put``
 costs about 0.75 ms of CPU and a ``get`` about 10 µs, and a session turn puts
-every new run state and every new large message (issue 14). This cache holds
+every new run state and every new large message. This cache holds
 payloads in memory (least recently used dropped first) and writes to the disk
 cache only what leaves memory: payloads evicted from the front, and payloads
 larger than its whole budget. Those writes happen on one background thread, in

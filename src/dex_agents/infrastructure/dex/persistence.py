@@ -26,7 +26,7 @@ The run state lives in an AttributeMap, not an Attribute, because Dex hands
 every plain Attribute to every task: as a plain Attribute the run state (a
 turn's messages so far, several KiB, offloaded to a blob over 1 KiB) went to
 each tool Step of the turn, which then fetched it with ``LoadBlobs`` without
-reading it (issue 14: about 20 ``LoadBlobs`` calls per 5x4 turn). As a map
+reading it (about 20 ``LoadBlobs`` calls per turn of 5 model and 4 tool calls). As a map
 instance only the Steps that read it load it (`RUN_STATE_KEY`, the movements
 to ``RunModel`` and ``CompactHistory``). A run state stored in the old plain
 Attribute `FRAMEWORK_RUN_STATE` by an earlier version is still read, and

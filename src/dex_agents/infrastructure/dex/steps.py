@@ -204,7 +204,7 @@ async def _heartbeating(context: dex.AsyncContext, interval: timedelta) -> Async
     """Beat every ``interval`` until the block ends (no beat outlives the handler).
 
     A loop timer, not a task: most Steps end long before their first beat, and a timer costs
-    less to arm and cancel than a task costs to start and cancel (issue 14: once per Step).
+    less to arm and cancel than a task costs to start and cancel, and this runs once per Step.
     """
     loop = asyncio.get_running_loop()
     seconds = interval.total_seconds()
