@@ -33,3 +33,20 @@ def test_a_message_steered_into_a_turn_whose_model_then_fails_is_stored_with_tha
     history = backend.run(backend.observe()).history
     assert [m.text for m in history][:2] == ["m1 a;a!", "m2"]
     backend.close()
+
+
+def test_a_message_steered_into_a_failing_turn_and_then_withdrawn_never_reaches_a_model_call() -> None:
+    for steps_before_withdrawal in range(4):
+        backend, sent = MemoryBackend(), list[Sent]()
+        send(backend, sent, "m1 r!", MessageDelivery.QUEUE)
+        backend.run(backend.advance(0))  # the turn starts; its last model call will fail
+        send(backend, sent, "m2", MessageDelivery.STEER)
+        for _ in range(steps_before_withdrawal):
+            backend.run(backend.advance(0))
+        sent[1].withdrawn = backend.run(backend.withdraw("id-m2"))
+
+        settle_and_check(backend, sent)  # no withdrawn message stored or read by a model call
+
+        stored = [m.text for m in backend.run(backend.observe()).history]
+        assert ("m2" in stored) is not sent[1].withdrawn, f"after {steps_before_withdrawal} steps: {stored}"
+        backend.close()
