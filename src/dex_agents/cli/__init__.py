@@ -15,15 +15,16 @@ Commands:
   ``reject SESSION_ID ID [REASON]`` give one answer from the shell.
 - ``dev-server [--port N]``: the dev server on 127.0.0.1 until Ctrl-C.
 
-Layout: `app` (click commands, failures and exit codes), `follow` (reading and
-answering a session's events), `render` and `transcript` (drawing them with
-rich, text grouped by ``(turn_id, step_execution_id, attempt)``), `terminal`
-(prompts without blocking the event loop), and one module per command: `demo`
-(with `order_agent`, its `shop`, `demo_worker` and `demo_supervisor`), `chat`, `watch` (also
-``approve`` / ``reject``), `dev_server`. What the web console shares (engine
-start-up, ``MODULE:FLOW_FACTORY`` loading, errors and exit codes, the output
-sanitiser) is in `dex_agents.launch`; `engine`, `loading`, `errors` and `output`
-here name the same things.
+Layout: `app` (the click commands), `running` (how a command runs and fails),
+`follow` (reading and answering a session's events), `render` and `transcript`
+(drawing them with rich, text grouped by ``(turn_id, step_execution_id,
+attempt)``), `terminal` (prompts without blocking the event loop), and one
+module per command: `demo` (with `order_agent`, its `shop`, `demo_worker` and
+`demo_supervisor`), `chat`, `watch` (also ``approve`` / ``reject``),
+`dev_server`. What the web console shares (engine start-up,
+``MODULE:FLOW_FACTORY`` loading, errors and exit codes, the output sanitiser) is
+in `dex_agents.launch`; `engine`, `loading`, `errors` and `output` here name the
+same things.
 """
 
 from dex_agents.cli.app import cli, main

@@ -1,86 +1,28 @@
-"""The ``dex-agents`` commands (click), and how each one runs and fails.
+"""The ``dex-agents`` commands (click); how each one runs and fails is `dex_agents.cli.running`."""
 
-Every command is a coroutine run by `asyncio.run`, printing through a
-`dex_agents.launch.output.SafeConsole`: control characters in anything shown
-(model text, tool output, reasons, IDs, errors) appear as visible marks,
-never as escape codes the terminal would run. A failure prints one line,
-``error: ...``, on standard error and exits non-zero (2 for malformed input, 1
-otherwise); ``--debug`` adds the traceback. Ctrl-C cancels the coroutine, so
-every Worker, server and child process it started is stopped on the way out,
-and exits 130.
-"""
-
-import asyncio
-import os
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.text import Text
 
 from dex_agents.cli.data import data_options
-from dex_agents.launch.errors import EXIT_INTERRUPTED, EXIT_OK, CliError, UsageError, explain
-from dex_agents.launch.output import SafeConsole, VisibleWriter, install_visible_logging
+from dex_agents.cli.running import (
+    approver_option,
+    debug_option,
+    flow_option,
+    make_console,
+    run,
+    server_option,
+    wants_debug,
+)
+from dex_agents.launch.errors import EXIT_INTERRUPTED, EXIT_OK, UsageError
+from dex_agents.launch.output import SafeConsole, VisibleWriter
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-NON_TERMINAL_WIDTH = 100
-"""Columns used when standard output is not a terminal and ``COLUMNS`` is unset."""
-
-DEFAULT_SERVER = "127.0.0.1:8801"
-"""Where ``watch``, ``approve`` and ``reject`` look for Dex by default (``dex-agents dev-server``'s port)."""
-
-Command = Callable[[Console], Coroutine[Any, Any, None]]
-
-
-def make_console() -> Console:
-    """Return the console for standard output (100 columns when it is not a terminal).
-
-    A `SafeConsole`: control characters in what it prints show as visible marks (`dex_agents.launch.output`).
-    """
-    console = SafeConsole(highlight=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = SafeConsole(highlight=False, width=NON_TERMINAL_WIDTH)
-    return console
-
-
-def run(command: Command, *, debug: bool) -> int:
-    """Run one command's coroutine and return the exit code (errors are printed, not raised)."""
-    install_visible_logging()
-    errors = SafeConsole(stderr=True, highlight=False)
-    console = make_console()
-    try:
-        asyncio.run(command(console))
-    except KeyboardInterrupt:
-        if errors.is_terminal:
-            errors.print()  # after the ^C the terminal echoed
-        errors.print(Text("interrupted", style="yellow"))
-        return EXIT_INTERRUPTED
-    except Exception as error:  # noqa: BLE001 - the one place every failure becomes one line
-        if debug:
-            errors.print_exception()
-        problem = explain(error)
-        line = Text("error: ", style="bold red") + Text(problem.message)
-        if not debug and not isinstance(error, CliError):
-            line += Text(" (--debug prints the traceback)", style="dim")
-        errors.print(line, soft_wrap=True)
-        return problem.exit_code
-    return EXIT_OK
-
-
-def debug_option(function: F) -> F:
-    """Add ``--debug`` to a command."""
-    option = click.option(
-        "--debug", is_flag=True, default=False, help="Print the traceback of a failure.", is_eager=False
-    )
-    return option(function)
-
-
-def _debug(ctx: click.Context, *, debug: bool) -> bool:
-    return debug or bool(ctx.obj and ctx.obj.get("debug"))
+__all__ = ["TOKEN_FLAG_REFUSED", "cli", "main", "make_console", "run"]
 
 
 @click.group(
@@ -136,25 +78,8 @@ def demo(
     answer = True if approve_refund else (False if reject_refund else None)
     return run(
         lambda console: run_demo(console, answer=answer, crash=crash, framework=framework, crash_engine=crash_engine),
-        debug=_debug(ctx, debug=debug),
+        debug=wants_debug(ctx, debug=debug),
     )
-
-
-def _approver_option(function: F) -> F:
-    option = click.option(
-        "--approver",
-        metavar="NAME",
-        default=None,
-        callback=_check_approver,
-        help="Who your approvals and rejections name (default: your OS user name).",
-    )
-    return option(function)
-
-
-def _check_approver(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is not None and (not value.strip() or len(value) > 512 or "\x00" in value):
-        raise click.BadParameter("give 1 to 512 characters of text (not blank)", ctx, param)
-    return value
 
 
 @cli.command()
@@ -168,7 +93,7 @@ def _check_approver(ctx: click.Context, param: click.Parameter, value: str | Non
     default=True,
     help="Serve the Flow with a Worker in this process (default); --no-worker when your app's Worker serves it.",
 )
-@_approver_option
+@approver_option
 @data_options
 @debug_option
 @click.pass_context
@@ -211,34 +136,16 @@ def chat(
             data_dir=data_dir,
         )
 
-    return run(command, debug=_debug(ctx, debug=debug))
-
-
-def _server_option(function: F) -> F:
-    option = click.option(
-        "--server", metavar="HOST:PORT", default=DEFAULT_SERVER, show_default=True, help="The Dex server."
-    )
-    return option(function)
-
-
-def _flow_option(function: F) -> F:
-    option = click.option(
-        "--flow",
-        "flow_target",
-        metavar="MODULE:FLOW_FACTORY",
-        required=True,
-        help="The session's Flow (the same factory its Worker serves).",
-    )
-    return option(function)
+    return run(command, debug=wants_debug(ctx, debug=debug))
 
 
 @cli.command()
 @click.argument("session_id")
-@_server_option
-@_flow_option
+@server_option
+@flow_option
 @click.option("--from", "resume_token", metavar="TOKEN", default="", help="Resume token (default: the oldest event).")
 @click.option("--until-idle", is_flag=True, default=False, help="Exit once no turn runs and no approval waits.")
-@_approver_option
+@approver_option
 @debug_option
 @click.pass_context
 def watch(
@@ -268,16 +175,16 @@ def watch(
             until_idle=until_idle,
             approver=approver,
         ),
-        debug=_debug(ctx, debug=debug),
+        debug=wants_debug(ctx, debug=debug),
     )
 
 
 @cli.command()
 @click.argument("session_id")
 @click.argument("interrupt_id")
-@_server_option
-@_flow_option
-@_approver_option
+@server_option
+@flow_option
+@approver_option
 @click.option(
     "--call-digest",
     metavar="DIGEST",
@@ -311,7 +218,7 @@ def approve(
             approver=approver,
             call_digest=call_digest,
         ),
-        debug=_debug(ctx, debug=debug),
+        debug=wants_debug(ctx, debug=debug),
     )
 
 
@@ -319,9 +226,9 @@ def approve(
 @click.argument("session_id")
 @click.argument("interrupt_id")
 @click.argument("reason", required=False)
-@_server_option
-@_flow_option
-@_approver_option
+@server_option
+@flow_option
+@approver_option
 @debug_option
 @click.pass_context
 def reject(
@@ -348,7 +255,7 @@ def reject(
             reason=reason,
             approver=approver,
         ),
-        debug=_debug(ctx, debug=debug),
+        debug=wants_debug(ctx, debug=debug),
     )
 
 
@@ -372,7 +279,7 @@ def dev_server(ctx: click.Context, port: int, data: str | None, in_memory: bool,
     def command(console: Console) -> Coroutine[Any, Any, None]:
         return run_dev_server(console, port, data_dir=choose_data_dir(data, dev_server_dir(port), in_memory=in_memory))
 
-    return run(command, debug=_debug(ctx, debug=debug))
+    return run(command, debug=wants_debug(ctx, debug=debug))
 
 
 TOKEN_FLAG_REFUSED = (
@@ -459,7 +366,7 @@ def console(
             data_dir=choose_data_dir(data, embedded_dir("console-demo"), in_memory=in_memory) if demo else None,
         )
 
-    return run(command, debug=_debug(ctx, debug=debug))
+    return run(command, debug=wants_debug(ctx, debug=debug))
 
 
 @cli.command()
@@ -503,7 +410,7 @@ def serve(
             static=Path(static_dir) if static_dir else None,
             serve_worker=worker,
         ),
-        debug=_debug(ctx, debug=debug),
+        debug=wants_debug(ctx, debug=debug),
     )
 
 
@@ -520,7 +427,7 @@ def conformance(ctx: click.Context, server: str, debug: bool) -> int:
     async def command(console: Console) -> None:
         outcome.append(await run_conformance(server, lambda line: console.print(Text(line), soft_wrap=True)))
 
-    failed = run(command, debug=_debug(ctx, debug=debug))
+    failed = run(command, debug=wants_debug(ctx, debug=debug))
     return failed or (outcome[0] if outcome else 1)
 
 

@@ -8,7 +8,7 @@ follows (the arguments of the approval being answered, say), OSC 52 writes the
 clipboard on some terminals, and a bidi override reorders what a person reads.
 
 `SafeConsole` is the one place this is dealt with: the `rich.console.Console`
-every command prints through (`dex_agents.cli.app.make_console`, and
+every command prints through (`dex_agents.cli.running.make_console`, and
 `safe_console` for a console handed in from elsewhere). Everything it renders
 passes `visible`, so every view (``watch``, ``chat``, ``demo``, the console
 command's lines, errors and tracebacks) is covered at once, however its text
