@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, on_event
+from pydantic_ai.capabilities.abstract import RawToolArgs
 from pydantic_ai.messages import (
     AgentStreamEvent,
     ModelResponse,
@@ -44,6 +45,7 @@ from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_graph import End
 
+from dex_agents.adapters.pydantic_ai._tool_context import ToolStepContext
 from dex_agents.application.event_writer import AgentEventWriter
 
 _DEFERRABLE_KINDS = frozenset({"function", "unapproved"})
@@ -84,10 +86,23 @@ class ModelStepRecord:
 
 @dataclass
 class _RecordingToolset(WrapperToolset[Any]):
-    """Records the wrapped tools' definitions; with ``defer``, marks function tools external."""
+    """Records the wrapped tools' definitions; with ``defer``, marks function tools external.
+
+    With ``context`` (a tool Step), the tool ``tool_name`` gets the definition fields the model Step
+    prepared, and its call the turn's state in its `RunContext`.
+    """
 
     tools: ToolDefinitions = field(default_factory=ToolDefinitions)
     defer: bool = False
+    tool_name: str = ""
+    context: ToolStepContext | None = None
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        if self.context is not None and name == self.tool_name:
+            ctx = self.context.applied(ctx)
+        return await super().call_tool(name, tool_args, ctx, tool)
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         tools = await super().get_tools(ctx)
@@ -96,6 +111,8 @@ class _RecordingToolset(WrapperToolset[Any]):
             self.tools.by_name[name] = tool.tool_def
             if self.defer and tool.tool_def.kind in _DEFERRABLE_KINDS:
                 tool = replace(tool, tool_def=replace(tool.tool_def, kind="external"))
+            elif self.context is not None and self.context.prepared is not None and name == self.tool_name:
+                tool = replace(tool, tool_def=self.context.prepared.apply(tool.tool_def))
             offered[name] = tool
         return offered
 
@@ -212,10 +229,18 @@ class StreamingModelStepCapability(ModelStepCapability):
 
 @dataclass
 class ToolStepCapability(AbstractCapability[Any]):
-    """Ends a tool Step run right after its one tool call, before any model request."""
+    """Ends a tool Step run right after its one tool call, before any model request.
+
+    The call's tool gets the definition the model Step prepared and a `RunContext` with the turn's
+    state (`dex_agents.adapters.pydantic_ai._tool_context`).
+    """
 
     tools: ToolDefinitions = field(default_factory=ToolDefinitions)
     """The original definitions of the tools the run offered."""
+    tool_name: str = ""
+    """The tool the Step calls."""
+    context: ToolStepContext = field(default_factory=ToolStepContext)
+    """What the call's `RunContext` carries from the model Step."""
 
     def get_ordering(self) -> CapabilityOrdering | None:
         """Return the outermost, wraps-everything ordering."""
@@ -223,7 +248,15 @@ class ToolStepCapability(AbstractCapability[Any]):
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         """Wrap the run's toolset to record the tools' original definitions."""
-        return _RecordingToolset(toolset, tools=self.tools)
+        return _RecordingToolset(toolset, tools=self.tools, tool_name=self.tool_name, context=self.context)
+
+    async def before_tool_validate(
+        self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: RawToolArgs
+    ) -> RawToolArgs:
+        """Give the call's context the turn's state for its validation (`_RecordingToolset` for its call)."""
+        if call.tool_name == self.tool_name:
+            self.context.apply(ctx)
+        return args
 
     async def after_node_run(self, ctx: RunContext[Any], *, node: Any, result: Any) -> Any:
         """Turn the model request that would follow the tool call into the run's end."""

@@ -8,7 +8,9 @@ the Worker about 2.5 ms per tool Step, several times the tool call itself
 but validate the arguments and call the function, the Step does what that
 run's ``CallToolsNode`` does, with the same Pydantic AI code:
 
-- ``ToolManager.for_run_step`` over the agent's function toolset, then
+- ``ToolManager.for_run_step`` over the agent's function toolset offering
+  only the called tool, built from the definition the model Step prepared
+  (``FunctionToolset.tool_for_tool_def``: ``prepare`` does not run again), then
   ``ToolManager.handle_call``: argument validation (the tool's schema and its
   ``args_validator``), the call, ``ModelRetry`` and validation errors turned
   into a ``retried`` return within the tool's retry budget (past it, the same
@@ -17,9 +19,11 @@ run's ``CallToolsNode`` does, with the same Pydantic AI code:
 - ``build_tool_return_part``: the return part the model would read.
 
 The tool's `RunContext` carries what a run's would: the deps, the model, the
-session ID as ``conversation_id``, the run metadata (the idempotency key), a
-history holding only the call, fresh usage, a fresh ``run_id``, and ``tool_call_id``,
-``tool_name``, ``retry``, ``max_retries`` as ``ToolManager`` sets them.
+session ID as ``conversation_id``, the run metadata (the idempotency key), the
+turn's prompt, run step and usage so far
+(`dex_agents.adapters.pydantic_ai._tool_context`), a history holding only the
+call, a fresh ``run_id``, and ``tool_call_id``, ``tool_name``, ``retry``,
+``max_retries`` as ``ToolManager`` sets them.
 ``tests/unit/adapters/pydantic_ai/test_direct_tool.py`` runs every case both
 ways and compares what the tool saw and what the Step returned.
 
@@ -32,8 +36,9 @@ could make the run behave differently is absent:
   pending-message drain): no user capability, hook, event handler, toolset or
   dynamic toolset; no instrumentation (the agent's or ``Agent.instrument_all``);
   no tool timeout or concurrency limit;
-- the tool is a plain function tool of the agent itself: no ``prepare``
-  function, not ``requires_approval``, not ``defer_loading``, no timeout;
+- the tool is a plain function tool of the agent itself: not
+  ``requires_approval``, not ``defer_loading``, no timeout of its own, and no
+  ``prepare`` function unless the model Step handed on its prepared definition;
 - the call is not an approved one (an approval goes through the run);
 - the model resolves to a ``Model`` without a run (a model name that cannot be
   built here takes the run, which raises what it always raised).
@@ -52,7 +57,11 @@ from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
 from pydantic_ai.models import Model
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.tools import Tool
+from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
+from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_ai.usage import RunUsage
+
+from dex_agents.adapters.pydantic_ai._tool_context import PreparedFields, ToolStepContext
 
 _DEFAULT_CAPABILITY_NAMES = frozenset({"PendingMessageDrainCapability"})
 """Capabilities Pydantic AI gives every agent, besides ``ToolSearch``; they take no part in a tool call."""
@@ -113,8 +122,28 @@ def plain_agent(agent: object) -> bool:
         return False
 
 
-def _plain_tool(tool: Tool[Any]) -> bool:
-    return tool.prepare is None and not tool.requires_approval and not tool.defer_loading and tool.timeout is None
+def _plain_tool(tool: Tool[Any], *, prepared: bool) -> bool:
+    return (
+        (tool.prepare is None or prepared)
+        and not tool.requires_approval
+        and not tool.defer_loading
+        and tool.timeout is None
+    )
+
+
+@dataclass
+class _OneToolToolset(WrapperToolset[Any]):
+    """The agent's function toolset offering one tool, as the model Step prepared it, without ``prepare``."""
+
+    tool_name: str = ""
+    definition_fields: PreparedFields | None = None
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        toolset = cast(FunctionToolset[Any], self.wrapped)
+        tool_def = toolset.tools[self.tool_name].tool_def
+        if self.definition_fields is not None:
+            tool_def = self.definition_fields.apply(tool_def)
+        return {self.tool_name: toolset.tool_for_tool_def(tool_def, ctx=ctx)}
 
 
 @dataclass(frozen=True)
@@ -132,10 +161,12 @@ class DirectTool:
         conversation_id: str,
         metadata: dict[str, Any],
         usage: RunUsage | None = None,
+        context: ToolStepContext | None = None,
     ) -> ToolReturnPart:
         """Validate and call the tool; return the part the model would read.
 
-        ``usage`` is the context's usage (a fresh one by default), which the call adds to as a run would.
+        ``usage`` is the context's usage (a fresh one by default), which the call adds to as a run would;
+        ``context`` what the model Step handed on (the prompt, the run step, the prepared definition).
 
         Raises:
             pydantic_ai.exceptions.UnexpectedModelBehavior: the tool ran out of retries.
@@ -143,16 +174,22 @@ class DirectTool:
             pydantic_ai.exceptions.CallDeferred: the tool deferred itself.
             Exception: whatever the tool raised, as the run would.
         """
-        toolset = self.agent._function_toolset  # noqa: SLF001
+        context = ToolStepContext() if context is None else context
+        toolset = _OneToolToolset(
+            self.agent._function_toolset,  # noqa: SLF001
+            tool_name=part.tool_name,
+            definition_fields=context.prepared,
+        )
         ctx: RunContext[Any] = RunContext(
             deps=deps,
             model=self.model,
             usage=RunUsage() if usage is None else usage,
             agent=self.agent,
+            prompt=context.prompt,
             messages=[ModelResponse(parts=[part])],
             conversation_id=conversation_id,
             metadata=metadata,
-            run_step=1,
+            run_step=context.run_step,
             run_id=resolve_run_id(None, None),
             max_retries=self.agent._max_tool_retries,  # noqa: SLF001
         )
@@ -191,13 +228,16 @@ class DirectToolCache:
                 self._model_failed = True
         return self._model
 
-    def direct_tool(self, tool_name: str, *, approved: bool) -> DirectTool | None:
-        """Return how to call ``tool_name`` directly, or ``None`` when the call needs the full run."""
+    def direct_tool(self, tool_name: str, *, approved: bool, prepared: bool = False) -> DirectTool | None:
+        """Return how to call ``tool_name`` directly, or ``None`` when the call needs the full run.
+
+        ``prepared``: the model Step handed on the tool's prepared definition (a tool with ``prepare`` may go direct).
+        """
         if approved or not plain_agent(self._agent):
             return None
         agent = cast(Agent[Any, Any], self._agent)
         tool = agent._function_toolset.tools.get(tool_name)  # noqa: SLF001
-        if tool is None or not _plain_tool(tool):
+        if tool is None or not _plain_tool(tool, prepared=prepared):
             return None
         model = self._resolve_model(agent)
         if model is None:

@@ -61,6 +61,7 @@ whose metadata declares a reconcile probe is ``reconcilable``.
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Generic, TypeVar, cast
 
 import attrs
@@ -119,6 +120,12 @@ from dex_agents.adapters.pydantic_ai._streaming import (
     DeltaForwardingCapability,
     NonStreamingFallbackCapability,
     run_streams,
+)
+from dex_agents.adapters.pydantic_ai._tool_context import (
+    PreparedFields,
+    ToolStepContext,
+    decode_context,
+    encode_context,
 )
 from dex_agents.adapters.pydantic_ai._usage import (
     agent_usage,
@@ -492,13 +499,18 @@ class PydanticAIRunner(Generic[DepsT]):
             calls = requested_calls(output, turn_messages)
             check_tool_calls(self._usage_limits, run_usage, len(calls), step_usage=usage)
             approvals = frozenset(call.tool_call_id for call in output.approvals)
+            context = ToolStepContext(
+                prompt=prompt,
+                run_step=sum(isinstance(message, ModelResponse) for message in turn_messages),
+                usage=copy_usage(run_usage),
+            )
             return ToolCallsRequested(
                 framework_run_state=_history.RunState(
                     messages=turn_messages,
                     tool_call_ids=[call.tool_call_id for call in calls],
                     usage=copy_usage(run_usage),
                 ).encode(),
-                tool_calls=[self._deferred_call(call, turn, record, approvals) for call in calls],
+                tool_calls=[self._deferred_call(call, turn, record, approvals, context) for call in calls],
                 usage=usage,
             )
         if turn_messages and _history.is_bare_prompt(turn_messages[0], prompt):
@@ -522,28 +534,34 @@ class PydanticAIRunner(Generic[DepsT]):
         """Run one tool call, directly or through the agent, stopping before any model request.
 
         Directly (Pydantic AI's tool manager, no agent run) when nothing but the tool could take part in
-        the run: see `dex_agents.adapters.pydantic_ai._direct_tool`. The result (or the
-        `ToolExecutionError`) carries what the run added to its usage: the tool's own call, and the
-        model calls of agent runs inside the tool that share ``ctx.usage``.
+        the run: see `dex_agents.adapters.pydantic_ai._direct_tool`. The tool's `RunContext` carries the
+        turn's state the model Step handed on (`dex_agents.adapters.pydantic_ai._tool_context`). The
+        result (or the `ToolExecutionError`) carries what the run added to its usage: the tool's own
+        call, and the model calls of agent runs inside the tool that share ``ctx.usage``.
         """
-        usage = RunUsage()
+        context = decode_context(call.tool_call.framework_state) or ToolStepContext()
+        usage = context.fresh_usage()
         mark = copy_usage(usage)
         try:
-            output = await self._tool_step(call, usage)
+            output = await self._tool_step(call, usage, context)
         except ToolExecutionError as error:
             if error.usage is None:
                 error.usage = _reported(usage, mark)
             raise
         return ToolExecutionResult(output, usage=_reported(usage, mark))
 
-    async def _tool_step(self, call: DeferredToolExecution, usage: RunUsage) -> str:
+    async def _tool_step(self, call: DeferredToolExecution, usage: RunUsage, context: ToolStepContext) -> str:
         record = call.tool_call
         tools = ToolDefinitions()
         part = ToolCallPart(record.tool_name, record.arguments, tool_call_id=record.tool_call_id)
         approved = record.status is ToolCallStatus.APPROVED
         deps = await self._deps(call.flow_id)
         direct = (
-            None if self._direct_tools is None else self._direct_tools.direct_tool(record.tool_name, approved=approved)
+            None
+            if self._direct_tools is None
+            else self._direct_tools.direct_tool(
+                record.tool_name, approved=approved, prepared=context.prepared is not None
+            )
         )
         try:
             if direct is not None:
@@ -553,6 +571,7 @@ class PydanticAIRunner(Generic[DepsT]):
                     conversation_id=call.flow_id,
                     metadata={IDEMPOTENCY_KEY_METADATA_KEY: call.idempotency_key},
                     usage=usage,
+                    context=context,
                 )
                 return tool_step_output([return_part], record, tools)
             result = await self._run_agent.run(
@@ -566,7 +585,10 @@ class PydanticAIRunner(Generic[DepsT]):
                 model=self._model,
                 conversation_id=call.flow_id,
                 metadata={IDEMPOTENCY_KEY_METADATA_KEY: call.idempotency_key},
-                capabilities=[ToolStepCapability(tools=tools), RevealToolCapability(tool_name=record.tool_name)],
+                capabilities=[
+                    ToolStepCapability(tools=tools, tool_name=record.tool_name, context=context),
+                    RevealToolCapability(tool_name=record.tool_name),
+                ],
                 usage=usage,
             )
         except ApprovalRequired as error:
@@ -619,8 +641,11 @@ class PydanticAIRunner(Generic[DepsT]):
         turn: AgentTurnContext,
         record: ModelStepRecord,
         approvals: frozenset[str],
+        context: ToolStepContext,
     ) -> DeferredToolCall:
         definition = record.tools.by_name.get(call.tool_name)
+        if definition is not None:
+            context = replace(context, prepared=PreparedFields.of(definition))
         if definition is None and call.tool_kind == SEARCH_TOOLS_KIND:
             effect: ToolEffect | None = ToolEffect.READ
         else:
@@ -639,6 +664,7 @@ class PydanticAIRunner(Generic[DepsT]):
             tool_name=call.tool_name,
             arguments=call.args_as_json_str(),
             policy=policy,
+            framework_state=encode_context(context),
             sequential=definition is not None and definition.sequential,
         )
 

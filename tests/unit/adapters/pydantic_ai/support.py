@@ -138,6 +138,7 @@ class SessionDriver:
             deferral_order=order,
             status=ToolCallStatus.AWAITING_APPROVAL if needs_approval else ToolCallStatus.PENDING,
             interrupt_id=interrupt_id_for(turn_id, tool_call_id) if needs_approval else None,
+            framework_state=requested.framework_state,
         )
         if needs_approval:
             answer = self.approve(record)

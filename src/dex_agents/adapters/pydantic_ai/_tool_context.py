@@ -1,0 +1,166 @@
+"""What a tool Step's `RunContext` carries from the model Step that asked for the call.
+
+In a plain run a tool runs inside the run, so its ``RunContext`` reads the
+run's state. A session runs it in its own Step, later, maybe on another
+Worker; the model Step that asked for the call hands that state on in the
+call's record (`DeferredToolCall.framework_state`, under the key
+``"context"`` of the runner's per-call JSON object), and the tool Step
+rebuilds the context from it, on the direct path and in the agent run alike:
+
+| ``RunContext``  | in the tool Step                                                       |
+|-----------------|------------------------------------------------------------------------|
+| ``prompt``      | the turn's user prompt (the run's ``user_prompt``)                      |
+| ``run_step``    | the turn's model request that asked for the call (1 for the first)      |
+| ``usage``       | the turn's usage when that response arrived; the tool adds to it, and   |
+|                 | the Step reports only what it added                                     |
+| ``messages``    | the turn's history up to that response (earlier turns included), for a  |
+|                 | tool that declares ``metadata=run_messages()``; otherwise only the call |
+
+The tool's definition is the one the model Step's ``prepare`` /
+``prepare_tools`` produced: its ``description``, ``strict`` and ``timeout``
+travel too (``"tool"``), and the tool Step uses them instead of its own
+(a direct call does not run ``prepare`` at all).
+
+``run_messages()``: the run's messages cost a tool Step a load of every
+stored message in the model's window and the turn's run state, and their
+decoding, on every call; a tool that reads ``ctx.messages`` asks for them
+(see ``docs/pydantic-ai-adapter.md``). A record written before this
+context existed decodes as none (the context a fresh run gives).
+"""
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from pydantic_ai.tools import RunContext, ToolDefinition
+from pydantic_ai.usage import RunUsage
+
+from dex_agents.adapters.pydantic_ai._history import UserPrompt
+from dex_agents.adapters.pydantic_ai._usage import copy_usage, dump_run_usage, load_run_usage
+
+RUN_MESSAGES_METADATA_KEY = "dex_agents_run_messages"
+"""The tool metadata key with which a tool asks for the run's messages in its Step."""
+
+CONTEXT_KEY = "context"
+"""The key of the tool Step's context in the runner's per-call JSON object."""
+
+_PROMPT = TypeAdapter(UserPrompt)
+
+
+def run_messages() -> dict[str, Any]:
+    """Return the tool metadata with which a tool reads the run's messages (``ctx.messages``) in its Step."""
+    return {RUN_MESSAGES_METADATA_KEY: True}
+
+
+def reads_run_messages(definition: ToolDefinition | None) -> bool:
+    """Whether the tool's definition asks for the run's messages."""
+    return definition is not None and (definition.metadata or {}).get(RUN_MESSAGES_METADATA_KEY) is True
+
+
+@dataclass(frozen=True)
+class PreparedFields:
+    """What the model Step's ``prepare`` set on the tool's definition that the tool Step uses."""
+
+    description: str | None = None
+    strict: bool | None = None
+    timeout: float | None = None
+
+    @classmethod
+    def of(cls, definition: ToolDefinition) -> "PreparedFields":
+        """Return the fields of ``definition``."""
+        return cls(description=definition.description, strict=definition.strict, timeout=definition.timeout)
+
+    def apply(self, definition: ToolDefinition) -> ToolDefinition:
+        """Return ``definition`` with these fields."""
+        if (definition.description, definition.strict, definition.timeout) == (
+            self.description,
+            self.strict,
+            self.timeout,
+        ):
+            return definition
+        return replace(definition, description=self.description, strict=self.strict, timeout=self.timeout)
+
+
+@dataclass(frozen=True)
+class ToolStepContext:
+    """The run state a tool Step's `RunContext` carries (see the module docstring)."""
+
+    prompt: UserPrompt | None = None
+    run_step: int = 1
+    usage: RunUsage = field(default_factory=RunUsage)
+    prepared: PreparedFields | None = None
+    """The tool's definition as prepared; ``None``: unknown (the Step prepares it itself)."""
+
+    def apply(self, ctx: RunContext[Any]) -> None:
+        """Give a tool call's own context (a copy Pydantic AI makes per call) the turn's prompt and step."""
+        ctx.prompt = self.prompt
+        ctx.run_step = self.run_step
+
+    def applied(self, ctx: RunContext[Any]) -> RunContext[Any]:
+        """Return a copy of ``ctx`` with the turn's prompt and step."""
+        return replace(ctx, prompt=self.prompt, run_step=self.run_step)
+
+    def fresh_usage(self) -> RunUsage:
+        """A copy of the turn's usage for the tool's ``ctx.usage``."""
+        return copy_usage(self.usage)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the context as the JSON value of ``"context"``."""
+        data: dict[str, Any] = {"run_step": self.run_step, "usage": dump_run_usage(self.usage)}
+        if self.prompt is not None:
+            data["prompt"] = _PROMPT.dump_python(self.prompt, mode="json")
+        if self.prepared is not None:
+            data["tool"] = {
+                "description": self.prepared.description,
+                "strict": self.prepared.strict,
+                "timeout": self.prepared.timeout,
+            }
+        return data
+
+    @classmethod
+    def from_json(cls, data: object) -> "ToolStepContext | None":
+        """Read a context `to_json` wrote; ``None`` for anything else."""
+        if not isinstance(data, Mapping):
+            return None
+        try:
+            run_step = data.get("run_step", 1)
+            usage = load_run_usage(data["usage"]) if "usage" in data else RunUsage()
+            prompt = _PROMPT.validate_python(data["prompt"]) if "prompt" in data else None
+            tool = data.get("tool")
+            prepared = None
+            if isinstance(tool, Mapping):
+                prepared = PreparedFields(
+                    description=tool.get("description"), strict=tool.get("strict"), timeout=tool.get("timeout")
+                )
+        except (ValidationError, KeyError, TypeError, ValueError):
+            return None
+        return cls(prompt=prompt, run_step=run_step if isinstance(run_step, int) else 1, usage=usage, prepared=prepared)
+
+
+def encode_context(context: ToolStepContext, state: str | None = None) -> str:
+    """Return the per-call JSON object ``state`` (``None``: an empty one) with ``context`` under ``"context"``."""
+    data: dict[str, Any] = {}
+    if state:
+        try:
+            loaded = json.loads(state)
+        except ValueError:
+            loaded = None
+        if isinstance(loaded, dict):
+            data = loaded
+    data[CONTEXT_KEY] = context.to_json()
+    return json.dumps(data, separators=(",", ":"))
+
+
+def decode_context(state: str | None) -> ToolStepContext | None:
+    """Return the context in a record's per-call state, or ``None`` when it holds none."""
+    if not state:
+        return None
+    try:
+        loaded = json.loads(state)
+    except ValueError:
+        return None
+    if not isinstance(loaded, dict):
+        return None
+    return ToolStepContext.from_json(loaded.get(CONTEXT_KEY))

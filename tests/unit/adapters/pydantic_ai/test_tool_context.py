@@ -1,0 +1,165 @@
+"""A tool Step's `RunContext` carries the turn's state as a plain run's would, and its tool the prepared definition.
+
+Each session case runs one agent plainly (``agent.run``) and as a session driven in memory, on the direct path
+(``direct_tool_calls=True``) and through an agent run, and compares what the tools saw.
+"""
+
+import asyncio
+from dataclasses import replace
+from typing import Any
+
+import attrs
+import pytest
+from pydantic_ai import Agent, RunContext, Tool
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.usage import RequestUsage, RunUsage
+
+from dex_agents import ToolExecutionError
+from dex_agents.adapters.pydantic_ai import PydanticAIRunner
+from dex_agents.adapters.pydantic_ai._direct_tool import DirectToolCache
+from dex_agents.adapters.pydantic_ai._tool_context import (
+    PreparedFields,
+    ToolStepContext,
+    decode_context,
+    encode_context,
+)
+from dex_agents.testing import make_tool_call, make_tool_execution
+from tests.unit.adapters.pydantic_ai.support import SessionDriver
+
+
+def _model_requests(messages: list[ModelMessage]) -> int:
+    """How many model requests this turn made so far (the last user prompt opens the turn)."""
+    count = 0
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest) and any(part.part_kind == "user-prompt" for part in message.parts):
+            break
+        count += isinstance(message, ModelRequest)
+    return count
+
+
+def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    step = _model_requests(messages)
+    usage = RequestUsage(input_tokens=10, output_tokens=2)
+    if step < 2:
+        calls = [ToolCallPart("look", {"what": f"{step}{which}"}, tool_call_id=f"c{step}{which}") for which in "ab"]
+        return ModelResponse(parts=calls, usage=usage)
+    return ModelResponse(parts=[TextPart("seen")], usage=usage)
+
+
+def _looking_agent(seen: list[dict[str, Any]]) -> Agent[None, str]:
+    agent: Agent[None, str] = Agent(FunctionModel(_respond))
+
+    @agent.tool
+    def look(ctx: RunContext[None], what: str) -> str:
+        seen.append(
+            {
+                "what": what,
+                "prompt": ctx.prompt,
+                "run_step": ctx.run_step,
+                "requests": ctx.usage.requests,
+                "input_tokens": ctx.usage.input_tokens,
+            }
+        )
+        return f"looked at {what}"
+
+    return agent
+
+
+async def _plain(agent: Agent[None, str], prompts: list[str]) -> None:
+    history: list[ModelMessage] = []
+    for prompt in prompts:
+        history = (await agent.run(prompt, message_history=history)).all_messages()
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "agent-run"])
+async def test_a_tool_sees_the_turns_prompt_run_step_and_usage_as_in_a_plain_run(direct: bool) -> None:
+    plain: list[dict[str, Any]] = []
+    await _plain(_looking_agent(plain), ["look twice", "and again"])
+    seen: list[dict[str, Any]] = []
+    driver = SessionDriver(PydanticAIRunner(_looking_agent(seen), direct_tool_calls=direct, live_runs=False))
+
+    for prompt in ["look twice", "and again"]:
+        turn = await driver.turn(prompt)
+        assert turn.error is None
+
+    by_call = sorted(seen, key=repr)  # a plain run runs a response's calls in parallel
+    assert by_call == sorted(plain, key=repr)
+    assert [entry["run_step"] for entry in seen] == [1, 1, 2, 2, 1, 1, 2, 2]
+
+
+async def test_a_tool_step_reports_only_what_the_tool_added_to_the_turns_usage() -> None:
+    agent: Agent[None, str] = Agent(FunctionModel(_respond), tools=[Tool(lambda what: what, name="look")])
+    context = ToolStepContext(prompt="go", run_step=2, usage=RunUsage(requests=2, input_tokens=40))
+    record = make_tool_call("c1", "look", arguments='{"what": "x"}')
+    execution = make_tool_execution(tool_call=attrs.evolve(record, framework_state=encode_context(context)))
+
+    for direct in (True, False):
+        result = await PydanticAIRunner(agent, direct_tool_calls=direct).execute_deferred_tool_call(execution)
+
+        assert result.usage is not None
+        assert (result.usage.model_calls, result.usage.input_tokens, result.usage.tool_calls) == (0, 0, 1)
+
+
+def _prepared_agent(prepared: list[int]) -> Agent[None, str]:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if _model_requests(messages) == 0:
+            return ModelResponse(parts=[ToolCallPart("slow_tool", {}, tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart(str(messages[-1].parts[0].content))])
+
+    async def short_timeout(ctx: RunContext[None], tool_def: ToolDefinition) -> ToolDefinition:
+        prepared.append(ctx.run_step)
+        return replace(tool_def, timeout=0.05, description="prepared", strict=True)
+
+    async def slow_tool() -> str:
+        await asyncio.sleep(1)
+        return "slept"
+
+    return Agent(FunctionModel(respond), tools=[Tool(slow_tool, prepare=short_timeout, max_retries=0)])
+
+
+async def test_the_model_step_hands_on_the_prepared_definition_and_the_turns_state() -> None:
+    prepared: list[int] = []
+    driver = SessionDriver(PydanticAIRunner(_prepared_agent(prepared), live_runs=False))
+
+    turn = await driver.turn("call the slow tool")
+
+    state = decode_context(turn.outcomes[0].tool_calls[0].framework_state)  # type: ignore[union-attr]
+    assert state is not None
+    assert (state.prompt, state.run_step, state.usage.requests) == ("call the slow tool", 1, 1)
+    assert state.prepared == PreparedFields(description="prepared", strict=True, timeout=0.05)
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "agent-run"])
+async def test_a_tool_step_uses_the_timeout_the_model_steps_prepare_set(direct: bool) -> None:
+    prepared: list[int] = []
+    agent = _prepared_agent(prepared)
+    context = ToolStepContext(prompt="go", prepared=PreparedFields(description="prepared", strict=True, timeout=0.01))
+    record = make_tool_call("c1", "slow_tool")
+    execution = make_tool_execution(tool_call=attrs.evolve(record, framework_state=encode_context(context)))
+
+    with pytest.raises(ToolExecutionError, match=r"Timed out after 0\.01 seconds"):
+        await PydanticAIRunner(agent, direct_tool_calls=direct).execute_deferred_tool_call(execution)
+
+    # The direct path never prepares again; the agent run lists the tools (prepare runs) but keeps the definition.
+    assert (not prepared) is direct
+
+
+def test_a_tool_with_prepare_goes_direct_only_with_the_prepared_definition() -> None:
+    cache = DirectToolCache(_prepared_agent([]), None)
+
+    assert cache.direct_tool("slow_tool", approved=False) is None
+    assert cache.direct_tool("slow_tool", approved=False, prepared=True) is not None
+
+
+def test_the_context_keeps_other_keys_of_the_per_call_state_and_reads_back() -> None:
+    context = ToolStepContext(prompt=["look at", "this"], run_step=3, usage=RunUsage(requests=3))
+
+    state = encode_context(context, '{"retries": 2}')
+
+    assert '"retries":2' in state
+    assert decode_context(state) == context
+    assert decode_context(None) is None
+    assert decode_context("not json") is None
+    assert decode_context('{"retries": 2}') is None
