@@ -90,7 +90,7 @@ class DevServerConfig:
         start_time: Unix time (seconds) the clock starts at; ``None`` means now.
         blob_threshold_bytes: String and object values larger than this reach Workers as
             blob IDs, fetched with ``LoadBlobs`` (*real*: 1 KiB, lazy loading on).
-            ``None`` sends every value inline (the old lenient behaviour).
+            ``None`` sends every value inline (more lenient than real Dex).
     """
 
     default_worker_target: str = "pull"
