@@ -39,7 +39,7 @@ SPEC_EVENTS = {
     "tool_call_started": {"tool_call_id", "tool_name", "delivery"},
     "tool_call_finished": {"tool_call_id", "tool_name", "status", "output", "error"},
     "tool_call_deferred": {"tool_call_id", "tool_name", "effect", "requires_approval", "arguments"},
-    "interrupt_raised": {"interrupt_id", "tool_call_id", "tool_name", "deadline"},
+    "interrupt_raised": {"interrupt_id", "tool_call_id", "tool_name", "deadline", "kind"},
     "interrupt_resolved": {"interrupt_id", "approved", "rejection_message", "approver"},
     "usage_recorded": {"recorded", "session"},
     "history_compacted": {"summary_number", "first_sequence", "through_sequence", "reason"},

@@ -23,7 +23,7 @@ from dex_agents.domain.interrupts import (
 )
 from dex_agents.domain.limits import InputProblem
 from dex_agents.domain.tools import ToolCallStatus, ToolEffect, ToolPolicy
-from dex_agents.domain.turns import TurnCompleted
+from dex_agents.domain.turns import DeferredToolCall, ToolCallsRequested, TurnCompleted
 from dex_agents.testing import ScriptedRunner, assistant_message, deferred_tool_call, tool_calls_requested
 from dex_agents.testing.memory import InMemorySessionHost
 
@@ -211,3 +211,55 @@ def test_each_refusal_raises_its_own_error(answer: SubmitToolResultAnswer, error
     with pytest.raises(error):
         raise_for_tool_result_answer(answer, CALL)
     raise_for_tool_result_answer(A.ACCEPTED, CALL)
+
+
+def external_session(*, policy: ToolPolicy = READ, sequential_first: bool = False) -> InMemorySessionHost:
+    calls = [DeferredToolCall(CALL, "inventory", '{"sku": "A-7"}', policy, external=True)]
+    if sequential_first:
+        calls.insert(0, DeferredToolCall("s0", "lookup", "{}", READ, sequential=True))
+    runner = ScriptedRunner(
+        [ToolCallsRequested(framework_run_state="state", tool_calls=calls), TurnCompleted(new_messages=[])],
+        tool_replies={"lookup": "ran here"},
+    )
+    return InMemorySessionHost(runner)
+
+
+async def test_an_external_call_waits_for_its_result_without_a_tool_step() -> None:
+    session = external_session()
+    await session.start("go")
+    left = await session.drive(await session.run_model())
+
+    assert session.tool_calls[CALL].status is S.AWAITING_RESULT
+    assert session.scripted.executed_tool_call_ids == ()
+    assert await session.submit_tool_result(CALL, result='{"stock": 3}') is A.ACCEPTED
+    assert await session.drive(*left) == IDLE
+    record = session.scripted.model_turns[1].tool_calls[CALL]
+    assert (record.status, record.output, record.attempts) == (S.SUCCEEDED, '{"stock": 3}', 0)
+    assert StepName.CALL_TOOL not in {step for step, _, _ in session.executed}
+
+
+async def test_an_external_call_that_needs_approval_waits_for_its_result_once_approved() -> None:
+    session = external_session(policy=ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=True))
+    await session.start("go")
+    left = await session.drive(await session.run_model())
+    assert await session.submit_tool_result(CALL, result="1") is A.NOT_AWAITING_RESULT
+
+    assert await session.resolve_interrupt("turn-1.c1", approved=True)
+    left = await session.drive(*left)
+    assert [i.kind for i in session.interrupts.get()] == [InterruptKind.TOOL_RESULT]
+    assert await session.submit_tool_result(CALL, error="no stock") is A.ACCEPTED
+    assert await session.drive(*left) == IDLE
+    record = session.scripted.model_turns[1].tool_calls[CALL]
+    assert (record.status, record.error, record.approval) == (S.FAILED, "no stock", "approved")
+    assert session.scripted.executed_tool_call_ids == ()
+
+
+async def test_an_external_call_queued_behind_a_sequential_call_waits_for_its_result_when_its_turn_comes() -> None:
+    session = external_session(sequential_first=True)
+    await session.start("go")
+    left = await session.drive(await session.run_model())
+
+    assert session.tool_calls["s0"].status is S.SUCCEEDED
+    assert session.tool_calls[CALL].status is S.AWAITING_RESULT
+    assert await session.submit_tool_result(CALL, result="[]") is A.ACCEPTED
+    assert await session.drive(*left) == IDLE

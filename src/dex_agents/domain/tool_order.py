@@ -43,7 +43,10 @@ def next_wave(records: Sequence[AgentToolCall]) -> tuple[AgentToolCall, ...]:
 
 
 def release(record: AgentToolCall) -> AgentToolCall:
-    """Return a ``queued`` record started: ``awaiting_approval`` (with its interrupt ID) when it needs approval.
+    """Return a ``queued`` record started: ``awaiting_approval``, ``awaiting_result`` or ``pending``.
+
+    ``awaiting_approval`` (with its interrupt ID) when it needs approval, ``awaiting_result``
+    for an external call.
 
     Raises:
         InvalidTransitionError: the record is not ``queued``.
@@ -51,4 +54,6 @@ def release(record: AgentToolCall) -> AgentToolCall:
     if is_approval_required(record.policy):
         waiting = transition(record, to=ToolCallStatus.AWAITING_APPROVAL)
         return attrs.evolve(waiting, interrupt_id=interrupt_id_for(record.turn_id, record.tool_call_id))
+    if record.has_external_result:
+        return transition(record, to=ToolCallStatus.AWAITING_RESULT)
     return transition(record, to=ToolCallStatus.PENDING)

@@ -110,7 +110,12 @@ _STARTABLE = _RAN | {ToolCallStatus.CANCELLED, ToolCallStatus.AWAITING_RESULT}
 
 TOOL_CALL_TRANSITIONS: Mapping[ToolCallStatus, frozenset[ToolCallStatus]] = {
     ToolCallStatus.QUEUED: frozenset(
-        {ToolCallStatus.PENDING, ToolCallStatus.AWAITING_APPROVAL, ToolCallStatus.CANCELLED}
+        {
+            ToolCallStatus.PENDING,
+            ToolCallStatus.AWAITING_APPROVAL,
+            ToolCallStatus.AWAITING_RESULT,
+            ToolCallStatus.CANCELLED,
+        }
     ),
     ToolCallStatus.PENDING: _STARTABLE,
     ToolCallStatus.AWAITING_APPROVAL: frozenset(
@@ -400,7 +405,10 @@ class AgentToolCall:
         return transition(self, to=ToolCallStatus.CANCELLED, rejection_message=message)
 
     def await_result(self, interrupt_id: str, *, attempt: int = 1) -> "AgentToolCall":
-        """Return the record waiting for its result from outside, under the ``tool_result`` interrupt ID."""
+        """Return the record waiting for its result from outside, under the ``tool_result`` interrupt ID.
+
+        ``attempt``: the tool Step attempt that deferred it (0 when no tool Step ran: an external call).
+        """
         waiting = transition(self, to=ToolCallStatus.AWAITING_RESULT)
         return attrs.evolve(waiting, result_interrupt_id=interrupt_id, attempts=attempt)
 

@@ -38,6 +38,10 @@ class DeferredToolCall:
     sequential: bool = attrs.field(default=False, kw_only=True)
     """Whether the call runs alone, in model order: the calls before it end first, and the calls
     after it start once it ended (`dex_agents.domain.tool_order`)."""
+    external: bool = attrs.field(default=False, kw_only=True)
+    """Whether the call's result comes from outside the session (an external tool, such as Pydantic AI's
+    ``ExternalToolset``): no tool Step runs it; it waits for ``submit_tool_result`` (after its approval,
+    when it needs one)."""
 
 
 def _messages(messages: Iterable[FrameworkMessage]) -> tuple[FrameworkMessage, ...]:

@@ -666,6 +666,7 @@ class PydanticAIRunner(Generic[DepsT]):
             policy=policy,
             framework_state=encode_context(context),
             sequential=definition is not None and definition.sequential,
+            external=definition is not None and definition.kind == "external",
         )
 
     async def _deps(self, session_id: str) -> object:

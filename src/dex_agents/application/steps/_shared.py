@@ -145,7 +145,12 @@ def finish_tool_call(
 def start_tool_call(
     record: AgentToolCall, *, now: datetime, options: AgentSessionOptions, events: AgentEventWriter
 ) -> tuple[GoTo, AgentInterrupt | None]:
-    """Return the movement that starts a ``pending`` or ``awaiting_approval`` record, and its new interrupt.
+    """Return the movement that starts a record (``pending``, ``awaiting_approval``, ``awaiting_result``).
+
+    The new interrupt comes with it, when there is one.
+
+    An ``awaiting_result`` record (an external call) goes to ``AwaitToolApproval``, which raises its
+    interrupt under the lock; none is returned here.
 
     A call that waits for approval gets its pending interrupt (raised ``now``,
     with the display deadline ``now`` plus ``interrupt_deadline``) and its
@@ -153,6 +158,8 @@ def start_tool_call(
     """
     if record.status is ToolCallStatus.PENDING:
         return GoTo(step=tool_step_name(record.policy.effect), input=record.tool_call_id), None
+    if record.status is ToolCallStatus.AWAITING_RESULT:
+        return GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=record.tool_call_id), None
     assert record.status is ToolCallStatus.AWAITING_APPROVAL
     assert record.interrupt_id is not None
     deadline = None if options.interrupt_deadline is None else now + options.interrupt_deadline

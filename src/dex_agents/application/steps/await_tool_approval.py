@@ -282,7 +282,12 @@ class AwaitToolApproval(Wired):
             )
         )
         if resolution.approved:
-            self.tool_calls.put(record.approve(resolution.approver, digest=resolution.call_digest))
+            approved = record.approve(resolution.approver, digest=resolution.call_digest)
+            if record.result_interrupt_id is not None:
+                # An external call: nothing runs here; it now waits for its result (raised on the next execution).
+                self.tool_calls.put(approved.await_result(record.result_interrupt_id, attempt=0))
+                return WaitAgain(input=record.tool_call_id)
+            self.tool_calls.put(approved)
             return GoTo(step=tool_step_name(record.policy.effect), input=record.tool_call_id)
         finished = (
             record.expire(EXPIRED_REJECTION_MESSAGE)

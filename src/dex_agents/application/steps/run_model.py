@@ -28,9 +28,11 @@ A turn with a `TurnCancelRequest` ends here, before the model is called
   records' `ToolOutcome` in ``tool_outcomes``, matched by tool-call ID: the
   records are deleted here, and the outcomes must outlive them.
 - `ToolCallsRequested`: stores the run state, one record per call (awaiting
-  approval when its policy requires it, with a pending interrupt) and goes to
-  many: per call ``AwaitToolApproval``, ``CallTool`` or
-  ``CallSingleAttemptTool``, plus ``ResumeTurn`` with the number of calls.
+  approval when its policy requires it, with a pending interrupt; an
+  ``external`` call that needs none ``awaiting_result``, its interrupt raised
+  by ``AwaitToolApproval``) and goes to many: per call ``AwaitToolApproval``,
+  ``CallTool`` or ``CallSingleAttemptTool``, plus ``ResumeTurn`` with the
+  number of calls.
   When the response has ``sequential`` calls, only its first wave starts
   here (`dex_agents.domain.tool_order`): the calls of later waves are stored
   ``queued``, and ``ResumeTurn`` counts only the first wave's calls.
@@ -73,7 +75,7 @@ from dex_agents.application.steps.record_turn_failure import RecordTurnFailure
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.contract import check_turn_outcome
-from dex_agents.domain.interrupts import interrupt_id_for
+from dex_agents.domain.interrupts import interrupt_id_for, result_interrupt_id_for
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.tool_order import first_wave_size
@@ -252,6 +254,8 @@ class RunModel(Wired):
         else:
             needs_approval = is_approval_required(requested.policy)
             status = ToolCallStatus.AWAITING_APPROVAL if needs_approval else ToolCallStatus.PENDING
+            if requested.external and not needs_approval:
+                status = ToolCallStatus.AWAITING_RESULT
         return AgentToolCall(
             tool_call_id=requested.tool_call_id,
             turn_id=turn_id,
@@ -263,4 +267,7 @@ class RunModel(Wired):
             interrupt_id=interrupt_id_for(turn_id, requested.tool_call_id) if needs_approval else None,
             framework_state=requested.framework_state,
             sequential=requested.sequential,
+            result_interrupt_id=(
+                result_interrupt_id_for(turn_id, requested.tool_call_id) if requested.external else None
+            ),
         )

@@ -29,11 +29,11 @@ import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import dex
 import pytest
-from pydantic_ai import DeferredToolRequests, DeferredToolResults, ModelMessagesTypeAdapter, ToolDenied
+from pydantic_ai import DeferredToolRequests, DeferredToolResults, ModelMessagesTypeAdapter, ModelRetry, ToolDenied
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart
 from pydantic_ai.models import Model
@@ -43,6 +43,8 @@ from dex_agents import AgentSessionClient, AgentSessionFlow, ToolEffect, ToolPol
 from dex_agents.adapters.pydantic_ai import pydantic_ai_session_flow
 from dex_agents.adapters.pydantic_ai._direct_tool import plain_agent
 from dex_agents.adapters.pydantic_ai._live_runs import live_runs_possible
+from dex_agents.domain.interrupts import InterruptKind
+from dex_agents.domain.json_values import JsonValue
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.snapshot import turn_result
 from dex_agents.infrastructure.dex.container import (
@@ -56,6 +58,22 @@ from tests.integration.pydantic_ai.parity.probe import Probe, normalize, normali
 
 Decision = bool | str
 """How a call that asks for approval is answered: ``True`` approves, a string denies with that message."""
+
+
+@dataclass(frozen=True)
+class ExternalError:
+    """An external call answered with an error: ``ModelRetry(message)`` in a plain run, ``error=`` in a session."""
+
+    message: str
+
+
+External = Callable[[ToolCallPart], object]
+"""How a call whose result comes from outside is answered: its JSON value, or an `ExternalError`."""
+
+
+def _no_external(call: ToolCallPart) -> object:
+    raise AssertionError(f"the scenario cannot answer the external call {call}")
+
 
 VARIANTS = ("durable", "fast", "events")
 """Every scenario runs in each (see the module docstring)."""
@@ -85,6 +103,9 @@ class Scenario:
     """Compare tool invocations in order (by default as a multiset: parallel calls run in any order)."""
     model: Model | None = None
     """The model to run instead of the agent's own (``agent.run(model=...)``; the Flow's ``model=``)."""
+    external: External = field(default=_no_external)
+    """How each call whose result comes from outside (an external tool, ``CallDeferred``) is answered:
+    ``DeferredToolResults.calls`` in the plain run, ``submit_tool_result`` in the session."""
 
 
 Build = Callable[[Probe], Scenario]
@@ -270,7 +291,7 @@ async def run_plain(built: Built) -> Observation:
                 messages = result.all_messages()
                 if not isinstance(result.output, DeferredToolRequests):
                     break
-                user_prompt, results = None, _answers(result.output, scenario.decide)
+                user_prompt, results = None, _answers(result.output, scenario.decide, scenario.external)
         except Exception as error:  # noqa: BLE001 - a failed turn is an observation
             errors.append(f"{type(error).__name__}: {error}")
             replies.append(None)
@@ -289,14 +310,18 @@ async def run_plain(built: Built) -> Observation:
     )
 
 
-def _answers(requests: DeferredToolRequests, decide: Callable[[ToolCallPart], Decision]) -> DeferredToolResults:
-    if requests.calls:
-        raise AssertionError(f"the plain run deferred calls a scenario cannot answer: {requests.calls}")
+def _answers(
+    requests: DeferredToolRequests, decide: Callable[[ToolCallPart], Decision], external: External
+) -> DeferredToolResults:
+    calls: dict[str, Any] = {}
+    for call in requests.calls:
+        answer = external(call)
+        calls[call.tool_call_id] = ModelRetry(answer.message) if isinstance(answer, ExternalError) else answer
     approvals: dict[str, Any] = {}
     for call in requests.approvals:
         decision = decide(call)
         approvals[call.tool_call_id] = True if decision is True else ToolDenied(str(decision))
-    return DeferredToolResults(approvals=approvals)
+    return DeferredToolResults(calls=calls, approvals=approvals)
 
 
 def _reply(messages: Sequence[ModelMessage]) -> str | None:
@@ -340,6 +365,9 @@ async def run_session(stack: ParityStack, built: Built) -> Observation:
                 snapshot = await sessions.get_agent_snapshot(session_id)
                 for interrupt in snapshot.pending_interrupts:
                     call = ToolCallPart(interrupt.tool_name, interrupt.arguments, tool_call_id=interrupt.tool_call_id)
+                    if interrupt.kind is InterruptKind.TOOL_RESULT:
+                        await _submit(sessions, session_id, call, scenario.external(call))
+                        continue
                     decision = scenario.decide(call)
                     await sessions.resolve_interrupt(
                         session_id,
@@ -374,6 +402,13 @@ async def run_session(stack: ParityStack, built: Built) -> Observation:
         replies=replies,
         events=sorted_result_events(probe.events),
     )
+
+
+async def _submit(sessions: AgentSessionClient, session_id: str, call: ToolCallPart, answer: object) -> None:
+    if isinstance(answer, ExternalError):
+        await sessions.submit_tool_result(session_id, call.tool_call_id, error=answer.message)
+    else:
+        await sessions.submit_tool_result(session_id, call.tool_call_id, result=cast(JsonValue, answer))
 
 
 async def _all_messages(sessions: AgentSessionClient, session_id: str) -> list[AgentMessage]:
