@@ -11,11 +11,15 @@
   other tool calls. The model's text and reasoning reach the live events
   through `dex_agents.adapters.pydantic_ai._streaming.DeltaForwardingCapability`
   (the run itself does not stream), or, for an agent whose runs stream anyway,
-  through `StreamingModelStepCapability`'s ``on_event`` listener.
+  through `StreamingModelStepCapability`'s ``on_event`` listener. Its
+  ``before_node_run`` makes the run's event listeners and ``run_step`` those
+  of a plain run (`dex_agents.adapters.pydantic_ai._run_nodes`).
 - `ToolStepCapability` (every tool Step): same ordering; records the tools'
   original definitions and turns the ``ModelRequestNode`` that follows the
   tool call into ``End(FinalResult(parts))``, so the run ends normally
-  (``after_run`` hooks run, nothing is cancelled) before any model request.
+  (``after_run`` hooks run, nothing is cancelled) before any model request;
+  its ``before_node_run`` keeps the call's events from the run's listeners
+  (its model Steps show them).
 - `RevealToolCapability` (every tool Step): default ordering, so its wrapper
   sits inside ``ToolSearch``'s; makes a ``defer_loading`` tool that only tool
   search reveals callable in its own Step.
@@ -45,6 +49,11 @@ from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_graph import End
 
+from dex_agents.adapters.pydantic_ai._run_nodes import (
+    continue_run_step,
+    quiet_model_step_events,
+    silence_tool_step_events,
+)
 from dex_agents.adapters.pydantic_ai._tool_context import ToolStepContext
 from dex_agents.application.event_writer import AgentEventWriter
 
@@ -150,6 +159,8 @@ class ModelStepCapability(AbstractCapability[Any]):
 
     record: ModelStepRecord = field(default_factory=ModelStepRecord)
     """What the run learned about its tools."""
+    run_step: int = 0
+    """The ``run_step`` a resumed run starts at: the turn's model responses so far (0: a new run's)."""
 
     def get_ordering(self) -> CapabilityOrdering | None:
         """Return the outermost, wraps-everything ordering."""
@@ -158,6 +169,12 @@ class ModelStepCapability(AbstractCapability[Any]):
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         """Wrap the run's toolset so every function tool is deferred."""
         return _RecordingToolset(toolset, tools=self.record.tools, defer=True)
+
+    async def before_node_run(self, ctx: RunContext[Any], *, node: Any) -> Any:
+        """Show listeners a plain run's events and ``run_step`` (`dex_agents.adapters.pydantic_ai._run_nodes`)."""
+        continue_run_step(node, self.run_step)
+        quiet_model_step_events(node)
+        return node
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
@@ -257,6 +274,11 @@ class ToolStepCapability(AbstractCapability[Any]):
         if call.tool_name == self.tool_name:
             self.context.apply(ctx)
         return args
+
+    async def before_node_run(self, ctx: RunContext[Any], *, node: Any) -> Any:
+        """Show listeners none of the call's events: its model Steps show them."""
+        silence_tool_step_events(node)
+        return node
 
     async def after_node_run(self, ctx: RunContext[Any], *, node: Any, result: Any) -> Any:
         """Turn the model request that would follow the tool call into the run's end."""

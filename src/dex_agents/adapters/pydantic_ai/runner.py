@@ -116,6 +116,7 @@ from dex_agents.adapters.pydantic_ai._results import (
     tool_step_output,
     typed_call_ids,
 )
+from dex_agents.adapters.pydantic_ai._run_nodes import resumed_run_step
 from dex_agents.adapters.pydantic_ai._streaming import (
     DeltaForwardingCapability,
     NonStreamingFallbackCapability,
@@ -382,6 +383,8 @@ class PydanticAIRunner(Generic[DepsT]):
             ]
         else:
             capabilities = [ModelStepCapability(record=record), DeltaForwardingCapability(events=turn.events)]
+        step_capability = capabilities[0]
+        assert isinstance(step_capability, ModelStepCapability)
         if self._reinject_system_prompt:
             capabilities.append(ReinjectSystemPrompt())
         deps = await self._deps(turn.flow_id)
@@ -399,6 +402,8 @@ class PydanticAIRunner(Generic[DepsT]):
             results = deferred_tool_results(
                 state.tool_call_ids, turn.tool_calls, typed=typed_call_ids(earlier_turn_messages)
             )
+            asked = {call_id for call_id, call in turn.tool_calls.items() if call.interrupt_id is not None}
+            step_capability.run_step = resumed_run_step(earlier_turn_messages, asked)
             # Steered messages go after the tool results, in the same request (Pydantic AI's
             # CallToolsNode appends a user prompt given with deferred results after the returns).
             steered = [message.text for message in turn.steered_messages]

@@ -30,7 +30,6 @@ VALUES = "Deliver 2: tool results travel as text"
 RETRIES = "Deliver 3: ModelRetry and ToolFailed reach the model as failed calls"
 CONTEXT = "Deliver 4: the tool Step's RunContext is a fresh run's"
 PREPARE = "Deliver 5: prepare runs again in tool Steps and resumed runs"
-EVENTS = "Deliver 9: an event stream handler sees tool calls and results more than once"
 
 
 def _returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
@@ -220,7 +219,7 @@ class Country:
     country: str
 
 
-@SCENARIOS.scenario(xfail={"events": EVENTS})
+@SCENARIOS.scenario()
 def deps_reach_run_context_tools(probe: Probe) -> Scenario:
     class WeatherArgs(BaseModel):
         city: str
