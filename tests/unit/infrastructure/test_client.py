@@ -86,7 +86,7 @@ async def test_resolve_interrupt_retries_lock_conflicts_until_the_rpc_goes_throu
 async def test_resolve_interrupt_gives_up_on_a_lock_conflict_after_its_retry_window(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from dex_agents.infrastructure.dex import client as client_module
+    from dex_agents.infrastructure.dex import _client_rpc as client_module
 
     monkeypatch.setattr(client_module, "LOCK_CONFLICT_RETRY", timedelta(0))
 

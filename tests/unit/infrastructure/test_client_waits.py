@@ -9,7 +9,7 @@ import pytest
 
 from dex_agents import AgentSessionClient, AgentSessionFlow, ToolEffect, ToolPolicy, TurnCompleted, TurnStatus
 from dex_agents.domain.usage import AgentUsage
-from dex_agents.infrastructure.dex import client as client_module
+from dex_agents.infrastructure.dex import _client_waits as client_module
 from dex_agents.testing import ScriptedRunner, assistant_message, deferred_tool_call, tool_calls_requested
 from dex_agents.testing.memory import InMemorySessionHost
 from tests.fakes.dex_client import FakeSessionDexClient

@@ -1,0 +1,124 @@
+"""How `AgentSessionClient` invokes its Flow's RPCs: errors translated, closing waited for, lock conflicts retried.
+
+The other parts of the client (its queries, event reads, waits and answers,
+in the other ``_client_*`` modules) and `AgentSessionClient` itself build on
+`SessionRpc`.
+"""
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any, TypeVar, cast
+
+import dex
+
+from dex_agents.application.inputs import session_id_refusal
+from dex_agents.domain.errors import InvalidInputError
+from dex_agents.infrastructure.dex.flow import AgentSessionFlow
+from dex_agents.infrastructure.dex.session_errors import NoWorkerError as NoWorkerError
+from dex_agents.infrastructure.dex.session_errors import SessionAlreadyExistsError as SessionAlreadyExistsError
+from dex_agents.infrastructure.dex.session_errors import SessionUnavailableError as SessionUnavailableError
+from dex_agents.infrastructure.dex.session_errors import translated_errors
+
+InputT = TypeVar("InputT")
+OutputT = TypeVar("OutputT")
+
+LOCK_CONFLICT_RETRY = timedelta(seconds=30)
+"""How long `AgentSessionClient.resolve_interrupt` retries a lock conflict.
+
+Longer than the back-offs of the Step that takes the lock (``AwaitToolApproval``:
+Dex's default 1 s doubling, over its attempts), since Dex keeps the lock through them.
+"""
+
+LOCK_CONFLICT_PAUSE = 0.05
+"""The first pause after a lock conflict, in seconds; it doubles up to `LOCK_CONFLICT_MAX_PAUSE`."""
+LOCK_CONFLICT_MAX_PAUSE = 1.0
+"""The longest pause between two tries of a locking RPC, in seconds."""
+_STOP_WAIT = timedelta(seconds=30)
+
+
+def raise_if(refused: InvalidInputError | None) -> None:
+    """Raise ``refused``, when an input check refused something."""
+    if refused is not None:
+        raise refused
+
+
+class SessionRpc:
+    """The RPC calls of one `AgentSessionFlow` through a Dex `AsyncClient`, for its sessions."""
+
+    _client: dex.AsyncClient
+    _flow: AgentSessionFlow
+
+    @staticmethod
+    def _check_session_id(session_id: str) -> None:
+        raise_if(session_id_refusal(session_id))
+
+    async def _call_through_lock_conflicts(
+        self,
+        rpc: Callable[[dex.Context, InputT], Awaitable[dex.RPCResult[OutputT]]],
+        session_id: str,
+        request: InputT,
+    ) -> OutputT:
+        """Invoke a locking RPC, retrying lock conflicts (backing off) for `LOCK_CONFLICT_RETRY`, then re-raising."""
+        give_up = time.monotonic() + LOCK_CONFLICT_RETRY.total_seconds()
+        pause = LOCK_CONFLICT_PAUSE
+        while True:
+            try:
+                return await self._call(rpc, session_id, request)
+            except dex.RpcLockConflictError:
+                if time.monotonic() >= give_up:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, LOCK_CONFLICT_MAX_PAUSE)
+
+    async def _call(
+        self,
+        rpc: Callable[[dex.Context, InputT], Awaitable[dex.RPCResult[OutputT]]],
+        session_id: str,
+        request: InputT,
+        *,
+        options: dex.RPCInvokeOptions | None = None,
+    ) -> OutputT:
+        """Invoke an RPC that takes an input (the SDK types RPCs as sync functions; ours are async).
+
+        A session that is closing (``FlowClosingError``) is waited for until it has
+        closed, then the call is made once more, so the caller sees what a stopped
+        session answers (`SessionUnavailableError` for a write).
+        """
+        self._check_session_id(session_id)
+        with translated_errors(self._flow.get_flow_type()):
+            try:
+                result = await self._client.invoke_rpc(
+                    cast(Any, rpc), session_id, request, options=options or dex.RPCInvokeOptions()
+                )
+            except dex.FlowClosingError:
+                await self._closed(session_id)
+                result = await self._client.invoke_rpc(
+                    cast(Any, rpc), session_id, request, options=options or dex.RPCInvokeOptions()
+                )
+        return cast(OutputT, result)
+
+    async def _closed(self, session_id: str) -> None:
+        """Wait until the session's Flow has closed (after a stop, the close is asynchronous)."""
+        while True:
+            try:
+                await self._client.wait_for_flow(session_id, timeout=_STOP_WAIT)
+            except dex.LongPollTimeoutError:
+                continue
+            return
+
+    async def _query(
+        self,
+        rpc: Callable[[dex.Context], Awaitable[dex.RPCResult[OutputT]]],
+        session_id: str,
+        *,
+        options: dex.RPCInvokeOptions | None = None,
+    ) -> OutputT:
+        """Invoke an RPC without input."""
+        self._check_session_id(session_id)
+        with translated_errors(self._flow.get_flow_type()):
+            result = await self._client.invoke_rpc(
+                cast(Any, rpc), session_id, options=options or dex.RPCInvokeOptions()
+            )
+        return cast(OutputT, result)
