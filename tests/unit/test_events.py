@@ -40,7 +40,7 @@ SPEC_EVENTS = {
     "tool_call_finished": {"tool_call_id", "tool_name", "status", "output", "error"},
     "tool_call_deferred": {"tool_call_id", "tool_name", "effect", "requires_approval", "arguments"},
     "interrupt_raised": {"interrupt_id", "tool_call_id", "tool_name", "deadline", "kind"},
-    "interrupt_resolved": {"interrupt_id", "approved", "rejection_message", "approver"},
+    "interrupt_resolved": {"interrupt_id", "approved", "rejection_message", "approver", "kind"},
     "usage_recorded": {"recorded", "session"},
     "history_compacted": {"summary_number", "first_sequence", "through_sequence", "reason"},
     # Steering and cancel (docs/deviations.md).
@@ -104,6 +104,7 @@ def test_event_payloads_carry_plain_json_values_on_the_wire() -> None:
         "approved": True,
         "rejection_message": None,
         "approver": "ada",
+        "kind": "approval",
     }
     assert wire(BUILT[AgentEventType.USAGE_RECORDED])["recorded"] == {
         "model_calls": 1,

@@ -40,7 +40,7 @@ from dex_agents.domain.events import (
     TurnCommittedPayload,
     TurnStartedPayload,
 )
-from dex_agents.domain.interrupts import AgentInterrupt
+from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.session import turn_number
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus, call_digest
@@ -283,7 +283,11 @@ class SessionFollower:
                 snapshot = await self.snapshot()
                 if idle_after_turns is not None and is_idle(snapshot, min_turns=idle_after_turns):
                     return None
-                unasked = [i for i in snapshot.pending_interrupts if i.interrupt_id not in self._asked]
+                unasked = [
+                    i
+                    for i in snapshot.pending_interrupts
+                    if i.interrupt_id not in self._asked and i.kind is InterruptKind.APPROVAL
+                ]
                 if unasked and self.approver is not None:
                     # Its event was lost or is still to come: the snapshot is the truth.
                     if spinner is not None:
@@ -305,7 +309,11 @@ class SessionFollower:
         """Look up what ``event`` leaves out, draw it, and answer its approval if it asks for one."""
         extras = await self._extras(event)
         self.renderer.handle(event, extras)
-        if event.type is AgentEventType.INTERRUPT_RAISED and extras.interrupt is not None:
+        if (
+            event.type is AgentEventType.INTERRUPT_RAISED
+            and extras.interrupt is not None
+            and extras.interrupt.kind is InterruptKind.APPROVAL
+        ):
             await self.answer(ApprovalRequest.of(self.session_id, extras.interrupt))
         if self.on_event is not None:
             self.on_event(event)
@@ -392,7 +400,8 @@ class SessionFollower:
 
                     def known(snapshot: AgentSnapshot) -> bool:
                         r = record(snapshot)
-                        answered = r is not None and r.status is not ToolCallStatus.AWAITING_APPROVAL
+                        waiting = (ToolCallStatus.AWAITING_APPROVAL, ToolCallStatus.AWAITING_RESULT)
+                        answered = r is not None and r.status not in waiting
                         return pending(snapshot) is not None or answered or turn_over(snapshot)
 
                     raised = await self._settled(known)

@@ -42,7 +42,13 @@ from dex_agents.domain.events import (
     UsageRecordedPayload,
     UserMessageSteeredPayload,
 )
-from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, AgentInterrupt, interrupt_id_for
+from dex_agents.domain.interrupts import (
+    EXPIRED_REJECTION_MESSAGE,
+    EXPIRED_RESULT_MESSAGE,
+    AgentInterrupt,
+    InterruptKind,
+    interrupt_id_for,
+)
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.tools import AgentToolCall, call_digest
 from dex_agents.domain.usage import AgentUsage
@@ -297,6 +303,17 @@ class EventRenderer:
         outcome = self._outcome(event, payload)
         interrupt_id = payload.interrupt_id
         until = "" if payload.deadline is None else f" until {payload.deadline.isoformat()}"
+        if payload.kind == InterruptKind.TOOL_RESULT.value:
+            call_id = payload.tool_call_id
+            if extras.interrupt is None:
+                self.line(f"⏸ {outcome.tool_name} waited for its result ({call_id}); no longer pending", style="dim")
+            else:
+                self.line(
+                    f"⏸ {outcome.tool_name} waits for its result from outside{until} "
+                    f'(answer: result {call_id} JSON | result-error {call_id} "message")',
+                    style="yellow",
+                )
+            return
         if extras.interrupt is None:
             self.line(f"⏸ {outcome.tool_name} asked for approval ({interrupt_id}); no longer pending", style="dim")
         else:
@@ -315,6 +332,14 @@ class EventRenderer:
                 outcome.approved = approved
         reason = payload.rejection_message
         by = f" · by {payload.approver}" if payload.approver else ""
+        if payload.kind == InterruptKind.TOOL_RESULT.value:
+            if approved:
+                self.line(f"✓ result submitted ({interrupt_id})", style="green")
+            elif reason == EXPIRED_RESULT_MESSAGE:
+                self.line(f"⌛ no result ({interrupt_id}): nobody submitted one before the deadline", style="yellow")
+            else:
+                self.line(f"✗ error submitted ({interrupt_id}): {reason}", style="yellow")
+            return
         if approved:
             self.line(f"✓ approved ({interrupt_id}){by}", style="green")
         elif reason == EXPIRED_REJECTION_MESSAGE:

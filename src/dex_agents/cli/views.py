@@ -9,6 +9,7 @@ turn's records. The small text helpers (`one_line`, `compact_json`,
 
 import json
 from collections.abc import Iterable, Sequence
+from typing import assert_never
 
 import attrs
 from rich import box
@@ -16,6 +17,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.domain.tools import AgentToolCall, ApprovalStatus, ToolCallStatus
@@ -242,13 +244,7 @@ def render_snapshot(
             outcomes.append(outcome)
     if outcomes:
         parts.append(tool_outcome_lines(outcomes))
-    parts.extend(
-        Text(
-            f"pending approval {interrupt.interrupt_id}: {interrupt.tool_name} {compact_json(interrupt.arguments)}",
-            style="yellow",
-        )
-        for interrupt in snapshot.pending_interrupts
-    )
+    parts.extend(Text(describe_pending(interrupt), style="yellow") for interrupt in snapshot.pending_interrupts)
     parts.extend(queue_lines(snapshot))
     parts.append(Text("Usage: ", style="bold") + Text(describe_usage(snapshot.usage)))
     console.print()
@@ -260,3 +256,15 @@ def render_snapshot(
                 console.print(line, soft_wrap=True)
         else:
             console.print(part)
+
+
+def describe_pending(interrupt: AgentInterrupt) -> str:
+    """One line for a pending interrupt: an approval by its interrupt ID, a result by its tool-call ID."""
+    call = f"{interrupt.tool_name} {compact_json(interrupt.arguments)}"
+    match interrupt.kind:
+        case InterruptKind.APPROVAL:
+            return f"pending approval {interrupt.interrupt_id}: {call}"
+        case InterruptKind.TOOL_RESULT:
+            return f"pending result {interrupt.tool_call_id}: {call}"
+        case _:
+            assert_never(interrupt.kind)

@@ -2,7 +2,10 @@
 
 ``watch`` draws a session's events from a position in its event stream (the
 oldest kept by default, or a resume token it printed before) and reads
-commands meanwhile: ``approve ID``, ``reject ID "reason"``, ``cancel
+commands meanwhile: ``approve ID``, ``reject ID "reason"``, ``result CALL_ID
+JSON`` and ``result-error CALL_ID "message"`` (the result of a call that waits
+for it from outside: an external tool, or a tool that raised ``CallDeferred``;
+``/result`` works too), ``cancel
 ["reason"]`` (cancel the running turn), ``withdraw MESSAGE_ID`` (take back a
 waiting message, by the client message ID the snapshot lists), ``snapshot``,
 ``quit``. Steered messages (where each landed), the queue (at the start and in
@@ -22,6 +25,7 @@ read, or to ``--call-digest`` when the caller saw the call elsewhere.
 
 import asyncio
 import contextlib
+import json
 import shlex
 from typing import Literal
 
@@ -33,7 +37,10 @@ from rich.text import Text
 from dex_agents.cli.follow import SessionFollower, os_user
 from dex_agents.cli.render import EventRenderer
 from dex_agents.cli.terminal import TerminalLines
-from dex_agents.cli.views import compact_json, queue_lines, render_snapshot
+from dex_agents.cli.views import compact_json, describe_pending, queue_lines, render_snapshot
+from dex_agents.domain.errors import InvalidInputError, ToolResultRefusedError
+from dex_agents.domain.interrupts import InterruptKind
+from dex_agents.domain.json_values import JsonValue
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.domain.tools import call_digest as tool_call_digest
 from dex_agents.infrastructure.dex.client import AgentSessionClient
@@ -42,10 +49,13 @@ from dex_agents.launch.errors import CliError, UsageError
 from dex_agents.launch.loading import load_flow
 from dex_agents.launch.output import safe_console
 
-COMMANDS_HELP = 'commands: approve ID · reject ID "reason" · cancel "reason" · withdraw MESSAGE_ID · snapshot · quit'
+COMMANDS_HELP = (
+    'commands: approve ID · reject ID "reason" · result CALL_ID JSON · result-error CALL_ID "message" · '
+    'cancel "reason" · withdraw MESSAGE_ID · snapshot · quit'
+)
 """The commands ``watch`` reads."""
 
-Action = Literal["approve", "reject", "cancel", "withdraw", "snapshot", "quit", "help"]
+Action = Literal["approve", "reject", "result", "result-error", "cancel", "withdraw", "snapshot", "quit", "help"]
 
 
 @attrs.frozen(kw_only=True)
@@ -60,6 +70,10 @@ class WatchCommand:
     """The rejection message (``reject``) or why the turn is cancelled (``cancel``)."""
     message_id: str | None = None
     """The waiting message to take back (``withdraw``)."""
+    tool_call_id: str | None = None
+    """The call whose result is given (``result`` / ``result-error``)."""
+    result: JsonValue = None
+    """The result, parsed from its JSON (``result``)."""
 
 
 def parse_watch_command(line: str) -> WatchCommand | None:
@@ -68,6 +82,9 @@ def parse_watch_command(line: str) -> WatchCommand | None:
     Raises:
         UsageError: the line is not one of the commands.
     """
+    first = line.split(maxsplit=1)
+    if first and first[0].lower().removeprefix("/") == "result":
+        return _result_command(line)
     try:
         words = shlex.split(line)
     except ValueError as error:
@@ -75,7 +92,9 @@ def parse_watch_command(line: str) -> WatchCommand | None:
     if not words:
         return None
     verb, *rest = words
-    verb = verb.lower()
+    verb = verb.lower().removeprefix("/")
+    if verb == "result-error" and len(rest) >= 2:
+        return WatchCommand(action="result-error", tool_call_id=rest[0], reason=" ".join(rest[1:]))
     if verb in ("snapshot", "quit", "help") and not rest:
         return WatchCommand(action=verb)  # type: ignore[arg-type]
     if verb == "approve" and len(rest) == 1:
@@ -88,6 +107,18 @@ def parse_watch_command(line: str) -> WatchCommand | None:
     if verb == "withdraw" and len(rest) == 1:
         return WatchCommand(action="withdraw", message_id=rest[0])
     raise UsageError(f"malformed command {line.strip()!r} ({COMMANDS_HELP})")
+
+
+def _result_command(line: str) -> WatchCommand:
+    """``result CALL_ID JSON``: the JSON is the rest of the line as typed (shell quoting would eat its quotes)."""
+    parts = line.strip().split(maxsplit=2)
+    if len(parts) < 3:
+        raise UsageError(f"malformed command {line.strip()!r}: give the call ID and its JSON result ({COMMANDS_HELP})")
+    try:
+        value: JsonValue = json.loads(parts[2])
+    except ValueError as error:
+        raise UsageError(f"the result of {parts[1]!r} is not JSON: {error}") from error
+    return WatchCommand(action="result", tool_call_id=parts[1], result=value)
 
 
 async def require_session(sessions: AgentSessionClient, session_id: str, address: str) -> AgentSnapshot:
@@ -131,6 +162,23 @@ async def answer_interrupt(
     raise CliError(f"no pending approval {interrupt_id!r} in session {session_id!r} (pending: {pending})")
 
 
+async def submit_result(
+    sessions: AgentSessionClient, session_id: str, tool_call_id: str, *, result: JsonValue, error: str | None
+) -> None:
+    """Give a call waiting for its result from outside its result (or ``error``).
+
+    Raises:
+        CliError: the session refused it (unknown call, answered already, not waiting, or a bad result).
+    """
+    try:
+        if error is not None:
+            await sessions.submit_tool_result(session_id, tool_call_id, error=error)
+        else:
+            await sessions.submit_tool_result(session_id, tool_call_id, result=result)
+    except (ToolResultRefusedError, InvalidInputError) as refused:
+        raise CliError(str(refused)) from refused
+
+
 def print_pending(console: Console, snapshot: AgentSnapshot) -> dict[str, str]:
     """Print the session's pending approvals and how to answer them, and its waiting messages.
 
@@ -140,6 +188,14 @@ def print_pending(console: Console, snapshot: AgentSnapshot) -> dict[str, str]:
         console.print(line, soft_wrap=True)
     shown: dict[str, str] = {}
     for interrupt in snapshot.pending_interrupts:
+        if interrupt.kind is InterruptKind.TOOL_RESULT:
+            call_id = interrupt.tool_call_id
+            console.print(
+                Text(describe_pending(interrupt), style="yellow")
+                + Text(f'  (result {call_id} JSON | result-error {call_id} "message")', style="dim"),
+                soft_wrap=True,
+            )
+            continue
         console.print(
             Text(f"pending approval {interrupt.interrupt_id}: ", style="yellow")
             + Text(f"{interrupt.tool_name} {compact_json(interrupt.arguments)}")
@@ -245,6 +301,16 @@ class Watch:
                     call_digest=digest,
                 )
                 self.console.print(Text(f"sent: {command.action} {command.interrupt_id}", style="dim"))
+            case "result" | "result-error":
+                assert command.tool_call_id is not None
+                await submit_result(
+                    self.sessions,
+                    self.session_id,
+                    command.tool_call_id,
+                    result=command.result,
+                    error=command.reason if command.action == "result-error" else None,
+                )
+                self.console.print(Text(f"sent: {command.action} {command.tool_call_id}", style="dim"))
             case "cancel":
                 if await self.sessions.cancel_turn(self.session_id, command.reason):
                     self.console.print(Text("sent: cancel the running turn", style="dim"))

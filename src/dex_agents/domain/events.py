@@ -223,7 +223,7 @@ class InterruptRaisedPayload(PayloadView):
 
 @attrs.frozen(kw_only=True)
 class InterruptResolvedPayload(PayloadView):
-    """An approval was answered (or expired)."""
+    """An approval was answered (or expired); for ``kind`` ``tool_result``, a call's result came (or expired)."""
 
     event_type: ClassVar[AgentEventType] = AgentEventType.INTERRUPT_RESOLVED
     interrupt_id: str
@@ -234,6 +234,9 @@ class InterruptResolvedPayload(PayloadView):
     """Why it was rejected, if it was."""
     approver: str | None = None
     """Who answered, when the answer named someone."""
+    kind: str = "approval"
+    """The interrupt's kind (an `InterruptKind` value): for ``tool_result``, ``approved`` says a result (not an
+    error) came, and ``rejection_message`` holds the error, or why there is none."""
 
 
 @attrs.frozen(kw_only=True)
@@ -472,11 +475,16 @@ def interrupt_raised(
 
 
 def interrupt_resolved(
-    interrupt_id: str, *, approved: bool, rejection_message: str | None, approver: str | None = None
+    interrupt_id: str,
+    *,
+    approved: bool,
+    rejection_message: str | None,
+    approver: str | None = None,
+    kind: str = "approval",
 ) -> InterruptResolvedPayload:
-    """An approval was answered (by ``approver``, when named) or expired."""
+    """An approval was answered (by ``approver``, when named) or expired; or a call's result came (``kind``)."""
     return InterruptResolvedPayload(
-        interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message, approver=approver
+        interrupt_id=interrupt_id, approved=approved, rejection_message=rejection_message, approver=approver, kind=kind
     )
 
 

@@ -267,6 +267,7 @@ class AwaitToolApproval(Wired):
                 resolution.interrupt_id,
                 approved=finished.status is ToolCallStatus.SUCCEEDED,
                 rejection_message=finished.error if finished.error is not None else finished.rejection_message,
+                kind=InterruptKind.TOOL_RESULT.value,
             )
         )
         finish_tool_call(finished, tool_calls=self.tool_calls, results=self.results, events=self.events)
