@@ -21,6 +21,9 @@ One JSON line per task goes to ``$BINDING_BENCH_RECORDS``:
   the span's start and end, so the driver can charge a whole turn's process CPU;
 - ``bytes``: the size of the task's request as received.
 
+``$BINDING_BENCH_FLOW`` names another module whose ``build_flow()`` the Worker serves
+(default: `benchmarks._binding_agent`; the long-session shapes use `benchmarks._long_agent`).
+
 With ``$BINDING_BENCH_PROFILE`` set, the whole Worker runs under pyinstrument (not a
 project dependency: install it into the venv yourself) and writes its text report
 there, and the session beside it (``.pyisession``).
@@ -42,14 +45,22 @@ from dex import _pull_worker
 from dex._async_worker_dispatcher import AsyncWorkerDispatcher
 from dex.dexpb import dex_pb2 as pb
 
-from benchmarks._binding_agent import build_flow
-from dex_agents import codec_registry
+from dex_agents import AgentSessionFlow, codec_registry
 from dex_agents.testing import run_agent_worker
 from dex_agents.testing.stack import READY_FILE_ENV, SERVER_ADDRESS_ENV
 
 RECORDS_ENV = "BINDING_BENCH_RECORDS"
 PROFILE_ENV = "BINDING_BENCH_PROFILE"
 LISTEN_ENV = "BINDING_BENCH_LISTEN"
+FLOW_ENV = "BINDING_BENCH_FLOW"
+DEFAULT_FLOW_MODULE = "benchmarks._binding_agent"
+
+
+def build_flow() -> AgentSessionFlow:
+    """Return the Flow of ``$BINDING_BENCH_FLOW``'s module (the binding bench agent's by default)."""
+    module = importlib.import_module(os.environ.get(FLOW_ENV) or DEFAULT_FLOW_MODULE)
+    return module.build_flow()  # type: ignore[no-any-return]
+
 
 Request = pb.InvokeWaitForMethodRequest | pb.InvokeExecuteMethodRequest | pb.InvokeWorkerRPCRequest
 
