@@ -20,12 +20,12 @@ close to zero and the same on both sides):
 Each row is the median over ``--rounds`` rounds after one warm-up round; the
 ratio is runner turn / plain turn.
 
-``--memo`` sets how ``RunModel`` reads the stored history (see the parse memo in
+``--memo`` sets how ``RunModel`` reads the stored history (see the history cache in
 `dex_agents.adapters.pydantic_ai._history`): ``warm`` (default) as a Worker does
-once it has run a model Step of the session (only new texts are parsed),
-``cold`` with the memo emptied before every turn (everything parsed once, then
-the resuming ``RunModel`` hits), ``off`` without the memo (every ``RunModel``
-parses the whole history, the behaviour before the memo).
+once it has run a model Step of the session (only new messages are parsed),
+``cold`` with the cache emptied before every turn (as a restarted Worker: everything
+parsed once, then the resuming ``RunModel`` hits), ``off`` with a cache that keeps
+nothing (every ``RunModel`` parses the whole history).
 """
 
 import argparse
@@ -103,7 +103,7 @@ async def runner_turn(
     runner: PydanticAIRunner[None], earlier: list[AgentMessage], memo: str
 ) -> tuple[float, float, float]:
     if memo == "cold":
-        _history.MESSAGE_MEMO.clear()
+        _history.HISTORY_CACHE.clear()
     turn_id = f"turn-{len(earlier) // 4 + 2}"
     user = AgentMessage.stored(runner.build_user_message(PROMPT), sequence=len(earlier) + 1, turn_id=turn_id)
     messages = [*earlier, user]
@@ -130,7 +130,7 @@ async def runner_turn(
 
 async def main(rounds: int, memo: str) -> None:
     if memo == "off":
-        _history.load_messages = _history.parse_messages  # the read before the memo
+        _history.HISTORY_CACHE = _history.HistoryCache(0)  # keeps nothing: every read parses
     agent = build_agent()
     runner = PydanticAIRunner(agent)
     inputs = {size: (history(size), stored(history(size))) for size in SIZES}

@@ -18,6 +18,13 @@
 - `is_context_overflow`: whether a model error is the provider refusing the
   context (`ModelContextWindowExceededError`, or an HTTP 400/413 whose body
   names the context length).
+- `default_compaction_policy`: the session's policy when the agent sets none.
+  Where Pydantic AI knows the model's context window (``Model.context_window``
+  of a model object; ``infer_model_profile`` of a model name, offline), the
+  context budget is `CONTEXT_WINDOW_SHARE` of it in tokens (the rest is left
+  for instructions, tool definitions and the response; the budget counts
+  stored JSON, which is longer than what the model is sent); else, and never
+  above it, the core's `MAX_CONTEXT_BYTES` default.
 """
 
 import dataclasses
@@ -26,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic_ai import direct
-from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPError
+from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPError, UserError
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -37,10 +44,10 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models import Model
+from pydantic_ai.models import Model, infer_model_profile
 
 from dex_agents.adapters.pydantic_ai import _history
-from dex_agents.application.compaction import CompactionSummary
+from dex_agents.application.compaction import CompactionPolicy, CompactionSummary
 from dex_agents.domain.history import HistorySummary
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.usage import AgentUsage
@@ -64,6 +71,34 @@ DEFAULT_TOOL_RESULT_BUDGET_CHARS = 200_000
 
 SHORTENED_TOOL_RESULT_CHARS = 1000
 """Characters an old tool result beyond the budget keeps in the model's view."""
+
+CONTEXT_WINDOW_SHARE = 0.75
+"""The share of the model's context window (tokens) the default compaction budget gives the history."""
+
+
+def model_context_window(model: Model | str | None) -> int | None:
+    """Return the context window (tokens) Pydantic AI knows for ``model``, or ``None``.
+
+    A model object answers from its profile; a model name from the profile
+    Pydantic AI infers without a provider (no API key, no network). A name
+    whose provider package is missing, or that Pydantic AI does not know,
+    gives ``None``.
+    """
+    if model is None:
+        return None
+    try:
+        window = model.context_window if isinstance(model, Model) else infer_model_profile(model).get("context_window")
+    except (ImportError, ValueError, UserError):
+        return None
+    return window if isinstance(window, int) and window > 0 else None
+
+
+def default_compaction_policy(model: Model | str | None) -> CompactionPolicy:
+    """Return the compaction policy of a session whose agent sets none (see the module docstring)."""
+    window = model_context_window(model)
+    if window is None:
+        return CompactionPolicy()
+    return CompactionPolicy(context_budget_tokens=max(1024, int(window * CONTEXT_WINDOW_SHARE)))
 
 
 def summary_request(summary: HistorySummary) -> ModelRequest:

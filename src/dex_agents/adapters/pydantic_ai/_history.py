@@ -24,24 +24,32 @@ nothing but the prompt is not stored again.
 Run state: the turn's messages so far plus the IDs of the calls the last model
 response requested, and the turn's usage so far, as JSON text (see `RunState`).
 
-Parse memo: every ``RunModel`` replays all earlier turns, so without a memo a
-Worker re-validates the whole stored history on every model Step (about 25 µs
-a message: the dominant adapter cost, and the part that grows with the
-session). `load_messages` keeps the parsed messages of each ``framework_item``
-text in a bounded per-process LRU (`MessageMemo`) and hands out copies:
-Pydantic AI assigns fields of history messages during a run (``run_id``,
-``instructions``, ``parts``, ``metadata`` of the last request), so each load
-returns new message objects with their own ``parts`` list and their own
-mutable fields; the parts themselves are shared (Pydantic AI replaces parts,
-it does not change them).
+History cache: every ``RunModel`` replays the model's window, so without a
+cache a Worker would re-validate every message of it on every model Step
+(about 25 µs a message plus the JSON's length: the part that grows with the
+window). `replay` and `turn_prompt` read through `HISTORY_CACHE`, a
+`HistoryCache` of the parsed messages of each stored message keyed by its
+session ID and stored sequence, so a model Step parses only the messages
+that are new to this Worker (a restarted Worker starts empty and parses
+again). A hit needs the stored ``framework_item`` to be the same text (the
+same object, or an equal one), so two sessions never mix and a sequence
+whose text differs (a session started again under the same ID) is parsed
+again; a compaction changes no stored message, only which ones the window
+holds. The cache is bounded by the characters of the texts it keeps (least
+recently used out first) and hands out copies: Pydantic AI assigns fields
+of history messages during a run (``run_id``, ``instructions``, ``parts``,
+``metadata`` of the last request), so each load returns new message objects
+with their own ``parts`` list and their own mutable fields; the parts
+themselves are shared (Pydantic AI replaces parts, it does not change them).
 """
 
 import copy
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from itertools import groupby
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import attrs
 from pydantic_ai import ModelMessagesTypeAdapter
@@ -81,11 +89,8 @@ def parse_messages(items: Sequence[str]) -> list[ModelMessage]:
 
 
 def load_messages(items: Sequence[str]) -> list[ModelMessage]:
-    """Return the messages of ``framework_item`` texts, in order: `parse_messages`, through `MESSAGE_MEMO`.
-
-    The result equals `parse_messages` and holds new message objects on every call.
-    """
-    return MESSAGE_MEMO.load(items)
+    """Return the messages of ``framework_item`` texts, in order, as new objects (`parse_messages`, no cache)."""
+    return parse_messages(items)
 
 
 _MUTABLE_FIELDS = ("metadata", "provider_details", "failed_attempts")
@@ -102,7 +107,7 @@ def _shallow(value: _T) -> _T:
 
 
 def _fresh(message: ModelMessage) -> ModelMessage:
-    """Return a copy of a memoized message that a run may change without changing the memo.
+    """Return a copy of a cached message that a run may change without changing the cache.
 
     New message object, new ``parts`` list, new ``usage`` and deep copies of its
     other container fields (``metadata``, ``provider_details``,
@@ -120,68 +125,116 @@ def _fresh(message: ModelMessage) -> ModelMessage:
     return fresh
 
 
-class MessageMemo:
-    """A bounded LRU of parsed ``framework_item`` texts, keyed by the exact text.
+@attrs.frozen
+class _Parsed:
+    item: str
+    """The ``framework_item`` text the messages were parsed from (a hit needs the same text)."""
+    messages: tuple[ModelMessage, ...]
+    """The parsed messages, shared: never handed out (see `_fresh`)."""
 
-    Holds at most ``max_items`` texts; the least recently loaded go first. Safe
-    because a text always parses to the same messages and `load` never hands out
-    the memoized objects themselves (see `_fresh`).
+
+class HistoryCache:
+    """Parsed stored messages by (session ID, stored sequence), bounded by the characters of their texts.
+
+    Least recently used out first; a text longer than the whole budget is not
+    kept. Thread-safe. `load` never hands out the cached objects themselves.
     """
 
-    def __init__(self, max_items: int) -> None:
-        """Make an empty memo of at most ``max_items`` texts."""
-        self.max_items = max_items
-        self._parsed: OrderedDict[str, tuple[ModelMessage, ...]] = OrderedDict()
+    def __init__(self, max_characters: int) -> None:
+        """Make an empty cache of at most ``max_characters`` characters of ``framework_item`` text."""
+        self.max_characters = max_characters
+        self._entries: OrderedDict[tuple[str, int], _Parsed] = OrderedDict()
+        self._characters = 0
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        """Return how many texts the memo holds."""
-        return len(self._parsed)
+        """Return how many stored messages the cache holds."""
+        return len(self._entries)
+
+    @property
+    def characters(self) -> int:
+        """The characters of ``framework_item`` text the cache holds."""
+        return self._characters
 
     def clear(self) -> None:
-        """Forget every text."""
-        self._parsed.clear()
+        """Forget every message (as a restarted Worker starts)."""
+        with self._lock:
+            self._entries.clear()
+            self._characters = 0
+
+    def keys(self) -> list[tuple[str, int]]:
+        """Return the (session ID, sequence) of every cached message, least recently used first."""
+        with self._lock:
+            return list(self._entries)
 
     def items(self) -> list[tuple[str, tuple[ModelMessage, ...]]]:
-        """Return the memoized texts and their messages, least recently loaded first."""
-        return list(self._parsed.items())
+        """Return each cached text and its parsed messages (shared: read, never change), least recently used first."""
+        with self._lock:
+            return [(entry.item, entry.messages) for entry in self._entries.values()]
 
-    def load(self, items: Sequence[str]) -> list[ModelMessage]:
-        """Return the messages of ``items`` as `parse_messages` would, parsing only texts not memoized.
+    def load(self, session_id: str, messages: Sequence[AgentMessage]) -> list[ModelMessage]:
+        """Return the Pydantic AI messages of stored ``messages`` as `load_messages` would, as new objects.
 
         Raises:
-            RunnerContractError: an item is not a JSON array.
-            pydantic.ValidationError: an item does not hold Pydantic AI messages.
+            RunnerContractError: a ``framework_item`` is not a JSON array.
+            pydantic.ValidationError: a ``framework_item`` does not hold Pydantic AI messages.
         """
-        parsed = self._parsed
-        missing = [item for item in dict.fromkeys(items) if item not in parsed]
-        found = self._parse(missing)
-        loaded: list[ModelMessage] = []
-        for item in items:
-            messages = found[item] if item in found else parsed[item]
-            parsed[item] = messages
-            parsed.move_to_end(item)
-            loaded.extend(_fresh(message) for message in messages)
-        while len(parsed) > self.max_items:
-            parsed.popitem(last=False)
-        return loaded
+        return [_fresh(message) for parsed in self.parsed(session_id, messages) for message in parsed]
 
-    @staticmethod
-    def _parse(items: list[str]) -> dict[str, tuple[ModelMessage, ...]]:
-        if not items:
-            return {}
-        bodies = [_array_body(item) for item in items]
-        together = parse_messages(items)
-        if len(together) == len(items) and all(bodies):
-            # One message per item (the storage form): split the one-pass parse.
-            return {item: (message,) for item, message in zip(items, together, strict=True)}
-        return {item: tuple(parse_messages([item])) for item in items}
+    def parsed(self, session_id: str, messages: Sequence[AgentMessage]) -> list[tuple[ModelMessage, ...]]:
+        """Return the cached (shared: read, never change) parse of each of ``messages``, parsing the misses."""
+        with self._lock:
+            found = [self._hit(session_id, message) for message in messages]
+        missing = {
+            message.sequence: message.framework_item
+            for message, hit in zip(messages, found, strict=True)
+            if hit is None
+        }
+        if not missing:
+            return cast(list[tuple[ModelMessage, ...]], found)
+        fresh = dict(zip(missing, _parse_each(list(missing.values())), strict=True))
+        with self._lock:
+            for sequence, item in missing.items():
+                self._put((session_id, sequence), _Parsed(item, fresh[sequence]))
+        return [fresh[message.sequence] if hit is None else hit for message, hit in zip(messages, found, strict=True)]
+
+    def _hit(self, session_id: str, message: AgentMessage) -> tuple[ModelMessage, ...] | None:
+        key = (session_id, message.sequence)
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        if entry.item is not message.framework_item and entry.item != message.framework_item:
+            return None  # the sequence holds another text: parsed again and replaced
+        self._entries.move_to_end(key)
+        return entry.messages
+
+    def _put(self, key: tuple[str, int], entry: _Parsed) -> None:
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._characters -= len(old.item)
+        if len(entry.item) > self.max_characters:
+            return
+        self._entries[key] = entry
+        self._characters += len(entry.item)
+        while self._characters > self.max_characters:
+            _, evicted = self._entries.popitem(last=False)
+            self._characters -= len(evicted.item)
 
 
-MESSAGE_MEMO_MAX_ITEMS = 20_000
-"""How many ``framework_item`` texts a Worker process keeps parsed (~2 KB each for a short message: ~40 MB full)."""
+def _parse_each(items: list[str]) -> list[tuple[ModelMessage, ...]]:
+    """Return the messages of each text: one pass over all of them when each holds one message (the storage form)."""
+    bodies = [_array_body(item) for item in items]
+    together = parse_messages(items)
+    if len(together) == len(items) and all(bodies):
+        return [(message,) for message in together]
+    return [tuple(parse_messages([item])) for item in items]
 
-MESSAGE_MEMO = MessageMemo(MESSAGE_MEMO_MAX_ITEMS)
-"""The per-process memo `load_messages` reads through."""
+
+HISTORY_CACHE_CHARACTERS = 32 * 1024 * 1024
+"""Characters of ``framework_item`` text a Worker process keeps parsed (memory: a few times that, full)."""
+
+HISTORY_CACHE = HistoryCache(HISTORY_CACHE_CHARACTERS)
+"""The per-process cache `replay` and `turn_prompt` read through."""
 
 
 def _array_body(item: str) -> str:
@@ -229,13 +282,14 @@ def framework_message(message: ModelMessage) -> FrameworkMessage:
     )
 
 
-def turn_prompt(message: AgentMessage) -> UserPrompt:
-    """Return the user prompt of a turn's stored user message.
+def turn_prompt(message: AgentMessage, session_id: str) -> UserPrompt:
+    """Return the user prompt of a turn's stored user message (of session ``session_id``).
 
     Raises:
         RunnerContractError: the message is not a Pydantic AI user prompt.
     """
-    for loaded in load_messages([message.framework_item]):
+    (parsed,) = HISTORY_CACHE.parsed(session_id, [message])
+    for loaded in parsed:
         if isinstance(loaded, ModelRequest):
             for part in loaded.parts:
                 if isinstance(part, UserPromptPart):
@@ -254,24 +308,94 @@ def is_bare_prompt(message: ModelMessage, prompt: UserPrompt) -> bool:
     return isinstance(part, UserPromptPart) and part.content == prompt
 
 
-def replay(messages: Sequence[AgentMessage]) -> list[ModelMessage]:
-    """Return the Pydantic AI history of stored messages (whole turns, in sequence order)."""
-    kept: list[AgentMessage] = []
+def replay(messages: Sequence[AgentMessage], session_id: str) -> list[ModelMessage]:
+    """Return the Pydantic AI history of stored messages of session ``session_id`` (whole turns, in sequence order)."""
+    parsed = HISTORY_CACHE.parsed(session_id, messages)
+    kept: list[tuple[ModelMessage, ...]] = []
+    index = 0
     for _turn_id, grouped in groupby(messages, key=lambda message: message.turn_id):
-        turn = list(grouped)
-        if len(turn) >= 2 and _is_stored_opening_request(turn[1]):
+        size = len(list(grouped))
+        turn = parsed[index : index + size]
+        if size >= 2 and _is_stored_opening_request(messages[index + 1], turn[1]):
             turn = turn[1:]
         kept.extend(turn)
-    return load_messages([message.framework_item for message in kept])
+        index += size
+    return [_fresh(message) for messages_of in kept for message in messages_of]
 
 
-def _is_stored_opening_request(message: AgentMessage) -> bool:
+def _is_stored_opening_request(message: AgentMessage, parsed: Sequence[ModelMessage]) -> bool:
     if message.role is not MessageRole.USER or message.text is not None:
         return False
     return any(
         isinstance(loaded, ModelRequest) and any(isinstance(part, UserPromptPart) for part in loaded.parts)
-        for loaded in load_messages([message.framework_item])
+        for loaded in parsed
     )
+
+
+class EncodedMessages:
+    """Each message's part of a run state's text, by message object, bounded by characters (oldest out first).
+
+    A run that serves many model Steps (a live run) hands the same message
+    objects to every Step's run state, which would otherwise serialise the
+    whole turn again at every Step. Only messages before the state's last
+    ``ModelRequest`` are taken from here: Pydantic AI fills in fields of the
+    request it is about to send (and of the newest one in its history), never
+    of older ones, so those are written afresh every time. An entry holds its
+    message, so its ``id`` is not reused while it is kept. Thread-safe.
+    """
+
+    def __init__(self, max_characters: int) -> None:
+        """Make an empty cache of at most ``max_characters`` characters."""
+        self.max_characters = max_characters
+        self._bodies: OrderedDict[int, tuple[ModelMessage, str]] = OrderedDict()
+        self._characters = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        """Return how many messages the cache holds."""
+        return len(self._bodies)
+
+    def clear(self) -> None:
+        """Forget every message."""
+        with self._lock:
+            self._bodies.clear()
+            self._characters = 0
+
+    def bodies(self, messages: Sequence[ModelMessage]) -> list[str]:
+        """Return each message as its JSON text escaped as inside a JSON string (``json.dumps`` without quotes)."""
+        settled = max((index for index, message in enumerate(messages) if isinstance(message, ModelRequest)), default=0)
+        bodies: list[str] = []
+        for index, message in enumerate(messages):
+            with self._lock:
+                kept = self._bodies.get(id(message)) if index < settled else None
+            if kept is not None and kept[0] is message:
+                bodies.append(kept[1])
+                continue
+            body = json.dumps(ModelMessagesTypeAdapter.dump_json([message]).decode()[1:-1])[1:-1]
+            bodies.append(body)
+            if index < settled:
+                self._put(message, body)
+        return bodies
+
+    def _put(self, message: ModelMessage, body: str) -> None:
+        if len(body) > self.max_characters:
+            return
+        with self._lock:
+            old = self._bodies.pop(id(message), None)
+            if old is not None:
+                self._characters -= len(old[1])
+            self._bodies[id(message)] = (message, body)
+            self._characters += len(body)
+            while self._characters > self.max_characters:
+                _, (_, evicted) = self._bodies.popitem(last=False)
+                self._characters -= len(evicted)
+
+
+ENCODED_MESSAGES_CHARACTERS = 16 * 1024 * 1024
+"""Characters of run-state text a Worker process keeps by message object."""
+
+ENCODED_MESSAGES = EncodedMessages(ENCODED_MESSAGES_CHARACTERS)
+"""The per-process cache `RunState.encode` writes through."""
 
 
 def _message_tuple(messages: Iterable[ModelMessage]) -> tuple[ModelMessage, ...]:
@@ -294,12 +418,17 @@ class RunState:
     """The turn's usage up to that response (its tools not yet run); ``None`` in a state written before it was kept."""
 
     def encode(self) -> str:
-        """Return the state as JSON text: ``{"tool_call_ids": [...], "messages": "<JSON array>", "usage": {...}}``."""
-        messages = ModelMessagesTypeAdapter.dump_json(list(self.messages)).decode()
-        state: dict[str, object] = {"tool_call_ids": list(self.tool_call_ids), "messages": messages}
-        if self.usage is not None:
-            state["usage"] = dump_run_usage(self.usage)
-        return json.dumps(state)
+        """Return the state as JSON text: ``{"tool_call_ids": [...], "messages": "<JSON array>", "usage": {...}}``.
+
+        The text is ``json.dumps`` of that object, with the messages as
+        ``ModelMessagesTypeAdapter.dump_json`` writes them; each message's part
+        of it comes from `ENCODED_MESSAGES` when that holds the same message
+        object (see `EncodedMessages`).
+        """
+        head = json.dumps({"tool_call_ids": list(self.tool_call_ids)})[:-1]
+        messages = '"[' + ",".join(ENCODED_MESSAGES.bodies(self.messages)) + ']"'
+        usage = "" if self.usage is None else f', "usage": {json.dumps(dump_run_usage(self.usage))}'
+        return f'{head}, "messages": {messages}{usage}}}'
 
     @classmethod
     def decode(cls, text: str) -> "RunState":

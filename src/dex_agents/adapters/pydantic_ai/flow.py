@@ -12,7 +12,7 @@ from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.models import KnownModelName, Model
 from pydantic_ai.usage import UsageLimits
 
-from dex_agents.adapters.pydantic_ai._compaction import DEFAULT_TOOL_RESULT_BUDGET_CHARS
+from dex_agents.adapters.pydantic_ai._compaction import DEFAULT_TOOL_RESULT_BUDGET_CHARS, default_compaction_policy
 from dex_agents.adapters.pydantic_ai.runner import PydanticAIRunner
 from dex_agents.application.compaction import CompactionPolicy, HistoryCompactor
 from dex_agents.application.options import DEFAULT_EVENT_STREAM_CAPACITY_BYTES, AgentSessionOptions, TracerSource
@@ -52,7 +52,9 @@ def pydantic_ai_session_flow(
         deps_factory: builds the agent's dependencies from the session ID before every
             model and tool Step.
         model: the model to run instead of the agent's own.
-        compaction: when the model's context is compacted (`CompactionPolicy`; its defaults when ``None``).
+        compaction: when the model's context is compacted (`CompactionPolicy`). ``None``: a budget of
+            three quarters of the model's context window where Pydantic AI knows it (``model``, else the
+            agent's), else `CompactionPolicy`'s defaults.
         compactor: how history is summarised; one request to the agent's model by default.
         tool_result_budget_chars: characters of earlier turns' tool results the model reads
             whole; older ones are shortened in its view (``None``: never).
@@ -81,7 +83,7 @@ def pydantic_ai_session_flow(
         usage_limits=usage_limits,
     )
     options = AgentSessionOptions(
-        compaction=compaction or CompactionPolicy(),
+        compaction=compaction or default_compaction_policy(model if model is not None else agent.model),
         tool_policies=tool_policies,
         default_tool_effect=default_tool_effect,
         interrupt_deadline=interrupt_deadline,

@@ -359,8 +359,8 @@ class PydanticAIRunner(Generic[DepsT]):
                     live.resume(answers, turn.events)
                     return await self._live_stop(live, turn)
         opening = self._opening_message(turn)
-        prompt = _history.turn_prompt(opening)
-        history = _history.replay(earlier)
+        prompt = _history.turn_prompt(opening, turn.flow_id)
+        history = _history.replay(earlier, turn.flow_id)
         if self._tool_result_budget_chars is not None:
             shorten_old_tool_results(history, budget_chars=self._tool_result_budget_chars)
         if turn.summary is not None:

@@ -17,12 +17,20 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.usage import RequestUsage
 
 from dex_agents import AgentMessage, CompactionSummary, ContextOverflowError, HistoryCompactor, HistorySummary
-from dex_agents.adapters.pydantic_ai import PydanticAIRunner
-from dex_agents.adapters.pydantic_ai._compaction import SUMMARY_HEADER, is_context_overflow
+from dex_agents.adapters.pydantic_ai import PydanticAIRunner, pydantic_ai_session_flow
+from dex_agents.adapters.pydantic_ai._compaction import (
+    SUMMARY_HEADER,
+    default_compaction_policy,
+    is_context_overflow,
+    model_context_window,
+)
 from dex_agents.adapters.pydantic_ai._history import framework_message, user_message
+from dex_agents.application.compaction import CHARS_PER_TOKEN, MAX_CONTEXT_BYTES, CompactionPolicy
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.testing import make_turn_context
 
@@ -170,3 +178,41 @@ async def test_a_custom_compactor_replaces_the_default() -> None:
 
     runner = PydanticAIRunner(Agent(answering()), compactor=Fixed())
     assert await runner.compact(stored(tool_round("a", "x")), "s1") == "4 messages after s1"
+
+
+def test_the_default_budget_is_three_quarters_of_the_context_window_pydantic_ai_knows() -> None:
+    agent = Agent(TestModel(profile=ModelProfile(context_window=128_000)))
+    flow = pydantic_ai_session_flow(agent, flow_type="Agent")
+    assert flow.options.compaction == CompactionPolicy(context_budget_tokens=96_000)
+    assert flow.options.compaction.budget_bytes == 96_000 * CHARS_PER_TOKEN
+
+
+def test_the_runners_model_sets_the_default_budget_before_the_agents() -> None:
+    agent = Agent(TestModel(profile=ModelProfile(context_window=128_000)))
+    model = TestModel(profile=ModelProfile(context_window=32_000))
+    flow = pydantic_ai_session_flow(agent, flow_type="Agent", model=model)
+    assert flow.options.compaction.context_budget_tokens == 24_000
+
+
+@pytest.mark.parametrize(
+    "model",
+    [TestModel(), "test", "no-such-provider:model", None],
+    ids=["model-without-a-window", "name-without-a-window", "unknown-name", "no-model"],
+)
+def test_without_a_known_context_window_the_default_budget_is_the_cores(model: TestModel | str | None) -> None:
+    assert model_context_window(model) is None
+    assert default_compaction_policy(model) == CompactionPolicy()
+    assert default_compaction_policy(model).budget_bytes == MAX_CONTEXT_BYTES
+
+
+def test_a_window_larger_than_the_engines_limit_keeps_the_cores_cap() -> None:
+    policy = default_compaction_policy(TestModel(profile=ModelProfile(context_window=2_000_000)))
+    assert policy.context_budget_tokens == 1_500_000
+    assert policy.budget_bytes == MAX_CONTEXT_BYTES
+
+
+def test_an_agents_own_policy_is_kept_whatever_the_window() -> None:
+    agent = Agent(TestModel(profile=ModelProfile(context_window=128_000)))
+    policy = CompactionPolicy(context_budget_chars=50_000)
+    flow = pydantic_ai_session_flow(agent, flow_type="Agent", compaction=policy)
+    assert flow.options.compaction is policy
