@@ -25,9 +25,10 @@ refuses (too large) is said in one line and the chat goes on. A line the
 terminal cut at its line limit is not sent (it says so); ``/paste`` reads text
 of any length, up to a line with only ``.``.
 
-What ``/quit`` leaves behind depends on where the session lives (`AfterQuit`):
-on the in-process dev server it ends with the chat; on a server it stays, and it
-keeps running only while some Worker serves its Flow.
+What ``/quit`` leaves behind depends on where the session lives (`AfterQuit`,
+in `dex_agents.cli.chat_quit`): on the in-process dev server it ends with the
+chat; on a server it stays, and it keeps running only while some Worker serves
+its Flow.
 """
 
 import asyncio
@@ -35,7 +36,6 @@ import contextlib
 import secrets
 import signal
 from collections.abc import Coroutine
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from rich.console import Console
 from rich.text import Text
 
 from dex_agents.cli.chat_join import ANSWER_USAGE, ChatApprovals, joined_lines
+from dex_agents.cli.chat_quit import AfterQuit as AfterQuit
 from dex_agents.cli.follow import Approver, SessionFollower
 from dex_agents.cli.render import EventRenderer
 from dex_agents.cli.terminal import CutLine, LineSource, TerminalLines, cut_line_notice, read_text_block
@@ -68,47 +69,6 @@ HELP = (
 """What ``/help`` prints."""
 
 PASTE_PROMPT = "paste the text, then a line with only '.' (Ctrl-D also ends it)"
-
-
-class AfterQuit(StrEnum):
-    """What becomes of the session when the person leaves with ``/quit``."""
-
-    ENDS_WITH_CHAT = "ends_with_chat"
-    """It lives on the dev server inside this process, in memory (``--in-memory``): it ends with the chat."""
-    KEPT_FOR_NEXT_CHAT = "kept_for_next_chat"
-    """It lives on the dev server inside this process, which keeps it in its data dir for the next chat."""
-    WAITS_FOR_WORKER = "waits_for_worker"
-    """It stays on the server; this process ran its Worker, so it continues once another Worker serves its Flow."""
-    KEEPS_RUNNING = "keeps_running"
-    """It stays on the server, served by the application's own Worker."""
-
-    @classmethod
-    def of(cls, *, embedded: bool, serve_worker: bool, kept: bool = False) -> "AfterQuit":
-        """What follows ``/quit`` on an in-process dev server (``embedded``, ``kept`` on disk) or a server."""
-        if embedded:
-            return cls.KEPT_FOR_NEXT_CHAT if kept else cls.ENDS_WITH_CHAT
-        return cls.WAITS_FOR_WORKER if serve_worker else cls.KEEPS_RUNNING
-
-    def farewell(self, session_id: str) -> str:
-        """Return what ``/quit`` prints."""
-        match self:
-            case AfterQuit.ENDS_WITH_CHAT:
-                return (
-                    f"left session {session_id}; it ends with this chat (its dev server runs in this process "
-                    "in memory: leave out --in-memory to keep sessions)"
-                )
-            case AfterQuit.KEPT_FOR_NEXT_CHAT:
-                return (
-                    f"left session {session_id}; it is kept with this chat's data: chat --session {session_id} "
-                    "picks it up again"
-                )
-            case AfterQuit.WAITS_FOR_WORKER:
-                return (
-                    f"left session {session_id}; it stays on the server and continues when a Worker serves its "
-                    "Flow (this chat's Worker stops now)"
-                )
-            case AfterQuit.KEEPS_RUNNING:
-                return f"left session {session_id}; it keeps running on the server"
 
 
 class ChatSession:
