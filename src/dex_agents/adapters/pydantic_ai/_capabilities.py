@@ -161,6 +161,8 @@ class ModelStepCapability(AbstractCapability[Any]):
     """What the run learned about its tools."""
     run_step: int = 0
     """The ``run_step`` a resumed run starts at: the turn's model responses so far (0: a new run's)."""
+    plain_deferred: frozenset[str] = frozenset()
+    """The turn's calls a plain run defers too (an approval, an external result): their events stay."""
 
     def get_ordering(self) -> CapabilityOrdering | None:
         """Return the outermost, wraps-everything ordering."""
@@ -173,7 +175,7 @@ class ModelStepCapability(AbstractCapability[Any]):
     async def before_node_run(self, ctx: RunContext[Any], *, node: Any) -> Any:
         """Show listeners a plain run's events and ``run_step`` (`dex_agents.adapters.pydantic_ai._run_nodes`)."""
         continue_run_step(node, self.run_step)
-        quiet_model_step_events(node)
+        quiet_model_step_events(node, self.record.tools.kind, self.plain_deferred)
         return node
 
     async def before_model_request(

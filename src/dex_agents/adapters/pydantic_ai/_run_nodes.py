@@ -11,13 +11,17 @@ listeners are dispatched on the node's own event stream, inside every
 capability's wrapper, so only the node's stream can be filtered for all of
 them):
 
-- a model Step's ``CallToolsNode`` (`quiet_model_step_events`) drops the
-  ``DeferredToolRequestsEvent`` (the session answers the calls: no run ends
-  for them) and, in a resumed run, the ``FunctionToolCallEvent`` of each call
-  whose result the run was given (the model Step that asked for the call
-  already showed it, validated, where a plain run shows it); the results are
-  shown there, in model order, before the next model request, as a plain run
-  shows them after its calls ran;
+- a model Step's ``CallToolsNode`` (`quiet_model_step_events`) shows the
+  ``DeferredToolRequestsEvent`` only for the calls a plain run defers too
+  (tools of kind ``external`` in ``calls``, ``unapproved`` in ``approvals``),
+  and none when there are none (the session answers the calls it deferred
+  itself: no run ends for them); in a resumed run it drops the
+  ``FunctionToolCallEvent`` of each call whose result the run was given (the
+  model Step that asked for the call already showed it, validated, where a
+  plain run shows it), except for the calls a plain run deferred (an
+  approval, an external result: the user's resumed run shows them again); the
+  results are shown there, in model order, before the next model request, as
+  a plain run shows them after its calls ran;
 - a tool Step's ``CallToolsNode`` (`silence_tool_step_events`) shows nothing:
   the call was shown by its model Step, the result is shown by the next one;
   events a tool emits itself (``ctx`` custom events) still pass;
@@ -26,8 +30,12 @@ them):
   number of model responses of the turn so far), so the answering
   ``CallToolsNode`` and the next model request have the ``run_step`` of a
   plain run. A plain run ends at a response with a call asking for approval
-  and the user's resumed run counts from 0 again: so does the session, from
-  the last such response.
+  or for an external result, and the user's resumed run counts from 0 again:
+  so does the session, from the last such response.
+
+A call a tool defers while it runs (``CallDeferred``) is known only in its
+tool Step, after its model Step's events were shown: its events are those of
+a call the session answered.
 
 Each patch sets an attribute on one node instance (the node's private
 ``_run_stream`` or its ``run``); with a Pydantic AI version that lacks the name
@@ -38,7 +46,7 @@ from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import aclosing
 from typing import Any
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, DeferredToolRequests
 from pydantic_ai.messages import (
     AgentStreamEvent,
     DeferredToolRequestsEvent,
@@ -51,7 +59,12 @@ _RUN_STREAM = "_run_stream"
 """The ``CallToolsNode`` method that yields the node's own events, before any dispatch or wrapper."""
 
 
-def _filter_node_stream(node: object, keep: Callable[[AgentStreamEvent], bool]) -> None:
+def _filter_node_stream(
+    node: object,
+    keep: Callable[[AgentStreamEvent], bool],
+    *,
+    replace: Callable[[AgentStreamEvent], AgentStreamEvent | None] = lambda event: event,
+) -> None:
     original = getattr(node, _RUN_STREAM, None)
     if original is None:
         return
@@ -59,24 +72,45 @@ def _filter_node_stream(node: object, keep: Callable[[AgentStreamEvent], bool]) 
     async def filtered(ctx: Any) -> AsyncIterator[AgentStreamEvent]:
         async with aclosing(original(ctx)) as events:
             async for event in events:
-                if keep(event):
-                    yield event
+                if keep(event) and (shown := replace(event)) is not None:
+                    yield shown
 
     setattr(node, _RUN_STREAM, filtered)
 
 
-def quiet_model_step_events(node: Any) -> None:
-    """Drop the events of a model Step's ``CallToolsNode`` that a plain run would not show (see above)."""
+def quiet_model_step_events(node: Any, kind: Callable[[str], str | None], plain_deferred: Collection[str]) -> None:
+    """Drop the events of a model Step's ``CallToolsNode`` that a plain run would not show (see above).
+
+    ``kind``: a tool's original ``kind`` by its name; ``plain_deferred``: the IDs of the turn's calls a
+    plain run would have deferred (an approval, an external result).
+    """
     if not Agent.is_call_tools_node(node):
         return
-    answered = frozenset(node.tool_call_results or ())
+    answered = frozenset(node.tool_call_results or ()) - frozenset(plain_deferred)
 
     def keep(event: AgentStreamEvent) -> bool:
-        if isinstance(event, DeferredToolRequestsEvent):
-            return False
         return not (isinstance(event, FunctionToolCallEvent) and event.part.tool_call_id in answered)
 
-    _filter_node_stream(node, keep)
+    _filter_node_stream(node, keep, replace=lambda event: _plain_requests(event, kind))
+
+
+def _plain_requests(event: AgentStreamEvent, kind: Callable[[str], str | None]) -> AgentStreamEvent | None:
+    """A ``DeferredToolRequestsEvent`` holding only what a plain run defers, or ``None`` when nothing is left."""
+    if not isinstance(event, DeferredToolRequestsEvent):
+        return event
+    requests = event.requests
+    calls = [call for call in requests.calls if kind(call.tool_name) == "external"]
+    approvals = [
+        *(call for call in requests.calls if kind(call.tool_name) == "unapproved"),
+        *requests.approvals,
+    ]
+    if not calls and not approvals:
+        return None
+    if len(calls) + len(approvals) == len(requests.calls) + len(requests.approvals) and calls == requests.calls:
+        return event
+    kept = {call.tool_call_id for call in [*calls, *approvals]}
+    metadata = {call_id: value for call_id, value in requests.metadata.items() if call_id in kept}
+    return DeferredToolRequestsEvent(DeferredToolRequests(calls=calls, approvals=approvals, metadata=metadata))
 
 
 def silence_tool_step_events(node: Any) -> None:
@@ -98,16 +132,16 @@ def continue_run_step(node: Any, run_step: int) -> None:
     node.run = run  # type: ignore[method-assign]
 
 
-def resumed_run_step(turn_messages: Sequence[ModelMessage], asked_approval: Collection[str]) -> int:
+def resumed_run_step(turn_messages: Sequence[ModelMessage], plain_deferred: Collection[str]) -> int:
     """The ``run_step`` a model Step resuming ``turn_messages`` starts at (see above).
 
-    ``asked_approval``: the IDs of the turn's calls that asked for approval.
+    ``plain_deferred``: the IDs of the turn's calls a plain run defers (an approval, an external result).
     """
     run_step = 0
     for message in turn_messages:
         if not isinstance(message, ModelResponse):
             continue
         run_step += 1
-        if any(call.tool_call_id in asked_approval for call in message.tool_calls):
+        if any(call.tool_call_id in plain_deferred for call in message.tool_calls):
             run_step = 0
     return run_step

@@ -402,8 +402,14 @@ class PydanticAIRunner(Generic[DepsT]):
             results = deferred_tool_results(
                 state.tool_call_ids, turn.tool_calls, typed=typed_call_ids(earlier_turn_messages)
             )
-            asked = {call_id for call_id, call in turn.tool_calls.items() if call.interrupt_id is not None}
-            step_capability.run_step = resumed_run_step(earlier_turn_messages, asked)
+            # The calls a plain run defers too: it ends there, and the user's resumed run starts again.
+            plain_deferred = frozenset(
+                call_id
+                for call_id, call in turn.tool_calls.items()
+                if call.interrupt_id is not None or call.has_external_result
+            )
+            step_capability.plain_deferred = plain_deferred
+            step_capability.run_step = resumed_run_step(earlier_turn_messages, plain_deferred)
             # Steered messages go after the tool results, in the same request (Pydantic AI's
             # CallToolsNode appends a user prompt given with deferred results after the returns).
             steered = [message.text for message in turn.steered_messages]
