@@ -276,4 +276,5 @@ def test_the_refused_problem_values_are_stable_wire_strings() -> None:
         "nul_character",
         "invalid_id",
         "not_text",
+        "not_json",
     ]

@@ -13,6 +13,7 @@ Routes (every one behind `SecurityMiddleware`, then `StrictInputMiddleware`):
 ``POST /sessions/{id}/withdraw``              withdraw a waiting user message (``message_id``)
 ``POST /sessions/{id}/cancel``                cancel the running turn (``reason`` optional)
 ``POST /sessions/{id}/approvals``             approve or reject (with a reason) one pending call
+``POST /sessions/{id}/results``               the result (JSON) or error of a call waiting for it from outside
 ``GET /approvals``                            every pending approval of every listed session (``?fragment=1``: JSON)
 ``GET /static/{name}``                        the page script and stylesheet
 ============================================  ===================================================================
@@ -78,6 +79,7 @@ def build_console_app(backend: ConsoleBackend, security: ConsoleSecurity) -> Sta
         Route("/sessions/{session_id}/events", guarded(context, stream.events, kind="text")),
         form(forms.send_message, "/sessions/{session_id}/messages", "Not sent"),
         form(forms.answer_approval, "/sessions/{session_id}/approvals", "Not answered"),
+        form(forms.submit_result, "/sessions/{session_id}/results", "Not submitted"),
         form(forms.withdraw_message, "/sessions/{session_id}/withdraw", "Not withdrawn"),
         form(forms.cancel_turn, "/sessions/{session_id}/cancel", "Not cancelled"),
     ]

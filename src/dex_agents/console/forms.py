@@ -1,4 +1,4 @@
-"""The console's forms: start or list a session, send, withdraw, cancel, approve or reject.
+"""The console's forms: start or list a session, send, withdraw, cancel, approve or reject, submit a result.
 
 Every form must carry the console's CSRF token (else 403) and is parsed
 strictly (`dex_agents.console.inputs.read_form`): its fields reach the client
@@ -10,11 +10,17 @@ so in their notice. Redirects go only to the console's own pages: the
 session's (its ID quoted as one path segment) or the Approvals page; a
 ``return_to`` naming anything else is ignored.
 
+A result form (a call waiting for its result from outside) sends its JSON
+field as the result, or its error field as the error; JSON that does not
+parse is refused (400) before anything is sent, and a call that no longer
+waits for a result says so in the notice.
+
 Approvals name the console as approver (`APPROVER`) and bind the approval to
 the call digest the page showed, so a call that changed meanwhile is failed,
 not run.
 """
 
+import json
 import secrets
 
 import dex
@@ -24,6 +30,7 @@ from starlette.responses import RedirectResponse, Response
 from dex_agents.console.context import ConsoleContext, RefusalError
 from dex_agents.console.html import session_path
 from dex_agents.console.inputs import read_form
+from dex_agents.domain.errors import ToolResultRefusedError
 from dex_agents.domain.messages import MessageDelivery
 
 APPROVER = "web console"
@@ -123,3 +130,25 @@ class Forms:
         )
         back = APPROVALS_PAGE if form.get("return_to") == APPROVALS_PAGE else session_path(session_id)
         return _redirect(back, ("approved" if approved else "rejected") if accepted else "not-pending")
+
+    async def submit_result(self, request: Request) -> Response:
+        """Give a call waiting for its result from outside its result (the JSON field) or an error."""
+        form = await self._form(request)
+        session_id = await self._own(request, "Not submitted")
+        tool_call_id = form.get("tool_call_id", "")
+        error, text = form.get("error", ""), form.get("result", "")
+        back = APPROVALS_PAGE if form.get("return_to") == APPROVALS_PAGE else session_path(session_id)
+        try:
+            if error.strip():
+                await self.sessions.submit_tool_result(session_id, tool_call_id, error=error)
+            else:
+                try:
+                    value = json.loads(text)
+                except ValueError:
+                    raise RefusalError(
+                        400, "Not submitted", "the result must be JSON (a string needs quotes)"
+                    ) from None
+                await self.sessions.submit_tool_result(session_id, tool_call_id, result=value)
+        except ToolResultRefusedError:
+            return _redirect(back, "result-not-waiting")
+        return _redirect(back, "result-sent")

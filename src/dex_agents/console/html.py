@@ -15,11 +15,12 @@ import html
 import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from typing import assert_never
 from urllib.parse import quote, urlencode
 
 import attrs
 
-from dex_agents.domain.interrupts import AgentInterrupt
+from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.domain.tools import AgentToolCall, ToolOutcome
@@ -191,9 +192,52 @@ def approval_form(session_id: str, interrupt: AgentInterrupt, *, csrf: str, retu
     )
 
 
+def result_form(session_id: str, interrupt: AgentInterrupt, *, csrf: str, return_to: str) -> Markup:
+    """One call waiting for its result from outside, with a JSON result field and an error field."""
+    return render(
+        '<div class="approval result" data-interrupt="{iid}"><div><b>{tool}</b> in <a href="/sessions/{qsid}">'
+        '{sid}</a> waits for its result <span class="muted">({turn}, call {call}, since {raised}{deadline})</span>'
+        "</div><pre>{args}</pre>"
+        # Two forms, as for approvals: Enter in the error field submits the error, never the result.
+        '<form method="post" action="/sessions/{qsid}/results" class="inline submit-result">{fields}'
+        '<textarea name="result" rows="2" placeholder="Result as JSON (what the model sees)"></textarea> '
+        '<button type="submit">Submit result</button></form> '
+        '<form method="post" action="/sessions/{qsid}/results" class="inline submit-error">{fields}'
+        '<input name="error" placeholder="Error (sent to the model)"> '
+        '<button type="submit">Submit error</button></form></div>',
+        iid=interrupt.interrupt_id,
+        tool=interrupt.tool_name,
+        sid=session_id,
+        qsid=quote(session_id, safe=""),
+        turn=interrupt.turn_id,
+        call=interrupt.tool_call_id,
+        raised=when(interrupt.raised_at),
+        deadline=f", expires {when(interrupt.deadline)}" if interrupt.deadline else "",
+        args=_pretty_json(interrupt.arguments),
+        fields=render(
+            '{csrf}<input type="hidden" name="tool_call_id" value="{call}">'
+            '<input type="hidden" name="return_to" value="{return_to}">',
+            csrf=csrf_field(csrf),
+            call=interrupt.tool_call_id,
+            return_to=return_to,
+        ),
+    )
+
+
+def pending_form(session_id: str, interrupt: AgentInterrupt, *, csrf: str, return_to: str) -> Markup:
+    """The form answering one pending interrupt: an approval's, or a result's."""
+    match interrupt.kind:
+        case InterruptKind.APPROVAL:
+            return approval_form(session_id, interrupt, csrf=csrf, return_to=return_to)
+        case InterruptKind.TOOL_RESULT:
+            return result_form(session_id, interrupt, csrf=csrf, return_to=return_to)
+        case _:
+            assert_never(interrupt.kind)
+
+
 def approval_list(pending: Sequence[tuple[str, AgentInterrupt]], *, csrf: str) -> Markup:
     """The approval forms of the Approvals page (also fetched by its script every 3 seconds)."""
-    forms = join(approval_form(sid, interrupt, csrf=csrf, return_to="/approvals") for sid, interrupt in pending)
+    forms = join(pending_form(sid, interrupt, csrf=csrf, return_to="/approvals") for sid, interrupt in pending)
     return forms or Markup('<p class="muted">Nothing waits for approval.</p>')
 
 
@@ -298,7 +342,7 @@ def panel(session_id: str, snapshot: AgentSnapshot, *, csrf: str) -> Markup:
     """The session's state: status, turns, usage, pending approvals, turn controls, the running turn's tool calls."""
     state = snapshot.state
     approvals = join(
-        approval_form(session_id, interrupt, csrf=csrf, return_to=session_path(session_id))
+        pending_form(session_id, interrupt, csrf=csrf, return_to=session_path(session_id))
         for interrupt in snapshot.pending_interrupts
     )
     return render(

@@ -125,6 +125,13 @@ def _update(event: AgentEvent) -> dict[str, JsonValue]:
                 "status": payload.status.value,
                 "refresh": True,
             }
+        case InterruptRaisedPayload() if payload.kind == "tool_result":
+            return {
+                **base,
+                "kind": "note",
+                "text": f"{payload.tool_name} ({payload.tool_call_id}) waits for its result from outside",
+                "refresh": True,
+            }
         case InterruptRaisedPayload():
             return {
                 **base,
@@ -132,6 +139,10 @@ def _update(event: AgentEvent) -> dict[str, JsonValue]:
                 "text": f"{payload.tool_name} ({payload.tool_call_id}) waits for approval: {payload.interrupt_id}",
                 "refresh": True,
             }
+        case InterruptResolvedPayload() if payload.kind == "tool_result":
+            answer = "result submitted" if payload.approved else "no result"
+            why = f": {payload.rejection_message}" if payload.rejection_message else ""
+            return {**base, "kind": "note", "text": f"{payload.interrupt_id} {answer}{why}", "refresh": True}
         case InterruptResolvedPayload():
             answer = "approved" if payload.approved else "rejected"
             by = f" by {payload.approver}" if payload.approver else ""

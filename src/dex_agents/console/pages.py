@@ -40,6 +40,8 @@ NOTICES = {
     "rejected": "Rejected.",
     "not-pending": "That approval is no longer pending (answered, expired or withdrawn).",
     "opened": "The session is listed.",
+    "result-sent": "Result submitted.",
+    "result-not-waiting": "That call no longer waits for a result (answered, expired or cancelled), or never did.",
 }
 """The fixed notices a redirect may show (by ``?notice=``; nothing else from the URL is shown)."""
 

@@ -17,9 +17,10 @@ stream built, part for part.
 - Text and reasoning deltas open a text or reasoning part (IDs unique in the
   message) and close it when something else follows.
 - ``tool_call_deferred`` is ``tool-input-available`` with the arguments as a
-  JSON object; ``interrupt_raised`` is ``tool-approval-request`` (the
-  interrupt ID is the approval ID); ``interrupt_resolved`` is
-  ``tool-approval-response``; ``tool_call_finished`` is
+  JSON object; ``interrupt_raised`` of an approval is ``tool-approval-request`` (the
+  interrupt ID is the approval ID); ``interrupt_resolved`` of an approval is
+  ``tool-approval-response`` (a call waiting for its result from outside
+  shows no approval parts); ``tool_call_finished`` is
   ``tool-output-available`` (succeeded), ``tool-output-denied`` (rejected,
   expired) or ``tool-output-error`` (any other end).
 - A steered message the running turn took is a ``steering-message`` part.
@@ -181,7 +182,7 @@ class TurnParts:
             return self._finish(payload)
         if isinstance(payload, ToolCallFinishedPayload):
             return self._tool_finished(payload)
-        if isinstance(payload, InterruptResolvedPayload):
+        if isinstance(payload, InterruptResolvedPayload) and payload.kind == "approval":
             self._answered.add(payload.interrupt_id)
             return [
                 ToolApprovalResponseChunk(
@@ -203,7 +204,8 @@ class TurnParts:
             if chunks is None:
                 return []
             return chunks + self._model_part(payload)
-        if isinstance(payload, InterruptRaisedPayload):
+        if isinstance(payload, InterruptRaisedPayload) and payload.kind == "approval":
+            # A call waiting for its result from outside has nothing for the chat to approve.
             self._asked[payload.interrupt_id] = payload.tool_call_id
             return [ToolApprovalRequestChunk(approval_id=payload.interrupt_id, tool_call_id=payload.tool_call_id)]
         return []
