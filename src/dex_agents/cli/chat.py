@@ -74,7 +74,7 @@ PASTE_PROMPT = "paste the text, then a line with only '.' (Ctrl-D also ends it)"
 class ChatSession:
     """One person talking to one session."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the chat's collaborators; the optional ones by keyword
         self,
         sessions: AgentSessionClient,
         session_id: str,
@@ -214,7 +214,7 @@ class ChatSession:
             self._cancelling = False
             self.console.print(Text("no turn is running", style="dim"))
 
-    async def handle(self, line: str) -> bool:
+    async def handle(self, line: str) -> bool:  # noqa: C901 - one case per chat command
         """Handle one line; return ``False`` when the chat should end."""
         if isinstance(line, CutLine):
             self.console.print(cut_line_notice(line))
@@ -373,7 +373,7 @@ def new_session_id(prefix: str = "chat") -> str:
     return f"{prefix}-{secrets.token_hex(3)}"
 
 
-async def run_chat(
+async def run_chat(  # noqa: PLR0913 - one parameter per command option
     console: Console,
     target: str,
     *,

@@ -143,7 +143,7 @@ def is_idle(snapshot: AgentSnapshot, *, min_turns: int = 0) -> bool:
 class SessionFollower:
     """Reads, enriches and draws one session's events; answers its approvals through an `Approver`."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the follower's collaborators; the optional ones by keyword
         self,
         sessions: AgentSessionClient,
         session_id: str,

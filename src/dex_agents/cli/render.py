@@ -120,7 +120,7 @@ class EventRenderer:
         """The session usage of the last ``usage_recorded`` event."""
         return self._usage
 
-    def handle(self, event: AgentEvent, extras: EventExtras | None = None) -> None:
+    def handle(self, event: AgentEvent, extras: EventExtras | None = None) -> None:  # noqa: C901 - one case per event type: an exhaustive match
         """Draw one event."""
         extras = extras or EventExtras()
         payload = event.payload

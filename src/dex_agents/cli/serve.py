@@ -32,7 +32,7 @@ HOST = "127.0.0.1"
 """``serve`` binds loopback only: the chat API has no authentication of its own."""
 
 
-async def run_serve(
+async def run_serve(  # noqa: PLR0913 - one parameter per command option
     console: Console,
     *,
     server: str | None,

@@ -216,32 +216,10 @@ def render_snapshot(
         tool_outcomes: tool calls seen live; the snapshot adds the outcomes
             stored on its messages and the active turn's records.
     """
-    state = snapshot.state
-    parts: list[Text | Table | Group] = []
-    if state is None:
-        parts.append(Text(f"Snapshot of session {session_id}: not started yet", style="bold"))
-    else:
-        turns = "turn" if state.turn_count == 1 else "turns"
-        header = Text(f"Snapshot of session {session_id}", style="bold") + Text(
-            f" · {state.status.value} · {state.turn_count} {turns} · {state.message_count} messages"
-            f" · {snapshot.queued_message_count} queued"
-        )
-        parts.append(header)
-        if state.active_turn_id:
-            parts.append(Text(f"active turn: {state.active_turn_id}"))
-        if state.last_turn_error:
-            parts.append(Text(f"last turn failed: {one_line(state.last_turn_error)}", style="red"))
-        if state.last_turn_cancelled and state.active_turn_id is None:
-            parts.append(Text("last turn was cancelled", style="yellow"))
+    parts: list[Text | Table | Group] = [*_state_lines(session_id, snapshot)]
     if snapshot.messages:
         parts.append(messages_table(snapshot.messages))
-    outcomes = list(tool_outcomes)
-    seen = {(o.turn_id, o.tool_call_id) for o in outcomes}
-    # Calls not seen live: finished turns' outcomes stored on their messages, then the active turn's records.
-    for outcome in stored_as_outcomes(snapshot.messages) + tool_records_as_outcomes(snapshot.tool_calls):
-        if (outcome.turn_id, outcome.tool_call_id) not in seen:
-            seen.add((outcome.turn_id, outcome.tool_call_id))
-            outcomes.append(outcome)
+    outcomes = _all_outcomes(snapshot, tool_outcomes)
     if outcomes:
         parts.append(tool_outcome_lines(outcomes))
     parts.extend(Text(describe_pending(interrupt), style="yellow") for interrupt in snapshot.pending_interrupts)
@@ -256,6 +234,39 @@ def render_snapshot(
                 console.print(line, soft_wrap=True)
         else:
             console.print(part)
+
+
+def _state_lines(session_id: str, snapshot: AgentSnapshot) -> list[Text]:
+    """The snapshot's header: status, counts, the active turn, how the last one ended."""
+    state = snapshot.state
+    if state is None:
+        return [Text(f"Snapshot of session {session_id}: not started yet", style="bold")]
+    turns = "turn" if state.turn_count == 1 else "turns"
+    lines = [
+        Text(f"Snapshot of session {session_id}", style="bold")
+        + Text(
+            f" · {state.status.value} · {state.turn_count} {turns} · {state.message_count} messages"
+            f" · {snapshot.queued_message_count} queued"
+        )
+    ]
+    if state.active_turn_id:
+        lines.append(Text(f"active turn: {state.active_turn_id}"))
+    if state.last_turn_error:
+        lines.append(Text(f"last turn failed: {one_line(state.last_turn_error)}", style="red"))
+    if state.last_turn_cancelled and state.active_turn_id is None:
+        lines.append(Text("last turn was cancelled", style="yellow"))
+    return lines
+
+
+def _all_outcomes(snapshot: AgentSnapshot, tool_outcomes: Sequence[ToolOutcome]) -> list[ToolOutcome]:
+    """The outcomes seen live, then those of calls not seen live (stored on messages, the active turn's records)."""
+    outcomes = list(tool_outcomes)
+    seen = {(o.turn_id, o.tool_call_id) for o in outcomes}
+    for outcome in stored_as_outcomes(snapshot.messages) + tool_records_as_outcomes(snapshot.tool_calls):
+        if (outcome.turn_id, outcome.tool_call_id) not in seen:
+            seen.add((outcome.turn_id, outcome.tool_call_id))
+            outcomes.append(outcome)
+    return outcomes
 
 
 def describe_pending(interrupt: AgentInterrupt) -> str:

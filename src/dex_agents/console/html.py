@@ -443,7 +443,7 @@ class LiveStart:
     """The turns the page shows committed: their events are not drawn again."""
 
 
-def session_page(
+def session_page(  # noqa: PLR0913 - the page's parts, by keyword
     session_id: str,
     snapshot: AgentSnapshot,
     *,

@@ -205,7 +205,7 @@ def _private_folder(path: Path) -> None:
             path.chmod(FOLDER_MODE)
 
 
-async def run_console(
+async def run_console(  # noqa: PLR0913 - one parameter per command option
     console: Console,
     *,
     server: str | None,

@@ -92,7 +92,7 @@ class Engine:
 
 
 @contextlib.asynccontextmanager
-async def open_engine(
+async def open_engine(  # noqa: PLR0913 - one parameter per command option
     server: str | None,
     flows: Sequence[AgentSessionFlow],
     console: Console,

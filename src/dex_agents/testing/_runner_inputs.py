@@ -180,7 +180,7 @@ def make_event_writer(
     )
 
 
-def make_tool_call(
+def make_tool_call(  # noqa: PLR0913 - a test builder: every field a keyword with a default
     tool_call_id: str = "call-1",
     tool_name: str = "tool",
     *,
@@ -230,7 +230,7 @@ def make_tool_call(
     )
 
 
-def make_turn_context(
+def make_turn_context(  # noqa: PLR0913 - a test builder: every field a keyword with a default
     *,
     user_text: str = "Hello",
     messages: Sequence[AgentMessage] | None = None,
@@ -290,7 +290,7 @@ def make_turn_context(
     )
 
 
-def make_tool_execution(
+def make_tool_execution(  # noqa: PLR0913 - a test builder: every field a keyword with a default
     tool_name: str = "tool",
     arguments: str = "{}",
     *,

@@ -186,8 +186,8 @@ class ProbeFlow(dex.Flow[str]):
         for message in EXTRA.pending_messages(context):
             if message.value == value:
                 EXTRA.delete(context, message.message_id)
-                return RPCResult(True)
-        return RPCResult(False)
+                return RPCResult(output=True)
+        return RPCResult(output=False)
 
     @dex.rpc(load_channels=(EXTRA,))
     def pending_extra(self, context: Context) -> RPCResult[list[str]]:
