@@ -11,6 +11,7 @@ from dex_agents.devserver._config import DevServerConfig
 from dex_agents.devserver._errors import ServiceError
 from dex_agents.devserver._history import history_page, record
 from dex_agents.devserver._state import Run, is_reuse_refused, worker_target
+from dex_agents.devserver._store_journal import DROPPED_JOURNAL
 from dex_agents.devserver._streams import Streams, message_charge
 from dex_agents.devserver._workers import AttemptError
 
@@ -167,6 +168,6 @@ async def test_a_waiting_stream_read_ends_with_nothing_when_the_server_drops_its
     streams = Streams(CONFIG)
     reading = asyncio.create_task(streams.read("T", "s", "mine", "", 30))
     await asyncio.sleep(0)
-    streams.drop()
+    streams.drop(DROPPED_JOURNAL)
     assert await asyncio.wait_for(reading, 5) is None, "the reader polls again, on the Streams read back from disk"
     assert await streams.read("T", "s", "mine", "", 30) is None, "a dropped Streams never waits again"

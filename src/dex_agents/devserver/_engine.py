@@ -45,6 +45,7 @@ from dex_agents.devserver._state import (
     worker_target,
 )
 from dex_agents.devserver._store import StoreWriteError
+from dex_agents.devserver._store_journal import DROPPED_JOURNAL
 from dex_agents.devserver._stream_requests import StreamRequests
 from dex_agents.devserver._streams import Streams
 from dex_agents.devserver._workers import AttemptError, ListeningWorkers, PullWorkers
@@ -114,8 +115,8 @@ class Engine(StepExecutions, RunLookup):
     async def forget_all(self) -> None:
         """Stop every execution and drop all state, writing nothing of it (before a reload from the data dir)."""
         for run in self.runs():
-            run.journal = NULL_JOURNAL
-        self.streams.drop()
+            run.journal = DROPPED_JOURNAL
+        self.streams.drop(DROPPED_JOURNAL)
         await self._cancel_tasks()
         self._clear()
 

@@ -101,6 +101,10 @@ class StoreError(Exception):
     """The data dir cannot be used: its message says why and what to do."""
 
 
+DROPPED_SEQUENCE = -1
+"""The sequence of a change made on state a reload dropped: `Store.durable` refuses it (nothing keeps it)."""
+
+
 class StoreWriteError(StoreError):
     """A commit failed (disk full, I/O error): nothing of it was written."""
 
@@ -213,6 +217,8 @@ class Store:
         self._broken: BaseException | None = None
         self._enqueued = 0
         self._committed = 0
+        self._dropped: list[tuple[int, int]] = []
+        """The sequences each `reset` dropped, as ``(after, upto]`` ranges: `durable` refuses them."""
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -301,6 +307,8 @@ class Store:
             StoreWriteError: the commit failed; nothing of it was written.
         """
         target = self._enqueued if sequence is None else sequence
+        if target == DROPPED_SEQUENCE or any(after < target <= upto for after, upto in self._dropped):
+            raise StoreWriteError("the dev server dropped this change after a failed commit; it read its data again")
         if self._committed >= target:
             return
         if self._broken is not None:
@@ -315,6 +323,8 @@ class Store:
         with self._condition:
             self._pending.clear()
             self._broken = None
+            if self._enqueued > self._committed:
+                self._dropped.append((self._committed, self._enqueued))
             self._committed = self._enqueued
 
     def close(self) -> None:

@@ -10,7 +10,7 @@ from dex.dexpb import dex_pb2 as pb
 from dex_agents.devserver._attempts import AttemptRecord
 from dex_agents.devserver._journal import Journal
 from dex_agents.devserver._state import Execution, Run
-from dex_agents.devserver._store import Store
+from dex_agents.devserver._store import DROPPED_SEQUENCE, Store, StoreWriteError
 from dex_agents.devserver._streams import StreamEntry
 
 
@@ -161,3 +161,48 @@ class StoreJournal(Journal):
 
     async def durable(self, sequence: int | None = None) -> None:
         await self._store.durable(sequence)
+
+
+class DroppedJournal(Journal):
+    """The journal of runs and Streams a reload dropped: what a late change to them would wait for is refused.
+
+    A request that was being served when the server dropped its state (after a failed
+    commit) may still change the objects it holds; those changes are kept nowhere, so
+    whatever waits for them to be on disk gets `StoreWriteError`, never a success.
+    """
+
+    enabled = True
+
+    def _drop(self, run: Run) -> None:
+        run.journal_seq = DROPPED_SEQUENCE
+
+    def run(self, run: Run, *, urgent: bool = False) -> None:
+        self._drop(run)
+
+    def attribute(self, run: Run, key: str, value: pb.Value | None) -> None:
+        self._drop(run)
+
+    def channel_message(self, run: Run, message_id: str, message: pb.ChannelMessage | None) -> None:
+        self._drop(run)
+
+    def execution(self, run: Run, execution: Execution, *, urgent: bool = False) -> None:
+        self._drop(run)
+
+    def execution_done(self, run: Run, execution_id: str) -> None:
+        self._drop(run)
+
+    def history(self, run: Run, event: pb.FlowHistoryEvent) -> None:
+        self._drop(run)
+
+    def result(self, run: Run, position: int, output: pb.StepCompletionOutput) -> None:
+        self._drop(run)
+
+    def stream_message(self, flow_type: str, name: str, entry: StreamEntry) -> None:
+        entry.journal_seq = DROPPED_SEQUENCE
+
+    async def durable(self, sequence: int | None = None) -> None:
+        raise StoreWriteError("the dev server dropped this change after a failed commit; it read its data again")
+
+
+DROPPED_JOURNAL = DroppedJournal()
+"""The journal `Engine.forget_all` gives what it drops."""

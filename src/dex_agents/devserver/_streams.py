@@ -143,13 +143,16 @@ class Streams:
         self._journal = journal
         self._dropped = False
 
-    def drop(self) -> None:
+    def drop(self, dropped: Journal) -> None:
         """Answer every long-polling read with nothing: the server reads its data dir again into new Streams.
+
+        Later appends here are journaled to ``dropped`` (they are kept nowhere).
 
         The readers' next polls read those; left waiting here, they would wait on
         Streams nothing writes to any more.
         """
         self._dropped = True
+        self._journal = dropped
         for stream in self._streams.values():
             for appended in stream.appended.values():
                 appended.set()
