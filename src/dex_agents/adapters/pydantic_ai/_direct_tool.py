@@ -16,14 +16,17 @@ run's ``CallToolsNode`` does, with the same Pydantic AI code:
   into a ``retried`` return within the tool's retry budget (past it, the same
   ``UnexpectedModelBehavior`` the run raises), ``ToolFailed`` into a ``failed``
   return, ``ApprovalRequired`` and ``CallDeferred`` raised as in the run;
-- ``build_tool_return_part``: the return part the model would read.
+- ``build_tool_return_part``: the return part the model would read, with the
+  ``UserPromptPart`` of ``ToolReturn.content`` and the ``ToolAvailabilityDeltaPart``
+  of ``ToolReturn.tools`` that the run's ``CallToolsNode`` puts beside it.
 
 The tool's `RunContext` carries what a run's would: the deps, the model, the
 session ID as ``conversation_id``, the run metadata (the idempotency key), the
 turn's prompt, run step and usage so far
-(`dex_agents.adapters.pydantic_ai._tool_context`), a history holding only the
-call, a fresh ``run_id``, and ``tool_call_id``, ``tool_name``, ``retry``,
-``max_retries`` as ``ToolManager`` sets them.
+(`dex_agents.adapters.pydantic_ai._tool_context`), the tool's retry count in the
+turn (``ctx.retries``; `dex_agents.adapters.pydantic_ai._retries`), a history
+holding only the call, a fresh ``run_id``, and ``tool_call_id``, ``tool_name``,
+``retry``, ``max_retries`` as ``ToolManager`` sets them.
 ``tests/unit/adapters/pydantic_ai/test_direct_tool.py`` runs every case both
 ways and compares what the tool saw and what the Step returned.
 
@@ -53,7 +56,13 @@ from pydantic_ai._run_context import RunContext
 from pydantic_ai._tool_execution import build_tool_return_part, tool_bound_retry_part
 from pydantic_ai.capabilities import ToolSearch
 from pydantic_ai.exceptions import ToolFailedError, ToolRetryError
-from pydantic_ai.messages import ModelResponse, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import (
+    ModelRequestPart,
+    ModelResponse,
+    ToolAvailabilityDeltaPart,
+    ToolCallPart,
+    UserPromptPart,
+)
 from pydantic_ai.models import Model
 from pydantic_ai.tool_manager import ToolManager
 from pydantic_ai.tools import Tool
@@ -162,11 +171,12 @@ class DirectTool:
         metadata: dict[str, Any],
         usage: RunUsage | None = None,
         context: ToolStepContext | None = None,
-    ) -> ToolReturnPart:
-        """Validate and call the tool; return the part the model would read.
+    ) -> list[ModelRequestPart]:
+        """Validate and call the tool; return the parts the model would read (the return part first).
 
         ``usage`` is the context's usage (a fresh one by default), which the call adds to as a run would;
-        ``context`` what the model Step handed on (the prompt, the run step, the prepared definition).
+        ``context`` what the model Step handed on (the prompt, the run step, the prepared definition,
+        the tool's retry count in the turn).
 
         Raises:
             pydantic_ai.exceptions.UnexpectedModelBehavior: the tool ran out of retries.
@@ -192,6 +202,7 @@ class DirectTool:
             run_step=context.run_step,
             run_id=resolve_run_id(None, None),
             max_retries=self.agent._max_tool_retries,  # noqa: SLF001
+            retries={part.tool_name: context.retries} if context.retries else {},
         )
         manager = await ToolManager(
             toolset=toolset,
@@ -200,14 +211,20 @@ class DirectTool:
         try:
             result = await manager.handle_call(part)
         except ToolRetryError as error:
-            return tool_bound_retry_part(error)
+            return [tool_bound_retry_part(error)]
         except ToolFailedError as error:
-            return error.tool_failed
+            return [error.tool_failed]
         tool_def = manager.get_tool_def(part.tool_name)
-        return_part, _, _ = build_tool_return_part(
+        return_part, user_content, tools = build_tool_return_part(
             result, call=part, tool_kind=tool_def.tool_kind if tool_def is not None else None
         )
-        return return_part
+        parts: list[ModelRequestPart] = [return_part]
+        if tools:
+            added = list(dict.fromkeys(tools))
+            parts.append(ToolAvailabilityDeltaPart(tools_added=added, tool_call_id=part.tool_call_id))
+        if user_content:
+            parts.append(UserPromptPart(content=user_content))
+        return parts
 
 
 class DirectToolCache:

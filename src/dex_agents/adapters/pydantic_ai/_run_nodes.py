@@ -55,7 +55,7 @@ from pydantic_ai.messages import (
     ModelResponse,
 )
 
-_RUN_STREAM = "_run_stream"
+RUN_STREAM = "_run_stream"
 """The ``CallToolsNode`` method that yields the node's own events, before any dispatch or wrapper."""
 
 
@@ -65,7 +65,7 @@ def _filter_node_stream(
     *,
     replace: Callable[[AgentStreamEvent], AgentStreamEvent | None] = lambda event: event,
 ) -> None:
-    original = getattr(node, _RUN_STREAM, None)
+    original = getattr(node, RUN_STREAM, None)
     if original is None:
         return
 
@@ -75,7 +75,7 @@ def _filter_node_stream(
                 if keep(event) and (shown := replace(event)) is not None:
                     yield shown
 
-    setattr(node, _RUN_STREAM, filtered)
+    setattr(node, RUN_STREAM, filtered)
 
 
 def quiet_model_step_events(node: Any, kind: Callable[[str], str | None], plain_deferred: Collection[str]) -> None:

@@ -92,6 +92,9 @@ class ToolStepContext:
     usage: RunUsage = field(default_factory=RunUsage)
     prepared: PreparedFields | None = None
     """The tool's definition as prepared; ``None``: unknown (the Step prepares it itself)."""
+    retries: int = 0
+    """The tool's retry count in the turn; kept under its own key (`dex_agents.adapters.pydantic_ai._tool_state`),
+    not in ``"context"``."""
 
     def apply(self, ctx: RunContext[Any]) -> None:
         """Give a tool call's own context (a copy Pydantic AI makes per call) the turn's prompt and step."""

@@ -18,11 +18,19 @@ run, below, only saves work), so any call may run again after a crash.
   `dex_agents.adapters.pydantic_ai._streaming`. The turn's first model call runs
   ``user_prompt=<turn text>`` over the replayed earlier turns; a later one
   resumes the run state with `DeferredToolResults` built from the final
-  records, plus the user messages steered into the turn since then as the
+  records (the values their tool Steps kept, so the model request is a plain
+  run's: `dex_agents.adapters.pydantic_ai._results`), plus the user messages
+  steered into the turn since then as the
   ``user_prompt`` (joined by blank lines), which Pydantic AI sends after the
-  tool results in the same request. A run that ends with `DeferredToolRequests`
+  tool results in the same request. Tool retries count across the turn as in
+  one plain run (`dex_agents.adapters.pydantic_ai._retries`); a call whose
+  tool ran out of them in its Step fails the turn here with Pydantic AI's
+  ``UnexpectedModelBehavior`` message (`TurnFailedError`), as the plain run
+  raises it. A run that ends with `DeferredToolRequests`
   returns `ToolCallsRequested` (one call per requested call, in the order of
-  the model response) with the run state; any other end returns
+  the model response, each with its tool's retry count in the turn as its
+  ``framework_state``: `dex_agents.adapters.pydantic_ai._tool_state`) with the
+  run state; any other end returns
   `TurnCompleted` with the turn's messages. A run in which Pydantic AI
   answered a tool call that no Dex Step ran (other than its own ``retried``
   answers and output tool returns) fails the attempt with
@@ -44,7 +52,13 @@ run, below, only saves work), so any call may run again after a crash.
   `ToolStepCapability` and `RevealToolCapability`, the idempotency key in the
   run metadata, the session ID as ``conversation_id`` and, for an approved
   call, ``ToolApproved``; see `dex_agents.adapters.pydantic_ai._results` for
-  how the run's end maps to a result.
+  how the run's end maps to a result. Either way the tool sees its retry count
+  in the turn (``ctx.retry``), Pydantic AI applies the tool's ``max_retries``,
+  and what the tool gave Pydantic AI (the return part with its value,
+  ``ToolReturn.content`` and ``metadata``; a ``retried`` or ``failed`` part)
+  is kept as the result's ``framework_state``. A ``ModelRetry``, ``ToolFailed``
+  or invalid arguments are `ToolExecutionError` (recorded ``failed``, never a
+  Step retry); the model sees Pydantic AI's own answer when the run resumes.
 - `PydanticAIRunner.reconcile_tool_call`: runs the reconcile probe a tool
   declared in its metadata (`dex_agents.adapters.pydantic_ai.reconcile`) with
   the call's arguments, idempotency key and the session's deps; ``unknown``
@@ -65,6 +79,7 @@ from dataclasses import replace
 from typing import Any, Generic, TypeVar, cast
 
 import attrs
+from pydantic import ValidationError
 from pydantic_ai import DeferredToolRequests, DeferredToolResults, ToolApproved
 from pydantic_ai.agent import AbstractAgent, AgentRunResult
 from pydantic_ai.capabilities import AbstractCapability, ReinjectSystemPrompt
@@ -113,9 +128,18 @@ from dex_agents.adapters.pydantic_ai._live_runs import (
 from dex_agents.adapters.pydantic_ai._results import (
     ASKED_FOR_APPROVAL,
     deferred_tool_results,
+    kept_retries,
+    ran_out_of_retries,
     tool_step_output,
     typed_call_ids,
 )
+from dex_agents.adapters.pydantic_ai._retries import (
+    ExactReturnsCapability,
+    ToolRetriesCapability,
+    TurnRetriesCapability,
+    turn_retries,
+)
+from dex_agents.adapters.pydantic_ai._return_types import ReturnTypes
 from dex_agents.adapters.pydantic_ai._run_nodes import resumed_run_step
 from dex_agents.adapters.pydantic_ai._streaming import (
     DeltaForwardingCapability,
@@ -128,6 +152,7 @@ from dex_agents.adapters.pydantic_ai._tool_context import (
     decode_context,
     encode_context,
 )
+from dex_agents.adapters.pydantic_ai._tool_state import ToolCallState
 from dex_agents.adapters.pydantic_ai._usage import (
     agent_usage,
     check_tool_calls,
@@ -240,12 +265,12 @@ def _reported(usage: RunUsage, mark: RunUsage) -> AgentUsage | None:
 
 
 def _ran_out_of_retries(error: UnexpectedModelBehavior, tool_name: str) -> bool:
-    """Whether ``error`` is Pydantic AI giving up on the Step's own tool after its ``ModelRetry``s.
+    """Whether ``error`` is Pydantic AI giving up on the Step's own tool after its retries.
 
     A sub-agent's model error escaping the tool's body has the same class; it
-    differs by naming another tool or having no ``ModelRetry`` cause.
+    differs by naming another tool or having no ``ModelRetry`` (or validation error) cause.
     """
-    return isinstance(error.__cause__, ModelRetry) and error.message.startswith(
+    return isinstance(error.__cause__, ModelRetry | ValidationError) and error.message.startswith(
         f"Tool {tool_name!r} exceeded max retries"
     )
 
@@ -313,6 +338,7 @@ class PydanticAIRunner(Generic[DepsT]):
             raise ValueError(f"tool_result_budget_chars must not be negative, got {tool_result_budget_chars!r}")
         self._tool_result_budget_chars = tool_result_budget_chars
         self._direct_tools = DirectToolCache(agent, model) if direct_tool_calls else None
+        self._return_types = ReturnTypes(agent)
         self._live = LiveRuns() if live_runs else None
         self._usage_limits = UsageLimits() if usage_limits is None else usage_limits
 
@@ -343,13 +369,17 @@ class PydanticAIRunner(Generic[DepsT]):
                         # Built as for any model Step (the factory's contract); the live run reads no deps.
                         await self._deps(turn.flow_id)
                         answers = deferred_tool_results(
-                            live.tool_call_ids, turn.tool_calls, typed=typed_call_ids(live.turn_base)
+                            live.tool_call_ids,
+                            turn.tool_calls,
+                            typed=typed_call_ids(live.turn_base),
+                            restore=self._return_types.restore,
                         )
                     except BaseException:
                         live.abandon()
                         raise
-                # A denial reads differently inside a run than at a resumed run's start: resume those.
-                if answers is None or answers.approvals:
+                # A denial reads differently inside a run than at a resumed run's start, and a retry
+                # answered inside a run lacks its retry count: resume those.
+                if answers is None or answers.approvals or kept_retries(live.tool_call_ids, turn.tool_calls):
                     live.abandon()
                 else:
                     # The tool Steps' usage joins the run's (ResumeTurn reported it: not again here).
@@ -400,7 +430,10 @@ class PydanticAIRunner(Generic[DepsT]):
             supplied = frozenset(state.tool_call_ids)
             usage = turn_usage(state.usage, turn.tool_calls, state.tool_call_ids)
             results = deferred_tool_results(
-                state.tool_call_ids, turn.tool_calls, typed=typed_call_ids(earlier_turn_messages)
+                state.tool_call_ids,
+                turn.tool_calls,
+                typed=typed_call_ids(earlier_turn_messages),
+                restore=self._return_types.restore,
             )
             # The calls a plain run defers too: it ends there, and the user's resumed run starts again.
             plain_deferred = frozenset(
@@ -410,6 +443,12 @@ class PydanticAIRunner(Generic[DepsT]):
             )
             step_capability.plain_deferred = plain_deferred
             step_capability.run_step = resumed_run_step(earlier_turn_messages, plain_deferred)
+            retried = kept_retries(state.tool_call_ids, turn.tool_calls)
+            if retried:
+                capabilities.append(ExactReturnsCapability(parts=retried))
+            if retried or turn_retries(earlier_turn_messages):
+                # A fresh run counts tool retries from zero: give it the turn's.
+                capabilities.append(TurnRetriesCapability(turn_start=run_message_index(history)))
             # Steered messages go after the tool results, in the same request (Pydantic AI's
             # CallToolsNode appends a user prompt given with deferred results after the returns).
             steered = [message.text for message in turn.steered_messages]
@@ -515,13 +554,14 @@ class PydanticAIRunner(Generic[DepsT]):
                 run_step=sum(isinstance(message, ModelResponse) for message in turn_messages),
                 usage=copy_usage(run_usage),
             )
+            retries = turn_retries(turn_messages)
             return ToolCallsRequested(
                 framework_run_state=_history.RunState(
                     messages=turn_messages,
                     tool_call_ids=[call.tool_call_id for call in calls],
                     usage=copy_usage(run_usage),
                 ).encode(),
-                tool_calls=[self._deferred_call(call, turn, record, approvals, context) for call in calls],
+                tool_calls=[self._deferred_call(call, turn, record, approvals, context, retries) for call in calls],
                 usage=usage,
             )
         if turn_messages and _history.is_bare_prompt(turn_messages[0], prompt):
@@ -546,23 +586,28 @@ class PydanticAIRunner(Generic[DepsT]):
 
         Directly (Pydantic AI's tool manager, no agent run) when nothing but the tool could take part in
         the run: see `dex_agents.adapters.pydantic_ai._direct_tool`. The tool's `RunContext` carries the
-        turn's state the model Step handed on (`dex_agents.adapters.pydantic_ai._tool_context`). The
-        result (or the `ToolExecutionError`) carries what the run added to its usage: the tool's own
+        turn's state the model Step handed on (`dex_agents.adapters.pydantic_ai._tool_context`) and its
+        retry count in the turn (`dex_agents.adapters.pydantic_ai._retries`); what it gave Pydantic AI is
+        kept as a value in the result's ``framework_state`` (`dex_agents.adapters.pydantic_ai._results`).
+        The result (or the `ToolExecutionError`) carries what the run added to its usage: the tool's own
         call, and the model calls of agent runs inside the tool that share ``ctx.usage``.
         """
         context = decode_context(call.tool_call.framework_state) or ToolStepContext()
         usage = context.fresh_usage()
         mark = copy_usage(usage)
         try:
-            output = await self._tool_step(call, usage, context)
+            result = await self._tool_step(call, usage, context)
         except ToolExecutionError as error:
             if error.usage is None:
                 error.usage = _reported(usage, mark)
             raise
-        return ToolExecutionResult(output, usage=_reported(usage, mark))
+        return attrs.evolve(result, usage=_reported(usage, mark))
 
-    async def _tool_step(self, call: DeferredToolExecution, usage: RunUsage, context: ToolStepContext) -> str:
+    async def _tool_step(
+        self, call: DeferredToolExecution, usage: RunUsage, context: ToolStepContext
+    ) -> ToolExecutionResult:
         record = call.tool_call
+        state = ToolCallState.decode(record.framework_state)
         tools = ToolDefinitions()
         part = ToolCallPart(record.tool_name, record.arguments, tool_call_id=record.tool_call_id)
         approved = record.status is ToolCallStatus.APPROVED
@@ -576,15 +621,15 @@ class PydanticAIRunner(Generic[DepsT]):
         )
         try:
             if direct is not None:
-                return_part = await direct.call(
+                parts = await direct.call(
                     part,
                     deps=deps,
                     conversation_id=call.flow_id,
                     metadata={IDEMPOTENCY_KEY_METADATA_KEY: call.idempotency_key},
                     usage=usage,
-                    context=context,
+                    context=replace(context, retries=state.retries),
                 )
-                return tool_step_output([return_part], record, tools)
+                return tool_step_output(parts, record, tools, state)
             result = await self._run_agent.run(
                 None,
                 message_history=[ModelResponse(parts=[part])],
@@ -599,6 +644,7 @@ class PydanticAIRunner(Generic[DepsT]):
                 capabilities=[
                     ToolStepCapability(tools=tools, tool_name=record.tool_name, context=context),
                     RevealToolCapability(tool_name=record.tool_name),
+                    ToolRetriesCapability(retries={record.tool_name: state.retries} if state.retries else {}),
                 ],
                 usage=usage,
             )
@@ -609,14 +655,15 @@ class PydanticAIRunner(Generic[DepsT]):
         except UnexpectedModelBehavior as error:
             if _ran_out_of_retries(error, record.tool_name):
                 cause = error.__cause__
-                raise ToolExecutionError(str(cause) or error.message) from error
+                display = (str(cause) if isinstance(cause, ModelRetry) else "") or error.message
+                raise ran_out_of_retries(display, error.message, state) from error
             raise
         except RuntimeError as error:
             # An approved call of an external tool: Pydantic AI refuses to call it.
             if tools.kind(record.tool_name) == "external":
                 raise ToolResultDeferredError(f"tool {record.tool_name!r} is external") from error
             raise
-        return tool_step_output(result.output, record, tools)
+        return tool_step_output(result.output, record, tools, state)
 
     async def reconcile_tool_call(self, call: DeferredToolExecution) -> ReconcileResult:
         """Run the tool's reconcile probe (declared in its metadata); ``unknown`` when it has none."""
@@ -653,6 +700,7 @@ class PydanticAIRunner(Generic[DepsT]):
         record: ModelStepRecord,
         approvals: frozenset[str],
         context: ToolStepContext,
+        retries: Mapping[str, int],
     ) -> DeferredToolCall:
         definition = record.tools.by_name.get(call.tool_name)
         if definition is not None:
@@ -675,7 +723,7 @@ class PydanticAIRunner(Generic[DepsT]):
             tool_name=call.tool_name,
             arguments=call.args_as_json_str(),
             policy=policy,
-            framework_state=encode_context(context),
+            framework_state=encode_context(context, ToolCallState(retries=retries.get(call.tool_name, 0)).encode()),
             sequential=definition is not None and definition.sequential,
             external=definition is not None and definition.kind == "external",
         )

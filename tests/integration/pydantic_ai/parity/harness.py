@@ -278,6 +278,8 @@ async def run_plain(built: Built) -> Observation:
         messages = list(history)
         user_prompt: str | None = prompt
         results: DeferredToolResults | None = None
+        # Given to every run of the turn, so a run that raises still shows what it used (a session counts it).
+        turn_usage = RunUsage()
         try:
             while True:
                 result = await scenario.agent.run(
@@ -286,16 +288,18 @@ async def run_plain(built: Built) -> Observation:
                     deferred_tool_results=results,
                     deps=scenario.deps,
                     model=scenario.model,
+                    usage=turn_usage,
                 )
-                usage = usage + result.usage
                 messages = result.all_messages()
                 if not isinstance(result.output, DeferredToolRequests):
                     break
                 user_prompt, results = None, _answers(result.output, scenario.decide, scenario.external)
         except Exception as error:  # noqa: BLE001 - a failed turn is an observation
+            usage = usage + turn_usage
             errors.append(f"{type(error).__name__}: {error}")
             replies.append(None)
             continue
+        usage = usage + turn_usage
         history = messages
         errors.append(None)
         replies.append(_reply(messages))

@@ -26,8 +26,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 SCENARIOS = ScenarioSet()
 
-VALUES = "Deliver 2: tool results travel as text"
-RETRIES = "Deliver 3: ModelRetry and ToolFailed reach the model as failed calls"
 CONTEXT = "Deliver 4: the tool Step's RunContext is a fresh run's"
 PREPARE = "Deliver 5: prepare runs again in tool Steps and resumed runs"
 
@@ -37,7 +35,7 @@ def _returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
     return [part for part in last.parts if isinstance(part, ToolReturnPart)]
 
 
-@SCENARIOS.scenario(xfail=VALUES)
+@SCENARIOS.scenario()
 def tool_results_keep_their_types(probe: Probe) -> Scenario:
     class Order(BaseModel):
         order_id: str
@@ -69,7 +67,7 @@ def tool_results_keep_their_types(probe: Probe) -> Scenario:
     return Scenario(agent=agent, turns=["call every tool"])
 
 
-@SCENARIOS.scenario(xfail=VALUES)
+@SCENARIOS.scenario()
 def tool_return_content_and_metadata_reach_the_model(probe: Probe) -> Scenario:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if turn_step(messages) == 0:
@@ -89,7 +87,7 @@ def tool_return_content_and_metadata_reach_the_model(probe: Probe) -> Scenario:
     return Scenario(agent=agent, turns=["draw"])
 
 
-@SCENARIOS.scenario(xfail=VALUES)
+@SCENARIOS.scenario()
 def multimodal_tool_returns(probe: Probe) -> Scenario:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if turn_step(messages) == 0:
@@ -109,7 +107,7 @@ def multimodal_tool_returns(probe: Probe) -> Scenario:
     return Scenario(agent=agent, turns=["show me"])
 
 
-@SCENARIOS.scenario(xfail=RETRIES)
+@SCENARIOS.scenario()
 def model_retry_reaches_the_model(probe: Probe) -> Scenario:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         step = turn_step(messages)
@@ -131,7 +129,7 @@ def model_retry_reaches_the_model(probe: Probe) -> Scenario:
     return Scenario(agent=agent, turns=["What is the weather in CDMX?"])
 
 
-@SCENARIOS.scenario(xfail=RETRIES)
+@SCENARIOS.scenario()
 def tool_failed_reaches_the_model(probe: Probe) -> Scenario:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if turn_step(messages) < 3:
@@ -147,7 +145,7 @@ def tool_failed_reaches_the_model(probe: Probe) -> Scenario:
     return Scenario(agent=agent, turns=["Call the failing tool"])
 
 
-@SCENARIOS.scenario(xfail=RETRIES)
+@SCENARIOS.scenario()
 def tool_retries_are_counted_across_the_turn(probe: Probe) -> Scenario:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         step = turn_step(messages)
@@ -165,7 +163,7 @@ def tool_retries_are_counted_across_the_turn(probe: Probe) -> Scenario:
     return Scenario(agent=agent, turns=["Always fail!"], ordered_invocations=True)
 
 
-@SCENARIOS.scenario(xfail=RETRIES)
+@SCENARIOS.scenario()
 def retry_until_the_last_attempt(probe: Probe) -> Scenario:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         step = turn_step(messages)
@@ -247,7 +245,7 @@ def deps_reach_run_context_tools(probe: Probe) -> Scenario:
     return Scenario(agent=agent, turns=["the weather in the capital"], deps=Country("Mexico"))
 
 
-@SCENARIOS.scenario(xfail=VALUES)
+@SCENARIOS.scenario()
 def invalid_arguments_are_retried_by_pydantic_ai(probe: Probe) -> Scenario:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         step = turn_step(messages)

@@ -151,8 +151,13 @@ class SessionDriver:
         try:
             result = await self.runner.execute_deferred_tool_call(execution)
         except ToolExecutionError as error:
-            return record.fail(error.message)
+            return _with_state(record.fail(error.message), error.framework_state)
         except Exception as error:  # noqa: BLE001 - a Step failure, as the session's failure routes record it
             failures.append(error)
             return record.after_exhausted_retries(f"{type(error).__name__}: {error}")
-        return record.succeed(result.output)
+        return _with_state(record.succeed(result.output), result.framework_state)
+
+
+def _with_state(record: AgentToolCall, state: str | None) -> AgentToolCall:
+    """The record with the runner's new per-call state, as ``CallTool`` keeps it (``None`` keeps the old)."""
+    return record if state is None else attrs.evolve(record, framework_state=state)

@@ -170,13 +170,14 @@ async def test_a_turn_without_tools_completes_the_same_way() -> None:
     assert [comparable(t) for t in live] == [comparable(t) for t in durable]
 
 
-async def test_failed_tool_results_reach_the_live_run_as_they_reach_a_resumed_run() -> None:
-    # Call c0-3 raises ModelRetry in its Step (recorded failed after the run's retries): ToolFailed both ways.
+async def test_a_retry_answer_ends_the_live_run_and_the_turn_goes_on_as_a_resumed_run_would() -> None:
+    # Call c0-3 raises ModelRetry in its Step (recorded failed, its retried part kept): a live run would
+    # build the retry without its count, so each later model Step is a new run over the run state.
     live, durable = await both_ways(build_agent(batches(2, 4)), ["go"])
 
     assert any(r.status.value == "failed" for r in live[0].records)
     assert [comparable(t) for t in live] == [comparable(t) for t in durable]
-    assert len(run_ids(live[0])) == 1
+    assert len(run_ids(live[0])) == 3
 
 
 async def test_a_run_with_a_retry_prompt_ends_at_its_deferral_and_the_next_step_is_a_new_run() -> None:

@@ -15,6 +15,7 @@ from dex_agents import (
     ToolCallStatus,
     ToolEffect,
     ToolPolicy,
+    TurnCompleted,
 )
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner
 from dex_agents.testing import make_tool_call, make_turn_context
@@ -84,10 +85,26 @@ async def test_an_expired_call_is_denied_with_the_expiry_text_not_a_rejection() 
     assert turn.completed.new_messages[-1].text == f"refund_order[denied]={EXPIRED_REJECTION_MESSAGE}"
 
 
-async def test_a_failed_call_is_a_tool_failure_with_the_failure_text() -> None:
+async def test_a_tool_failed_call_reaches_the_model_with_the_tools_own_message_as_in_a_plain_run() -> None:
     turn = await driver(ScriptedModel()).turn(script([call("c1", "locked")]))
     assert turn.record("c1").status is ToolCallStatus.FAILED
-    assert turn.completed.new_messages[-1].text == "locked[failed]=The tool call failed: the order is locked"
+    assert turn.record("c1").error == "the order is locked"
+    assert turn.completed.new_messages[-1].text == "locked[failed]=the order is locked"
+
+
+async def test_a_failed_record_without_a_kept_value_reaches_the_model_with_the_failure_text() -> None:
+    # A record a tool Step wrote before results were kept as values holds text only.
+    model = ScriptedModel()
+    runner = PydanticAIRunner(build_agent(model))
+    user = AgentMessage.stored(runner.build_user_message(script([call("c1", "locked")])), sequence=1, turn_id="turn-1")
+    first = await runner.run_model_step(make_turn_context(messages=[user]))
+    assert isinstance(first, ToolCallsRequested)
+    old = make_tool_call("c1", "locked", status=ToolCallStatus.FAILED, error="the order is locked")
+    done = await runner.run_model_step(
+        make_turn_context(messages=[user], framework_run_state=first.framework_run_state, tool_calls=[old])
+    )
+    assert isinstance(done, TurnCompleted)
+    assert done.new_messages[-1].text == "locked[failed]=The tool call failed: the order is locked"
 
 
 async def test_an_outcome_unknown_call_is_a_tool_failure_with_the_cores_outcome_unknown_text() -> None:

@@ -1,0 +1,82 @@
+"""The runner's per-call state (`AgentToolCall.framework_state`): what a tool Step needs and what it gave Pydantic AI.
+
+One JSON object, every key optional:
+
+- ``retries`` (written by the model Step, `DeferredToolCall.framework_state`):
+  the tool's retry count in the turn when its call runs (Pydantic AI's
+  ``ctx.retries[tool]``); absent: 0.
+- ``result`` (written by the tool Step, `ToolExecutionResult` or
+  `ToolExecutionError`): what the tool gave Pydantic AI, as JSON text that
+  ``ModelMessagesTypeAdapter.dump_json`` wrote: one ``ModelRequest`` holding
+  the call's return part (``success``, ``retried`` or ``failed``, with its
+  ``content`` of any type, ``metadata`` and ``retry``), then the
+  ``ToolAvailabilityDeltaPart`` of ``ToolReturn.tools`` and the
+  ``UserPromptPart`` of ``ToolReturn.content`` when the tool gave them.
+- ``exceeded`` (written by the tool Step): the message of the
+  ``UnexpectedModelBehavior`` Pydantic AI raised: the tool ran out of retries.
+
+A resumed run rebuilds the call's result from ``result`` (`result_parts`), so
+it gets back the value the tool returned, not its text. A record without
+``result`` (a reconciled call, or a record written before the runner kept
+values: the state was ``None`` then) falls back to its text
+(`AgentToolCall.output` / ``error``); text that is not this JSON object
+decodes as an empty state.
+"""
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic_ai import ModelMessagesTypeAdapter
+from pydantic_ai.messages import ModelRequest, ModelRequestPart
+
+
+@dataclass(frozen=True)
+class ToolCallState:
+    """The decoded per-call state (see the module docstring)."""
+
+    retries: int = 0
+    """The tool's retry count in the turn when the call runs."""
+    result: tuple[ModelRequestPart, ...] | None = None
+    """What the tool gave Pydantic AI, or ``None`` when the tool Step kept no value."""
+    exceeded: str | None = None
+    """Pydantic AI's message when the tool ran out of retries in its Step."""
+
+    def encode(self) -> str | None:
+        """Return the state as text, or ``None`` when it holds nothing."""
+        data: dict[str, object] = {}
+        if self.retries:
+            data["retries"] = self.retries
+        if self.result is not None:
+            data["result"] = ModelMessagesTypeAdapter.dump_json([ModelRequest(parts=list(self.result))]).decode()
+        if self.exceeded is not None:
+            data["exceeded"] = self.exceeded
+        return json.dumps(data, separators=(",", ":")) if data else None
+
+    @classmethod
+    def decode(cls, text: str | None) -> "ToolCallState":
+        """Read a state; ``None`` or text this runner did not write is an empty state."""
+        if not text:
+            return cls()
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return cls()
+        if not isinstance(data, dict):
+            return cls()
+        retries = data.get("retries", 0)
+        result_text = data.get("result")
+        exceeded = data.get("exceeded")
+        result: tuple[ModelRequestPart, ...] | None = None
+        if isinstance(result_text, str):
+            messages = ModelMessagesTypeAdapter.validate_json(result_text)
+            result = tuple(part for message in messages if isinstance(message, ModelRequest) for part in message.parts)
+        return cls(
+            retries=retries if isinstance(retries, int) else 0,
+            result=result,
+            exceeded=exceeded if isinstance(exceeded, str) else None,
+        )
+
+    def with_result(self, parts: Sequence[ModelRequestPart]) -> "ToolCallState":
+        """This state with the tool Step's ``result``."""
+        return ToolCallState(retries=self.retries, result=tuple(parts), exceeded=self.exceeded)
