@@ -1,10 +1,12 @@
-"""The Step and effect tables of the `dex_agents` docstring are the policies in code, row for row."""
+"""The Step and effect tables of the `dex_agents` docstring, and the events table of docs/client.md, are the code."""
 
 import re
+from pathlib import Path
 
 import dex_agents
 from dex_agents.application.next import StepName
 from dex_agents.application.policies import STEP_POLICIES, tool_step_name
+from dex_agents.domain.events import EVENT_PAYLOAD_KEYS
 from dex_agents.domain.tools import (
     ToolCallStatus,
     ToolEffect,
@@ -47,3 +49,10 @@ def test_the_effect_table_is_the_effect_rules() -> None:
         assert maximum_attempts(effect) == int(attempts) == STEP_POLICIES[StepName(step)].maximum_attempts
         assert status_after_exhausted_retries(effect) is ToolCallStatus(after_retries)
         assert default_requires_approval(effect) is (approval == "yes")
+
+
+def test_the_events_table_of_the_client_page_lists_every_event_type_with_its_payload_keys() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "client.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]*) \|", text[text.index("## Events") :], re.MULTILINE)
+    documented = {event: set(re.findall(r"`(\w+)`", keys)) for event, keys in rows}
+    assert documented == {event.value: set(keys) for event, keys in EVENT_PAYLOAD_KEYS.items()}
