@@ -56,3 +56,9 @@ def test_the_events_table_of_the_client_page_lists_every_event_type_with_its_pay
     rows = re.findall(r"^\| `(\w+)` \| ([^|]*) \|", text[text.index("## Events") :], re.MULTILINE)
     documented = {event: set(re.findall(r"`(\w+)`", keys)) for event, keys in rows}
     assert documented == {event.value: set(keys) for event, keys in EVENT_PAYLOAD_KEYS.items()}
+
+
+def test_the_readme_links_every_docs_page() -> None:
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    assert [page.name for page in sorted((root / "docs").glob("*.md")) if f"](docs/{page.name})" not in readme] == []
