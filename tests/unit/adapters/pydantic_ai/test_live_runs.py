@@ -9,7 +9,7 @@ messages themselves: a live turn's messages carry one ``run_id``, a durable turn
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -32,8 +32,8 @@ from dex_agents import (
     ToolCallsRequested,
     TurnCompleted,
 )
-from dex_agents.adapters.pydantic_ai import PydanticAIRunner
-from dex_agents.adapters.pydantic_ai._history import RunState
+from dex_agents.adapters.pydantic_ai import PydanticAIRunner, _history
+from dex_agents.adapters.pydantic_ai._history import ENCODED_MESSAGES_CHARACTERS, EncodedMessages, RunState
 from dex_agents.adapters.pydantic_ai._live_runs import LiveRun, LiveRuns
 from dex_agents.domain.errors import RunnerContractError
 from dex_agents.domain.events import TextDeltaPayload
@@ -557,3 +557,30 @@ async def test_an_agent_whose_step_code_reads_the_run_context_takes_the_durable_
 
     assert [comparable(t) for t in live] == [comparable(t) for t in durable]
     assert len(run_ids(live[0])) == 3
+
+
+class CheckedEncodedMessages(EncodedMessages):
+    """The run state's encode cache, checking every body it hands out against a fresh encode of the message."""
+
+    def __init__(self) -> None:
+        super().__init__(ENCODED_MESSAGES_CHARACTERS)
+        self.checked = 0
+
+    def bodies(self, messages: Sequence[ModelMessage]) -> list[str]:
+        bodies = super().bodies(messages)
+        assert bodies == EncodedMessages(0).bodies(messages)  # what a live run changed is written again
+        self.checked += len(bodies)
+        return bodies
+
+
+async def test_a_live_runs_run_states_reuse_only_bodies_equal_to_a_fresh_encode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    checked = CheckedEncodedMessages()
+    monkeypatch.setattr(_history, "ENCODED_MESSAGES", checked)
+    live, durable = await both_ways(build_agent(batches(4, 2)), ["go", "again"])
+
+    assert [comparable(t) for t in live] == [comparable(t) for t in durable]
+    assert all(len(run_ids(t)) == 1 for t in live)
+    assert len(checked) > 0
+    assert checked.checked > len(checked)
