@@ -121,7 +121,15 @@ events are best effort; the snapshot is the truth.
 
 Tool outcomes: a call waiting for approval ends ``rejected`` (a person said
 no) or ``expired`` (its deadline passed; the model sees
-`EXPIRED_REJECTION_MESSAGE`). A turn's records are deleted when it ends, but
+`EXPIRED_REJECTION_MESSAGE`). A call whose result comes from outside the
+session (an external tool, or a tool raising `ToolResultDeferredError` in its
+Step: Pydantic AI's ``ExternalToolset`` and ``CallDeferred``) waits
+``awaiting_result`` under a pending interrupt of kind ``tool_result``
+(`InterruptKind`) until `AgentSessionClient.submit_tool_result` gives it a
+result (``succeeded``) or an error (``failed``), or its
+``external_result_deadline`` passes (``expired``, `EXPIRED_RESULT_MESSAGE`);
+a refused submission raises a `ToolResultRefusedError` (unknown call, answered
+already, not waiting) or `InvalidInputError`. A turn's records are deleted when it ends, but
 each stored tool-result message keeps what its calls came to in
 ``AgentMessage.tool_outcomes`` (`ToolOutcome`: status, effect, attempts,
 approval, approver), and so does a failed turn's note (it starts with
@@ -187,15 +195,20 @@ from dex_agents.application.runner import (
     ReconcileVerdict,
     ToolCallReconciler,
     ToolExecutionResult,
+    ToolResultDeferredError,
     TurnFailedError,
 )
 from dex_agents.domain.errors import (
     DexAgentsError,
     InvalidInputError,
     InvalidTransitionError,
+    NotAwaitingToolResultError,
     RunnerContractError,
     StepResultTooLargeError,
     ToolExecutionError,
+    ToolResultAlreadySubmittedError,
+    ToolResultRefusedError,
+    UnknownToolCallError,
 )
 from dex_agents.domain.events import EVENT_PAYLOAD_KEYS, AgentEvent, AgentEventType, SteeredLanding
 from dex_agents.domain.failure_note import (
@@ -211,9 +224,12 @@ from dex_agents.domain.failure_note import (
 from dex_agents.domain.history import HistorySummary
 from dex_agents.domain.interrupts import (
     EXPIRED_REJECTION_MESSAGE,
+    EXPIRED_RESULT_MESSAGE,
     AgentInterrupt,
     AgentInterruptResolution,
+    InterruptKind,
     ResolveInterruptRequest,
+    SubmitToolResultRequest,
 )
 from dex_agents.domain.limits import DEFAULT_MAX_INPUT_TEXT_BYTES, DEFAULT_MAX_TOOL_OUTPUT_BYTES, InputProblem
 from dex_agents.domain.messages import (
@@ -293,6 +309,7 @@ __all__ = [
     "DEFAULT_REJECTION_TEXT",
     "EVENT_PAYLOAD_KEYS",
     "EXPIRED_REJECTION_MESSAGE",
+    "EXPIRED_RESULT_MESSAGE",
     "FRAMEWORK_RUN_STATE",
     "FRAMEWORK_RUN_STATES",
     "INTERRUPT_RESOLUTIONS",
@@ -340,6 +357,7 @@ __all__ = [
     "HistoryCompactor",
     "HistorySummary",
     "InputProblem",
+    "InterruptKind",
     "InvalidInputError",
     "InvalidTransitionError",
     "ListAgentMessagesRequest",
@@ -347,6 +365,7 @@ __all__ = [
     "MessageReceipt",
     "MessageRole",
     "NoWorkerError",
+    "NotAwaitingToolResultError",
     "ReconcileResult",
     "ReconcileVerdict",
     "ResolveInterruptRequest",
@@ -356,6 +375,7 @@ __all__ = [
     "SessionUnavailableError",
     "SteeredLanding",
     "StepResultTooLargeError",
+    "SubmitToolResultRequest",
     "ToolCallCompleted",
     "ToolCallReconciler",
     "ToolCallStatus",
@@ -365,11 +385,15 @@ __all__ = [
     "ToolExecutionResult",
     "ToolOutcome",
     "ToolPolicy",
+    "ToolResultAlreadySubmittedError",
+    "ToolResultDeferredError",
+    "ToolResultRefusedError",
     "TurnCancelRequest",
     "TurnCompleted",
     "TurnFailedError",
     "TurnResult",
     "TurnStatus",
+    "UnknownToolCallError",
     "WorkerMode",
     "build_turn_failure_note",
     "codec_registry",

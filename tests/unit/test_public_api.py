@@ -36,6 +36,9 @@ EXPECTED = {
     "NoWorkerError", "SessionAlreadyExistsError", "SessionStart",
     # usage limits per turn (issue 26): a turn the framework ended at once, without another attempt
     "TurnFailedError",
+    # results from outside the session: a call waits for submit_tool_result as an approval waits
+    "EXPIRED_RESULT_MESSAGE", "InterruptKind", "NotAwaitingToolResultError", "SubmitToolResultRequest",
+    "ToolResultAlreadySubmittedError", "ToolResultDeferredError", "ToolResultRefusedError", "UnknownToolCallError",
 }  # fmt: skip
 
 
