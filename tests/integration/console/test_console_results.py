@@ -8,6 +8,7 @@ would give it.
 """
 
 import re
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlencode
@@ -29,8 +30,8 @@ from pydantic_ai.tools import ToolDefinition
 from dex_agents import AgentSessionClient, AgentSnapshot
 from dex_agents.adapters.pydantic_ai import pydantic_ai_session_flow
 from dex_agents.domain.errors import InvalidInputError, ToolResultAlreadySubmittedError, UnknownToolCallError
-from dex_agents.domain.interrupts import InterruptKind
-from dex_agents.domain.tools import ToolEffect
+from dex_agents.domain.interrupts import EXPIRED_RESULT_MESSAGE, InterruptKind
+from dex_agents.domain.tools import ToolCallStatus, ToolEffect
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 from dex_agents.testing import wait_until
 from tests.integration.console.page_agent import build_page_flow
@@ -52,7 +53,7 @@ def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[ToolCallPart(tool, {"sku": "A-7"}, tool_call_id="c1")])
 
 
-def build_flow() -> AgentSessionFlow:
+def build_flow(*, deadline: timedelta | None = None) -> AgentSessionFlow:
     schema = {"type": "object", "properties": {"sku": {"type": "string"}}}
     inventory = ExternalToolset([ToolDefinition(name="inventory", parameters_json_schema=schema)])
     agent = Agent(FunctionModel(_respond), output_type=[str, DeferredToolRequests], toolsets=[inventory])
@@ -61,7 +62,12 @@ def build_flow() -> AgentSessionFlow:
     def start_job(sku: str) -> str:
         raise CallDeferred
 
-    return pydantic_ai_session_flow(agent, flow_type="ExternalResults", default_tool_effect=ToolEffect.READ)
+    return pydantic_ai_session_flow(
+        agent,
+        flow_type="ExternalResults" if deadline is None else "ExternalResultsWithDeadline",
+        default_tool_effect=ToolEffect.READ,
+        external_result_deadline=deadline,
+    )
 
 
 async def _waiting(sessions: AgentSessionClient, session_id: str) -> AgentSnapshot:
@@ -115,3 +121,19 @@ async def test_an_external_call_is_answered_through_the_console_and_a_deferred_o
             await sessions.submit_tool_result("job-1", "c1", result=1)
         done = await sessions.wait_until_idle("job-1", timeout=60)
         assert done.messages[-1].text == repr([("retried", "the job queue is full")])
+
+
+async def test_a_result_nobody_submits_before_the_engines_deadline_expires_the_call(tmp_path: Path) -> None:
+    async with app_stack(build_flow(deadline=timedelta(seconds=1)), build_page_flow(), tmp_path) as stack:
+        sessions = stack.sessions
+        await sessions.start_session("late-1", "how many A-7?")
+        (interrupt,) = (await _waiting(sessions, "late-1")).pending_interrupts
+        assert interrupt.deadline is not None
+
+        done = await sessions.wait_until_idle("late-1", timeout=60)
+
+        assert done.messages[-1].text == repr([("denied", EXPIRED_RESULT_MESSAGE)])
+        outcome = done.messages[-2].tool_outcomes[0]
+        assert (outcome.status, outcome.rejection_message) == (ToolCallStatus.EXPIRED, EXPIRED_RESULT_MESSAGE)
+        with pytest.raises(UnknownToolCallError):  # the turn ended
+            await sessions.submit_tool_result("late-1", "c1", result=1)

@@ -29,6 +29,7 @@ def pydantic_ai_session_flow(
     tool_policies: Mapping[str, ToolPolicy] | None = None,
     default_tool_effect: ToolEffect = ToolEffect.UNCLASSIFIED,
     interrupt_deadline: timedelta | None = None,
+    external_result_deadline: timedelta | None = None,
     event_stream_capacity_bytes: int = DEFAULT_EVENT_STREAM_CAPACITY_BYTES,
     deps_factory: Callable[[str], DepsT | Awaitable[DepsT]] | None = None,
     model: Model | KnownModelName | str | None = None,
@@ -48,6 +49,8 @@ def pydantic_ai_session_flow(
         tool_policies: policies by the tool name the model calls, toolset prefix included.
         default_tool_effect: the effect of a tool with neither a policy nor tool metadata.
         interrupt_deadline: how long an approval may wait before the call counts as rejected.
+        external_result_deadline: how long a call of an external tool (or one that raised ``CallDeferred``)
+            may wait for ``submit_tool_result`` before it ends ``expired``; ``None``: forever.
         event_stream_capacity_bytes: byte budget of the live event Stream.
         deps_factory: builds the agent's dependencies from the session ID before every
             model and tool Step.
@@ -87,6 +90,7 @@ def pydantic_ai_session_flow(
         tool_policies=tool_policies,
         default_tool_effect=default_tool_effect,
         interrupt_deadline=interrupt_deadline,
+        external_result_deadline=external_result_deadline,
         event_stream_capacity_bytes=event_stream_capacity_bytes,
         tracing=tracing,
     )
