@@ -163,6 +163,8 @@ class ModelStepCapability(AbstractCapability[Any]):
     """The ``run_step`` a resumed run starts at: the turn's model responses so far (0: a new run's)."""
     plain_deferred: frozenset[str] = frozenset()
     """The turn's calls a plain run defers too (an approval, an external result): their events stay."""
+    approved: frozenset[str] = frozenset()
+    """Those of them that were approved (a plain resumed run validates their call again)."""
 
     def get_ordering(self) -> CapabilityOrdering | None:
         """Return the outermost, wraps-everything ordering."""
@@ -175,7 +177,7 @@ class ModelStepCapability(AbstractCapability[Any]):
     async def before_node_run(self, ctx: RunContext[Any], *, node: Any) -> Any:
         """Show listeners a plain run's events and ``run_step`` (`dex_agents.adapters.pydantic_ai._run_nodes`)."""
         continue_run_step(node, self.run_step)
-        quiet_model_step_events(node, self.record.tools.kind, self.plain_deferred)
+        quiet_model_step_events(node, self.record.tools.kind, self.plain_deferred, self.approved)
         return node
 
     async def before_model_request(

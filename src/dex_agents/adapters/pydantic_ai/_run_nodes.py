@@ -19,7 +19,9 @@ them):
   ``FunctionToolCallEvent`` of each call whose result the run was given (the
   model Step that asked for the call already showed it, validated, where a
   plain run shows it), except for the calls a plain run deferred (an
-  approval, an external result: the user's resumed run shows them again); the
+  approval, an external result: the user's resumed run shows them again, an
+  approved one validated; a call only the session's `ToolPolicy` asks approval
+  for counts as one); the
   results are shown there, in model order, before the next model request, as
   a plain run shows them after its calls ran;
 - a tool Step's ``CallToolsNode`` (`silence_tool_step_events`) shows nothing:
@@ -42,6 +44,7 @@ Each patch sets an attribute on one node instance (the node's private
 nothing is patched and the events are as before (more of them, never fewer).
 """
 
+import dataclasses
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import aclosing
 from typing import Any
@@ -78,11 +81,14 @@ def _filter_node_stream(
     setattr(node, RUN_STREAM, filtered)
 
 
-def quiet_model_step_events(node: Any, kind: Callable[[str], str | None], plain_deferred: Collection[str]) -> None:
+def quiet_model_step_events(
+    node: Any, kind: Callable[[str], str | None], plain_deferred: Collection[str], approved: Collection[str]
+) -> None:
     """Drop the events of a model Step's ``CallToolsNode`` that a plain run would not show (see above).
 
     ``kind``: a tool's original ``kind`` by its name; ``plain_deferred``: the IDs of the turn's calls a
-    plain run would have deferred (an approval, an external result).
+    plain run would have deferred (an approval, an external result); ``approved``: those approved, whose
+    call event a plain resumed run shows validated (it validates a ``ToolApproved`` call again).
     """
     if not Agent.is_call_tools_node(node):
         return
@@ -91,7 +97,12 @@ def quiet_model_step_events(node: Any, kind: Callable[[str], str | None], plain_
     def keep(event: AgentStreamEvent) -> bool:
         return not (isinstance(event, FunctionToolCallEvent) and event.part.tool_call_id in answered)
 
-    _filter_node_stream(node, keep, replace=lambda event: _plain_requests(event, kind))
+    def shown(event: AgentStreamEvent) -> AgentStreamEvent | None:
+        if isinstance(event, FunctionToolCallEvent) and event.part.tool_call_id in approved:
+            return dataclasses.replace(event, args_valid=True)
+        return _plain_requests(event, kind)
+
+    _filter_node_stream(node, keep, replace=shown)
 
 
 def _plain_requests(event: AgentStreamEvent, kind: Callable[[str], str | None]) -> AgentStreamEvent | None:

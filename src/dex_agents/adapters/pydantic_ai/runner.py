@@ -442,6 +442,12 @@ class PydanticAIRunner(Generic[DepsT]):
                 if call.interrupt_id is not None or call.has_external_result
             )
             step_capability.plain_deferred = plain_deferred
+            step_capability.approved = frozenset(
+                call_id
+                for call_id, call in turn.tool_calls.items()
+                if call.interrupt_id is not None
+                and call.status not in (ToolCallStatus.REJECTED, ToolCallStatus.EXPIRED)
+            )
             step_capability.run_step = resumed_run_step(earlier_turn_messages, plain_deferred)
             retried = kept_retries(state.tool_call_ids, turn.tool_calls)
             if retried:
