@@ -45,8 +45,9 @@ Tool Step (one run's end to a result):
 | `DeferredToolRequests.calls`, tool ``external``      | `ToolResultDeferredError`: the result comes from outside |
 | `DeferredToolRequests.calls`, any other tool (``CallDeferred``) | `ToolResultDeferredError` as well              |
 
-A retry for the model is a ``failed`` record, never a Step retry: the
-effect rules decide Step retries as for any other result.
+A bare ``str`` return keeps no value: its text is the value. A retry for the
+model is a ``failed`` record, never a Step retry: the effect rules decide Step
+retries as for any other result.
 """
 
 import json
@@ -235,9 +236,13 @@ def tool_step_output(
     parts: list[ModelRequestPart] = list(output) if isinstance(output, list) else []
     for part in parts:
         if isinstance(part, ToolReturnPart) and part.tool_call_id == record.tool_call_id:
-            value = kept.with_result(_own_parts(parts, part)).encode()
+            own = _own_parts(parts, part)
+            value = kept.with_result(own).encode()
             match part.outcome:
                 case "success":
+                    if _text_is_the_value(own, part):
+                        # The record's text resumes as this very value: keep nothing more (the common case).
+                        value = None
                     return ToolExecutionResult(part.model_response_str(), framework_state=value)
                 case "failed" | "retried":
                     raise ToolExecutionError(part.model_response_str(wrap_if_error=False), framework_state=value)
@@ -248,6 +253,11 @@ def tool_step_output(
     raise RunnerContractError(
         f"the tool Step run of call {record.tool_call_id!r} ({record.tool_name!r}) ended without its result"
     )
+
+
+def _text_is_the_value(own: Sequence[ModelRequestPart], part: ToolReturnPart) -> bool:
+    """Whether the record's text alone gives a resumed run this return back (a plain ``str``, nothing beside)."""
+    return len(own) == 1 and isinstance(part.content, str) and part.metadata is None and part.tool_kind is None
 
 
 def _own_parts(parts: Sequence[ModelRequestPart], part: ToolReturnPart) -> list[ModelRequestPart]:

@@ -5,13 +5,15 @@ One JSON object, every key optional:
 - ``retries`` (written by the model Step, `DeferredToolCall.framework_state`):
   the tool's retry count in the turn when its call runs (Pydantic AI's
   ``ctx.retries[tool]``); absent: 0.
-- ``result`` (written by the tool Step, `ToolExecutionResult` or
+- ``parts`` (written by the tool Step, `ToolExecutionResult` or
   `ToolExecutionError`): what the tool gave Pydantic AI, as JSON text that
-  ``ModelMessagesTypeAdapter.dump_json`` wrote: one ``ModelRequest`` holding
-  the call's return part (``success``, ``retried`` or ``failed``, with its
-  ``content`` of any type, ``metadata`` and ``retry``), then the
+  Pydantic AI's own type adapter of request parts (``list[ModelRequestPart]``)
+  wrote: the call's return part (``success``, ``retried`` or ``failed``, with
+  its ``content`` of any type, ``metadata`` and ``retry``), then the
   ``ToolAvailabilityDeltaPart`` of ``ToolReturn.tools`` and the
-  ``UserPromptPart`` of ``ToolReturn.content`` when the tool gave them.
+  ``UserPromptPart`` of ``ToolReturn.content`` when the tool gave them. (An
+  early form kept them as a ``ModelRequest`` under ``result``, through
+  ``ModelMessagesTypeAdapter``; it still reads.)
 - ``exceeded`` (written by the tool Step): the message of the
   ``UnexpectedModelBehavior`` Pydantic AI raised: the tool ran out of retries.
 
@@ -27,8 +29,11 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pydantic import TypeAdapter
 from pydantic_ai import ModelMessagesTypeAdapter
 from pydantic_ai.messages import ModelRequest, ModelRequestPart
+
+_PARTS: TypeAdapter[list[ModelRequestPart]] = TypeAdapter(list[ModelRequestPart])
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,7 @@ class ToolCallState:
         if self.retries:
             data["retries"] = self.retries
         if self.result is not None:
-            data["result"] = ModelMessagesTypeAdapter.dump_json([ModelRequest(parts=list(self.result))]).decode()
+            data["parts"] = _PARTS.dump_json(list(self.result)).decode()
         if self.exceeded is not None:
             data["exceeded"] = self.exceeded
         return json.dumps(data, separators=(",", ":")) if data else None
@@ -65,11 +70,14 @@ class ToolCallState:
         if not isinstance(data, dict):
             return cls()
         retries = data.get("retries", 0)
-        result_text = data.get("result")
+        parts_text = data.get("parts")
+        request_text = data.get("result")
         exceeded = data.get("exceeded")
         result: tuple[ModelRequestPart, ...] | None = None
-        if isinstance(result_text, str):
-            messages = ModelMessagesTypeAdapter.validate_json(result_text)
+        if isinstance(parts_text, str):
+            result = tuple(_PARTS.validate_json(parts_text))
+        elif isinstance(request_text, str):
+            messages = ModelMessagesTypeAdapter.validate_json(request_text)
             result = tuple(part for message in messages if isinstance(message, ModelRequest) for part in message.parts)
         return cls(
             retries=retries if isinstance(retries, int) else 0,

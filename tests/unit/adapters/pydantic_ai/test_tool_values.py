@@ -179,3 +179,21 @@ def test_a_call_whose_tool_ran_out_of_retries_fails_the_turn_with_pydantic_ais_m
     record = attrs.evolve(make_tool_call("c1", "x", status=ToolCallStatus.FAILED, error="no"), framework_state=state)
     with pytest.raises(TurnFailedError, match="exceeded max retries count of 1"):
         deferred_tool_results(["c1"], {"c1": record}, typed=frozenset())
+
+
+async def test_a_plain_text_return_keeps_no_value_beside_its_text(direct: bool) -> None:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return ModelResponse(parts=[ToolCallPart("label", {}, tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart(str(last_returns(messages)[0].content))])
+
+    agent: Agent[None, str] = Agent(FunctionModel(respond))
+
+    @agent.tool_plain
+    def label() -> str:
+        return "plain"
+
+    turn = await session(agent, direct=direct).turn("go")
+
+    assert turn.completed.new_messages[-1].text == "plain"
+    assert ToolCallState.decode(turn.record("c1").framework_state).result is None
