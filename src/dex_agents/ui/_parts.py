@@ -28,7 +28,9 @@ stream built, part for part.
   ``other`` (cancelled), or ``error`` after an ``error`` chunk (failed).
 
 `TurnParts.waiting_for_approval` tells a stream to end with ``finish``
-``tool-calls``: every open call of the step waits for a person.
+``tool-calls``: every open call of the step waits for a person (an approval,
+or a result from outside, which the chat cannot give: it comes through
+``submit_tool_result``).
 """
 
 import json
@@ -157,6 +159,8 @@ class TurnParts:
         self._done: set[str] = set()
         self._asked: dict[str, str] = {}
         self._answered: set[str] = set()
+        self._awaiting: dict[str, str] = {}
+        """Calls waiting for their result from outside, by interrupt ID (no chunks: nothing to approve)."""
 
     @property
     def step_open(self) -> bool:
@@ -166,7 +170,8 @@ class TurnParts:
     @property
     def waiting_for_approval(self) -> bool:
         """Whether the step's calls have all ended or wait for an approval no one gave yet (at least one)."""
-        waiting = {call for interrupt, call in self._asked.items() if interrupt not in self._answered}
+        asked = {**self._asked, **self._awaiting}
+        waiting = {call for interrupt, call in asked.items() if interrupt not in self._answered}
         running = self._step_calls - self._done
         return bool(waiting) and running <= waiting
 
@@ -182,15 +187,8 @@ class TurnParts:
             return self._finish(payload)
         if isinstance(payload, ToolCallFinishedPayload):
             return self._tool_finished(payload)
-        if isinstance(payload, InterruptResolvedPayload) and payload.kind == "approval":
-            self._answered.add(payload.interrupt_id)
-            return [
-                ToolApprovalResponseChunk(
-                    approval_id=payload.interrupt_id,
-                    approved=payload.approved,
-                    reason=None if payload.approved else payload.rejection_message,
-                )
-            ]
+        if isinstance(payload, InterruptRaisedPayload | InterruptResolvedPayload):
+            return self._interrupt(payload)
         if isinstance(payload, UserMessageSteeredPayload):
             if payload.landed is not SteeredLanding.RUNNING_TURN:
                 return []
@@ -204,11 +202,23 @@ class TurnParts:
             if chunks is None:
                 return []
             return chunks + self._model_part(payload)
-        if isinstance(payload, InterruptRaisedPayload) and payload.kind == "approval":
-            # A call waiting for its result from outside has nothing for the chat to approve.
-            self._asked[payload.interrupt_id] = payload.tool_call_id
-            return [ToolApprovalRequestChunk(approval_id=payload.interrupt_id, tool_call_id=payload.tool_call_id)]
         return []
+
+    def _interrupt(self, payload: InterruptRaisedPayload | InterruptResolvedPayload) -> list[BaseChunk]:
+        if isinstance(payload, InterruptResolvedPayload):
+            self._answered.add(payload.interrupt_id)
+            if payload.kind != "approval":
+                return []
+            reason = None if payload.approved else payload.rejection_message
+            return [
+                ToolApprovalResponseChunk(approval_id=payload.interrupt_id, approved=payload.approved, reason=reason)
+            ]
+        if payload.kind != "approval":
+            # A call waiting for its result from outside has nothing for the chat to approve.
+            self._awaiting[payload.interrupt_id] = payload.tool_call_id
+            return []
+        self._asked[payload.interrupt_id] = payload.tool_call_id
+        return [ToolApprovalRequestChunk(approval_id=payload.interrupt_id, tool_call_id=payload.tool_call_id)]
 
     def close_step(self) -> list[BaseChunk]:
         """Return the chunks that end the open part and step, for a stream that stops while the turn waits."""

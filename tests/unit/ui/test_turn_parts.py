@@ -103,6 +103,28 @@ def test_an_approval_is_requested_answered_and_a_rejection_is_denied_output() ->
     assert not parts.waiting_for_approval
 
 
+def test_a_call_waiting_for_its_result_shows_no_approval_and_lets_the_stream_end() -> None:
+    parts = TurnParts(TURN)
+    read = ToolPolicy(ToolEffect.READ)
+    asked = wire(
+        parts,
+        event(ev.tool_call_deferred("c1", "inventory", read, arguments='{"sku": "A-7"}')),
+        event(ev.interrupt_raised("turn-1.c1.result", "c1", "inventory", None, kind="tool_result"), step="w1"),
+    )
+    assert "tool-approval-request" not in types(asked)
+    assert parts.waiting_for_approval  # nothing the chat can give: the stream ends with finish tool-calls
+    answered = wire(
+        parts,
+        event(
+            ev.interrupt_resolved("turn-1.c1.result", approved=True, rejection_message=None, kind="tool_result"),
+            step="w1",
+        ),
+        event(ev.tool_call_finished("c1", "inventory", ToolCallStatus.SUCCEEDED, output="3"), step="w1"),
+    )
+    assert types(answered) == ["tool-output-available"]
+    assert not parts.waiting_for_approval
+
+
 def test_a_failed_turn_ends_with_an_error_and_a_failed_call_with_its_error_text() -> None:
     parts = TurnParts(TURN)
     chunks = wire(
