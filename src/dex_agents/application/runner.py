@@ -20,6 +20,8 @@ or a retry, so it derives everything from its arguments.
   limit reached: retrying would repeat it).
 - `AgentFrameworkRunner.execute_deferred_tool_call` runs one tool call once and
   returns `ToolExecutionResult` (with the usage of agent runs inside the tool);
+  a call the runner marked ``reads_history`` gets the turn's history with it
+  (`DeferredToolExecution.history`: the window, its summary, the run state);
   `ToolExecutionError` records ``failed`` and is not retried;
   `ToolResultDeferredError` says the call's result comes from outside the session
   (an external tool, or a tool that deferred its call): the call then waits
@@ -118,6 +120,18 @@ class ContextOverflowError(Exception):
 
 
 @attrs.frozen(kw_only=True)
+class ToolCallHistory:
+    """The turn's history, for a call whose tool reads it (`DeferredToolCall.reads_history`)."""
+
+    messages: tuple[AgentMessage, ...]
+    """The model's window when the call was asked for (`AgentToolCall.history_window`), in sequence order."""
+    summary: HistorySummary | None
+    """The cumulative summary that opens that window, if any."""
+    framework_run_state: str | None
+    """The turn's run state: the `ToolCallsRequested` state of the model call that asked for the call."""
+
+
+@attrs.frozen(kw_only=True)
 class DeferredToolExecution:
     """What `execute_deferred_tool_call` gets: one approved call to run."""
 
@@ -133,6 +147,8 @@ class DeferredToolExecution:
     """Live events of this attempt."""
     heartbeat: HeartbeatFn
     """Records liveness."""
+    history: ToolCallHistory | None = None
+    """The turn's history, when the call reads it (`DeferredToolCall.reads_history`); ``None`` otherwise."""
 
     @property
     def turn_id(self) -> str:

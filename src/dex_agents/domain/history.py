@@ -10,8 +10,8 @@ call loads before it loads anything:
   summary). Compaction ``n`` stores its summary under `summary_key` ``(n)``, so
   a repeated attempt overwrites the same slot and each compaction stores
   exactly one summary.
-- `ModelWindow`: what one model call reads: the current summary (if any) and
-  the messages ``first_sequence..last_sequence``.
+- `ModelWindow` (`dex_agents.domain.window`): what one model call reads: the
+  current summary (if any) and the messages ``first_sequence..last_sequence``.
 - `compaction_cut`: where a compaction ends. It never covers the active turn,
   keeps at least ``keep_recent`` messages verbatim when they fit, and never
   separates a tool call from its result: the first retained message is never
@@ -27,6 +27,7 @@ import attrs
 
 from dex_agents.domain.limits import json_text_size
 from dex_agents.domain.messages import LARGE_MESSAGE_BYTES, MIN_STORED_BYTES, AgentMessage, MessageRole, stored_size
+from dex_agents.domain.window import ModelWindow as ModelWindow  # re-exported: its home before its own module
 
 SUMMARY_KEY_DIGITS = 12
 """Digits of a stored summary's map key."""
@@ -63,23 +64,6 @@ class HistorySummary:
 def stored_size_of_text(text: str) -> int:
     """Return an upper estimate of the stored size of a summary text (as escaped JSON, plus room for the keys)."""
     return MIN_STORED_BYTES + json_text_size(text)
-
-
-@attrs.frozen(kw_only=True)
-class ModelWindow:
-    """What a model call reads: the summary ``summary_number`` (if any) and messages ``first..last``."""
-
-    first_sequence: int
-    """The first message after the summary's range (1 without a summary)."""
-    last_sequence: int
-    """The last stored message (``first_sequence - 1`` when the window holds none)."""
-    summary_number: int | None = None
-    """The compaction whose summary opens the window, or ``None``."""
-
-    @property
-    def sequences(self) -> range:
-        """The window's message sequences, in order."""
-        return range(self.first_sequence, self.last_sequence + 1)
 
 
 @attrs.frozen(kw_only=True)

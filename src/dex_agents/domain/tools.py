@@ -60,6 +60,7 @@ from dex_agents.domain.tool_status import is_single_attempt as is_single_attempt
 from dex_agents.domain.tool_status import maximum_attempts as maximum_attempts
 from dex_agents.domain.tool_status import status_after_exhausted_retries as status_after_exhausted_retries
 from dex_agents.domain.usage import AgentUsage
+from dex_agents.domain.window import ModelWindow
 
 
 @attrs.frozen
@@ -213,6 +214,10 @@ class AgentToolCall:
     result_deadline: datetime | None = None
     """When the wait for an outside result ends, on the engine's clock (as ``approval_deadline``, with
     ``external_result_deadline``); ``None`` without a deadline or before the wait started."""
+    history_window: ModelWindow | None = None
+    """The model's window when the call was asked for, for a call whose tool Step reads the turn's history
+    (`DeferredToolCall.reads_history`): its tool Step loads these messages, the summary and the run state;
+    ``None``: it loads none of them."""
 
     @property
     def has_external_result(self) -> bool:

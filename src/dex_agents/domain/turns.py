@@ -42,6 +42,9 @@ class DeferredToolCall:
     """Whether the call's result comes from outside the session (an external tool, such as Pydantic AI's
     ``ExternalToolset``): no tool Step runs it; it waits for ``submit_tool_result`` (after its approval,
     when it needs one)."""
+    reads_history: bool = attrs.field(default=False, kw_only=True)
+    """Whether the call's tool Step reads the turn's history: it then gets the model's window, its
+    summary and the run state (`DeferredToolExecution.history`), at the cost of loading them."""
 
 
 def _messages(messages: Iterable[FrameworkMessage]) -> tuple[FrameworkMessage, ...]:

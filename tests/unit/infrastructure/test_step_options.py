@@ -8,7 +8,7 @@ import pytest
 from dex_agents import AGENT_MESSAGES, AGENT_TOOL_CALLS, PENDING_INTERRUPTS, AgentSessionFlow
 from dex_agents.application.next import StepName
 from dex_agents.domain.history import ModelWindow
-from dex_agents.infrastructure.dex.options import PER_CALL_STEPS, whole_seconds
+from dex_agents.infrastructure.dex.options import PER_CALL_STEPS, RUN_STATE_LOAD, whole_seconds
 from dex_agents.infrastructure.dex.persistence import AGENT_HISTORY_SUMMARIES
 from dex_agents.testing import ScriptedRunner
 
@@ -116,6 +116,23 @@ def test_per_call_tool_options_load_only_their_record_and_repeat_every_option(
     route_options = options._execute_failure_options
     assert route_options is not None
     assert (route_options.wait_for_durability, route_options.execute_durability) == (SYNC, SYNC)
+    assert route_options.execute_load_attribute_map_instances == (AGENT_TOOL_CALLS.load("call-9"),)
+
+
+@pytest.mark.parametrize("name", [StepName.CALL_TOOL, StepName.CALL_SINGLE_ATTEMPT_TOOL])
+def test_a_tool_step_whose_call_reads_the_history_also_loads_the_window_its_summary_and_the_run_state(
+    flow: AgentSessionFlow, name: StepName
+) -> None:
+    table = flow._deps.step_options
+    options = table.for_call(name, "call-9", ModelWindow(first_sequence=4, last_sequence=6, summary_number=2))
+    assert options.execute_load_attribute_map_instances == (
+        AGENT_TOOL_CALLS.load("call-9"),
+        *(AGENT_MESSAGES.load(f"{sequence:012d}") for sequence in (4, 5, 6)),
+        RUN_STATE_LOAD,
+        AGENT_HISTORY_SUMMARIES.load(f"{2:012d}"),
+    )
+    route_options = options._execute_failure_options
+    assert route_options is not None
     assert route_options.execute_load_attribute_map_instances == (AGENT_TOOL_CALLS.load("call-9"),)
 
 

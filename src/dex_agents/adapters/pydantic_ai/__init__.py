@@ -38,6 +38,12 @@ so the session compacts and retries the model call once.
   single-attempt call of it whose outcome is unknown is settled
   ``succeeded`` (with the output found), ``not_applied`` or ``outcome_unknown``
   (`dex_agents.adapters.pydantic_ai.reconcile`).
+- `run_messages()`: tool metadata with which a tool reads the run's messages
+  (``ctx.messages``, earlier turns included, up to the model response that
+  asked for the call) in its Step, as in a plain run; without it a tool Step's
+  ``ctx.messages`` holds only the call. It costs that tool's Steps a load of
+  the model's window and the run state
+  (`dex_agents.adapters.pydantic_ai._tool_context`).
 
 ``agent`` may be a ``WrapperAgent``. ``deps_factory(session_id)`` builds the
 agent's dependencies (it may return an awaitable) before every model and tool
@@ -55,6 +61,7 @@ table of what a tool's end is recorded as, and where this adapter follows
 pydantic-ai 2.68.0 rather than the published adapter spec.
 """
 
+from dex_agents.adapters.pydantic_ai._tool_context import run_messages
 from dex_agents.adapters.pydantic_ai.flow import pydantic_ai_session_flow
 from dex_agents.adapters.pydantic_ai.idempotency import IDEMPOTENCY_KEY_METADATA_KEY, deferred_tool_idempotency_key
 from dex_agents.adapters.pydantic_ai.reconcile import ReconcileCall, reconcile_probe
@@ -67,4 +74,5 @@ __all__ = [
     "deferred_tool_idempotency_key",
     "pydantic_ai_session_flow",
     "reconcile_probe",
+    "run_messages",
 ]

@@ -196,7 +196,7 @@ class DirectTool:
             usage=RunUsage() if usage is None else usage,
             agent=self.agent,
             prompt=context.prompt,
-            messages=[ModelResponse(parts=[part])],
+            messages=[ModelResponse(parts=[part])] if context.messages is None else context.messages,
             conversation_id=conversation_id,
             metadata=metadata,
             run_step=context.run_step,

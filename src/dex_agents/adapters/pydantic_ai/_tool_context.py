@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.usage import RunUsage
 
@@ -95,15 +96,21 @@ class ToolStepContext:
     retries: int = 0
     """The tool's retry count in the turn; kept under its own key (`dex_agents.adapters.pydantic_ai._tool_state`),
     not in ``"context"``."""
+    messages: list[ModelMessage] | None = field(default=None, compare=False)
+    """The run's messages up to the call, for a tool that asked for them (never in the record)."""
 
     def apply(self, ctx: RunContext[Any]) -> None:
         """Give a tool call's own context (a copy Pydantic AI makes per call) the turn's prompt and step."""
         ctx.prompt = self.prompt
         ctx.run_step = self.run_step
+        if self.messages is not None:
+            ctx.messages = self.messages
 
     def applied(self, ctx: RunContext[Any]) -> RunContext[Any]:
         """Return a copy of ``ctx`` with the turn's prompt and step."""
-        return replace(ctx, prompt=self.prompt, run_step=self.run_step)
+        if self.messages is None:
+            return replace(ctx, prompt=self.prompt, run_step=self.run_step)
+        return replace(ctx, prompt=self.prompt, run_step=self.run_step, messages=self.messages)
 
     def fresh_usage(self) -> RunUsage:
         """A copy of the turn's usage for the tool's ``ctx.usage``."""

@@ -151,6 +151,7 @@ from dex_agents.adapters.pydantic_ai._tool_context import (
     ToolStepContext,
     decode_context,
     encode_context,
+    reads_run_messages,
 )
 from dex_agents.adapters.pydantic_ai._tool_state import ToolCallState
 from dex_agents.adapters.pydantic_ai._usage import (
@@ -170,6 +171,7 @@ from dex_agents.application.runner import (
     ContextOverflowError,
     DeferredToolExecution,
     ReconcileResult,
+    ToolCallHistory,
     ToolExecutionResult,
     ToolResultDeferredError,
 )
@@ -599,6 +601,8 @@ class PydanticAIRunner(Generic[DepsT]):
         call, and the model calls of agent runs inside the tool that share ``ctx.usage``.
         """
         context = decode_context(call.tool_call.framework_state) or ToolStepContext()
+        if call.history is not None:
+            context = replace(context, messages=self._run_messages(call.history, call.flow_id, call.turn_id))
         usage = context.fresh_usage()
         mark = copy_usage(usage)
         try:
@@ -671,6 +675,19 @@ class PydanticAIRunner(Generic[DepsT]):
             raise
         return tool_step_output(result.output, record, tools, state)
 
+    @staticmethod
+    def _run_messages(history: ToolCallHistory, session_id: str, turn_id: str) -> list[ModelMessage]:
+        """The run's messages up to the model response that asked for the call, as a plain run's ``ctx.messages``.
+
+        Earlier turns replay whole (no tool result is shortened: that is the model's view only), after the summary.
+        """
+        messages = _history.replay([message for message in history.messages if message.turn_id != turn_id], session_id)
+        if history.summary is not None:
+            messages.insert(0, summary_request(history.summary))
+        if history.framework_run_state is not None:
+            messages.extend(_history.RunState.decode(history.framework_run_state).messages)
+        return messages
+
     async def reconcile_tool_call(self, call: DeferredToolExecution) -> ReconcileResult:
         """Run the tool's reconcile probe (declared in its metadata); ``unknown`` when it has none."""
         record = call.tool_call
@@ -732,6 +749,7 @@ class PydanticAIRunner(Generic[DepsT]):
             framework_state=encode_context(context, ToolCallState(retries=retries.get(call.tool_name, 0)).encode()),
             sequential=definition is not None and definition.sequential,
             external=definition is not None and definition.kind == "external",
+            reads_history=reads_run_messages(definition),
         )
 
     async def _deps(self, session_id: str) -> object:

@@ -142,6 +142,11 @@ def finish_tool_call(
     )
 
 
+def tool_step_movement(record: AgentToolCall) -> GoTo:
+    """Return the movement to the Step that runs ``record``, loading the history it reads (if any)."""
+    return GoTo(step=tool_step_name(record.policy.effect), input=record.tool_call_id, window=record.history_window)
+
+
 def start_tool_call(
     record: AgentToolCall, *, now: datetime, options: AgentSessionOptions, events: AgentEventWriter
 ) -> tuple[GoTo, AgentInterrupt | None]:
@@ -157,7 +162,7 @@ def start_tool_call(
     ``interrupt_raised`` event here; the caller stores the interrupt.
     """
     if record.status is ToolCallStatus.PENDING:
-        return GoTo(step=tool_step_name(record.policy.effect), input=record.tool_call_id), None
+        return tool_step_movement(record), None
     if record.status is ToolCallStatus.AWAITING_RESULT:
         return GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=record.tool_call_id), None
     assert record.status is ToolCallStatus.AWAITING_APPROVAL

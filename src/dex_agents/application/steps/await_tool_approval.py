@@ -55,9 +55,8 @@ from typing import assert_never
 import attrs
 
 from dex_agents.application.event_writer import AgentEventWriter
-from dex_agents.application.next import End, GoTo, Next, WaitAgain
+from dex_agents.application.next import End, Next, WaitAgain
 from dex_agents.application.options import AgentSessionOptions
-from dex_agents.application.policies import tool_step_name
 from dex_agents.application.ports import (
     CancelRequestStore,
     Clock,
@@ -65,7 +64,7 @@ from dex_agents.application.ports import (
     ToolCallStore,
     ToolResultPublisher,
 )
-from dex_agents.application.steps._shared import finish_tool_call, tool_call_record
+from dex_agents.application.steps._shared import finish_tool_call, tool_call_record, tool_step_movement
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.interrupts import (
@@ -157,7 +156,7 @@ class AwaitToolApproval(Wired):
         if record.is_final:
             return End()
         if record.status is ToolCallStatus.APPROVED:
-            return GoTo(step=tool_step_name(record.policy.effect), input=tool_call_id)
+            return tool_step_movement(record)
         if record.status is ToolCallStatus.AWAITING_RESULT:
             return self._execute_result_wait(record, resolution=resolution, timer_fired=timer_fired, attempt=attempt)
         assert record.interrupt_id is not None
@@ -289,7 +288,7 @@ class AwaitToolApproval(Wired):
                 self.tool_calls.put(approved.await_result(record.result_interrupt_id, attempt=0))
                 return WaitAgain(input=record.tool_call_id)
             self.tool_calls.put(approved)
-            return GoTo(step=tool_step_name(record.policy.effect), input=record.tool_call_id)
+            return tool_step_movement(approved)
         finished = (
             record.expire(EXPIRED_REJECTION_MESSAGE)
             if expired

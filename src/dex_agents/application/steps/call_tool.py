@@ -38,7 +38,10 @@ published with it; a ``framework_state`` either gives replaces the record's
 (the runner's own per-call state, `AgentToolCall.framework_state`), and a
 ``usage`` either gives is kept on the record (`AgentToolCall.usage`) for
 ``ResumeTurn`` to count. Any other
-exception fails the attempt. A record that is already final ends without running or publishing. Next: ends (or
+exception fails the attempt. A record that is already final ends without running or publishing.
+A call whose tool reads the turn's history (`AgentToolCall.history_window`) gets the window's
+messages, its summary and the run state with it (`DeferredToolExecution.history`), which its
+movement loaded; any other call loads only its own record. Next: ends (or
 ``ReconcileToolCall`` as above).
 
 A call whose result comes from outside (the runner raises `ToolResultDeferredError`:
@@ -70,11 +73,20 @@ from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import End, GoTo, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
-from dex_agents.application.ports import CancelRequestStore, DeliveryLedger, ToolCallStore, ToolResultPublisher
+from dex_agents.application.ports import (
+    CancelRequestStore,
+    DeliveryLedger,
+    HistorySummaryStore,
+    MessageLog,
+    RunStateStore,
+    ToolCallStore,
+    ToolResultPublisher,
+)
 from dex_agents.application.runner import (
     AgentFrameworkRunner,
     DeferredToolExecution,
     HeartbeatFn,
+    ToolCallHistory,
     ToolExecutionResult,
     ToolResultDeferredError,
 )
@@ -99,6 +111,9 @@ class _ToolCallStep(Wired):
     events: AgentEventWriter
     heartbeat: HeartbeatFn
     cancel_request: CancelRequestStore
+    messages: MessageLog
+    summaries: HistorySummaryStore
+    run_state: RunStateStore
 
     async def execute(self, call: StepCall, tool_call_id: str) -> Next:
         """Run the call once and record its result."""
@@ -142,6 +157,7 @@ class _ToolCallStep(Wired):
             attempt=call.attempt,
             events=self.events,
             heartbeat=self.heartbeat,
+            history=self._history(record),
         )
         try:
             returned: object = await self.runner.execute_deferred_tool_call(execution)
@@ -168,6 +184,18 @@ class _ToolCallStep(Wired):
                 finished = attrs.evolve(finished, usage=usage)
         finish_tool_call(finished, tool_calls=self.tool_calls, results=self.results, events=self.events)
         return End()
+
+    def _history(self, record: AgentToolCall) -> ToolCallHistory | None:
+        """The turn's history for a call that reads it: what its movement loaded (`tool_step_movement`)."""
+        window = record.history_window
+        if window is None:
+            return None
+        summary = None if window.summary_number is None else self.summaries.get(window.summary_number)
+        return ToolCallHistory(
+            messages=self.messages.read(window.sequences),
+            summary=summary,
+            framework_run_state=self.run_state.get(),
+        )
 
     def _bounded(self, text: str, what: str) -> str:
         return cap_text(sanitize_output_text(text), self.options.max_tool_output_bytes, what=what)

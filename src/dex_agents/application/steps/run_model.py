@@ -75,6 +75,7 @@ from dex_agents.application.steps.record_turn_failure import RecordTurnFailure
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.contract import check_turn_outcome
+from dex_agents.domain.history import ModelWindow
 from dex_agents.domain.interrupts import interrupt_id_for, result_interrupt_id_for
 from dex_agents.domain.messages import AgentMessage, MessageRole
 from dex_agents.domain.session import AgentState
@@ -228,8 +229,9 @@ class RunModel(Wired):
         pending = list(self.interrupts.get())
         movements: list[GoTo] = []
         first = first_wave_size([requested.sequential for requested in outcome.tool_calls])
+        window = state.model_window()
         for index, requested in enumerate(outcome.tool_calls):
-            record = self._record(turn_id, requested, earlier + index, queued=index >= first)
+            record = self._record(turn_id, requested, earlier + index, queued=index >= first, window=window)
             self.tool_calls.put(record)
             self.events.write(
                 ev.tool_call_deferred(
@@ -248,7 +250,9 @@ class RunModel(Wired):
         return GoToMany(movements=movements)
 
     @staticmethod
-    def _record(turn_id: str, requested: DeferredToolCall, order: int, *, queued: bool) -> AgentToolCall:
+    def _record(
+        turn_id: str, requested: DeferredToolCall, order: int, *, queued: bool, window: ModelWindow
+    ) -> AgentToolCall:
         if queued:
             status, needs_approval = ToolCallStatus.QUEUED, False
         else:
@@ -270,4 +274,5 @@ class RunModel(Wired):
             result_interrupt_id=(
                 result_interrupt_id_for(turn_id, requested.tool_call_id) if requested.external else None
             ),
+            history_window=window if requested.reads_history else None,
         )

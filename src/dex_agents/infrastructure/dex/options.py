@@ -33,7 +33,8 @@ from dex_agents.infrastructure.dex.persistence import (
 )
 
 RUN_STATE_LOAD = FRAMEWORK_RUN_STATES.load(RUN_STATE_KEY)
-"""The run state's one map instance: loaded by ``RunModel`` and ``CompactHistory`` only."""
+"""The run state's one map instance: loaded by ``RunModel`` and ``CompactHistory``, and by the tool Step of a call
+that reads the turn's history."""
 
 SYNC = dex.StepOptions(wait_for_durability=dex.StepDurability.SYNC, execute_durability=dex.StepDurability.SYNC)
 """Synchronous durability for both methods."""
@@ -49,6 +50,9 @@ PER_CALL_STEPS = frozenset(
     }
 )
 """Steps whose input is a tool-call ID and that load only that call's record."""
+
+HISTORY_TOOL_STEPS = frozenset({StepName.CALL_TOOL, StepName.CALL_SINGLE_ATTEMPT_TOOL})
+"""Per-call Steps that load the turn's history for a call that reads it (`AgentToolCall.history_window`)."""
 
 WINDOW_STEPS = frozenset({StepName.RUN_MODEL, StepName.COMPACT_HISTORY})
 """Steps that read the model's window: a movement to one loads exactly the window's messages and summary."""
@@ -152,11 +156,22 @@ class StepOptionsTable:
             return options
         return options.on_execute_failure_proceed_to(self._classes[route], self.static(route))
 
-    def for_call(self, step: StepName, tool_call_id: str) -> dex.StepOptions:
-        """Return the options of one tool call's Step: its own record loaded, everything repeated."""
+    def for_call(self, step: StepName, tool_call_id: str, window: ModelWindow | None = None) -> dex.StepOptions:
+        """Return the options of one tool call's Step: its own record loaded, everything repeated.
+
+        A tool Step whose call reads the turn's history (``window``, `AgentToolCall.history_window`)
+        also loads the window's messages, its summary and the run state; its failure route does not.
+        """
         assert step in PER_CALL_STEPS, f"{step} takes no tool-call ID"
         own = (AGENT_TOOL_CALLS.load(tool_call_id),)
-        options = replace(_base(step), execute_load_attribute_map_instances=own)
+        loads: tuple[dex.AttributeMapLoad, ...] = own
+        if window is not None and step in HISTORY_TOOL_STEPS:
+            history = [AGENT_MESSAGES.load(message_sequence_key(sequence)) for sequence in window.sequences]
+            history.append(RUN_STATE_LOAD)
+            if window.summary_number is not None:
+                history.append(AGENT_HISTORY_SUMMARIES.load(summary_key(window.summary_number)))
+            loads = (*own, *history)
+        options = replace(_base(step), execute_load_attribute_map_instances=loads)
         if step is StepName.AWAIT_TOOL_APPROVAL:
             options = replace(options, wait_for_load_attribute_map_instances=own)
         route = STEP_POLICIES[step].failure_route

@@ -173,7 +173,7 @@ class StepDependencies:
         options = None
         if movement.step in PER_CALL_STEPS:
             assert isinstance(movement.input, str)
-            options = self.step_options.for_call(movement.step, movement.input)
+            options = self.step_options.for_call(movement.step, movement.input, movement.window)
         elif movement.window is not None and movement.step in WINDOW_STEPS:
             options = self.step_options.for_window(movement.step, movement.window)
         return dex.StepMovement.of(self.classes[movement.step], movement.input, options=options)

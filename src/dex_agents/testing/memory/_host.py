@@ -470,9 +470,10 @@ class InMemorySessionHost:
             case StepName.CALL_TOOL | StepName.CALL_SINGLE_ATTEMPT_TOOL | StepName.RECONCILE_TOOL_CALL:
                 assert isinstance(move.input, str)
                 tool_call_id = move.input
-                return await self._with_retries(
-                    move, lambda attempt, execution: self._tool_step(move.step, tool_call_id, attempt, execution)
-                )
+                with self.messages.loading(move.window):
+                    return await self._with_retries(
+                        move, lambda attempt, execution: self._tool_step(move.step, tool_call_id, attempt, execution)
+                    )
             case _:
                 raise AssertionError(f"the driver does not start {move.step.value}")
 

@@ -19,6 +19,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.tools import ToolDefinition
 
+from dex_agents.adapters.pydantic_ai import run_messages
 from tests.integration.pydantic_ai.parity.harness import Case, ParityStack, Scenario, ScenarioSet, check_parity
 from tests.integration.pydantic_ai.parity.probe import Probe, calls, text, turn_step
 
@@ -26,7 +27,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 SCENARIOS = ScenarioSet()
 
-CONTEXT = "Deliver 4: the tool Step's RunContext is a fresh run's"
 PREPARE = "Deliver 5: prepare runs again in tool Steps and resumed runs"
 
 
@@ -183,7 +183,7 @@ def retry_until_the_last_attempt(probe: Probe) -> Scenario:
     return Scenario(agent=agent, turns=["Always fail!"], ordered_invocations=True)
 
 
-@SCENARIOS.scenario(xfail=CONTEXT)
+@SCENARIOS.scenario()
 def tools_see_the_run_context_of_a_plain_run(probe: Probe) -> Scenario:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         step = turn_step(messages)
@@ -193,7 +193,8 @@ def tools_see_the_run_context_of_a_plain_run(probe: Probe) -> Scenario:
 
     agent = Agent(probe.model(respond), capabilities=probe.capabilities)
 
-    @agent.tool
+    # A tool that reads ctx.messages asks for them (a plain run ignores the metadata).
+    @agent.tool(metadata=run_messages())
     def look(ctx: RunContext[None], what: str) -> str:
         last = ctx.messages[-1]
         probe.invoked(

@@ -38,6 +38,7 @@ def test_the_public_api_is_pinned() -> None:
         "deferred_tool_idempotency_key",
         "pydantic_ai_session_flow",
         "reconcile_probe",
+        "run_messages",
     ]
 
 

@@ -16,8 +16,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.usage import RequestUsage, RunUsage
 
-from dex_agents import ToolExecutionError
-from dex_agents.adapters.pydantic_ai import PydanticAIRunner
+from dex_agents import AgentSessionOptions, ToolExecutionError
+from dex_agents.adapters.pydantic_ai import PydanticAIRunner, run_messages
 from dex_agents.adapters.pydantic_ai._direct_tool import DirectToolCache
 from dex_agents.adapters.pydantic_ai._tool_context import (
     PreparedFields,
@@ -25,7 +25,9 @@ from dex_agents.adapters.pydantic_ai._tool_context import (
     decode_context,
     encode_context,
 )
+from dex_agents.application.next import GoTo, StepName
 from dex_agents.testing import make_tool_call, make_tool_execution
+from dex_agents.testing.memory import InMemorySessionHost
 from tests.unit.adapters.pydantic_ai.support import SessionDriver
 
 
@@ -163,3 +165,52 @@ def test_the_context_keeps_other_keys_of_the_per_call_state_and_reads_back() -> 
     assert decode_context(None) is None
     assert decode_context("not json") is None
     assert decode_context('{"retries": 2}') is None
+
+
+def _reading_agent(seen: list[dict[str, Any]]) -> Agent[None, str]:
+    agent: Agent[None, str] = Agent(FunctionModel(_respond))
+
+    @agent.tool(metadata=run_messages())
+    def look(ctx: RunContext[None], what: str) -> str:
+        seen.append(
+            {
+                "what": what,
+                "messages": len(ctx.messages),
+                "last": [part.part_kind for part in ctx.messages[-1].parts],
+                "first": ctx.messages[0].parts[0].part_kind,
+            }
+        )
+        return f"looked at {what}"
+
+    return agent
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "agent-run"])
+async def test_a_tool_that_asks_for_the_run_messages_sees_them_as_in_a_plain_run(direct: bool) -> None:
+    plain: list[dict[str, Any]] = []
+    await _plain(_reading_agent(plain), ["look twice", "and again"])
+    seen: list[dict[str, Any]] = []
+    runner = PydanticAIRunner(_reading_agent(seen), direct_tool_calls=direct, live_runs=False)
+    host = InMemorySessionHost(runner, options=AgentSessionOptions())
+    await host.drive(await host.start())
+
+    for prompt in ["look twice", "and again"]:
+        await host.send_user_message(prompt)
+        waiting = await host.drive(GoTo(step=StepName.AWAIT_USER_MESSAGE))
+        # Every call asks for approval (the default effect): an approved call's Step loads the history too.
+        while interrupts := (await host.get_agent_snapshot()).pending_interrupts:
+            for interrupt in interrupts:
+                await host.resolve_interrupt(interrupt.interrupt_id, approved=True)
+            waiting = await host.drive(*waiting)
+
+    assert host.state.current.last_turn_error is None
+    assert sorted(seen, key=repr) == sorted(plain, key=repr)
+    assert {entry["messages"] for entry in seen} == {2, 4, 8, 10}
+
+
+async def test_only_a_call_whose_tool_asks_for_the_run_messages_reads_the_history() -> None:
+    asking = await SessionDriver(PydanticAIRunner(_reading_agent([]), live_runs=False)).turn("look twice")
+    plain = await SessionDriver(PydanticAIRunner(_looking_agent([]), live_runs=False)).turn("look twice")
+
+    assert {call.reads_history for call in asking.outcomes[0].tool_calls} == {True}  # type: ignore[union-attr]
+    assert {call.reads_history for call in plain.outcomes[0].tool_calls} == {False}  # type: ignore[union-attr]
