@@ -53,10 +53,15 @@ unit: $(VENV)/.synced
 	$(BIN)/pytest tests/unit -q
 
 integration: $(VENV)/.synced chromium node-deps
-	$(BIN)/pytest tests/integration -q
+	$(BIN)/pytest tests/integration -q $(PYTEST_PARALLEL)
+
+# Three pytest-xdist workers on two cores: most engine-backed cases wait (long polls, Timers, Worker children
+# starting) rather than compute; each test module stays on one worker (its shared stack is built once).
+TEST_WORKERS ?= 3
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadscope
 
 test: $(VENV)/.synced chromium node-deps
-	$(BIN)/pytest -q --durations=10
+	$(BIN)/pytest -q --durations=10 $(PYTEST_PARALLEL)
 
 # The web console's browser tests drive Debian's Chromium (Playwright never downloads a browser):
 # installed from apt when missing (CI runs as root on a fresh machine).

@@ -61,9 +61,9 @@ async def test_worker_killed_before_any_output(
 ) -> None:
     gates = tmp_path / "gates"
     gates.mkdir()
-    # A real back-off before the retry (1 s): the killed Worker has several task streams, and a retry sent at
-    # once could reach one whose end the server has not read yet, which would cost a further attempt.
-    config = DevServerConfig(redeliver_before_first_output=redeliver, retry_delay_scale=1.0)
+    # A real back-off before the retry (3 s): the killed Worker has several task streams, and a retry sent
+    # before the server read the end of each (slow on a loaded machine) would cost a further attempt.
+    config = DevServerConfig(redeliver_before_first_output=redeliver, retry_delay_scale=3.0)
     async with DevServer(config) as fake:
         first = WorkerProcess(fake.address, tmp_path / "cache-1", gates)
         second = WorkerProcess(fake.address, tmp_path / "cache-2", gates)
@@ -73,6 +73,7 @@ async def test_worker_killed_before_any_output(
                 await client.start_flow(flows.kill, "quiet-1", "quiet-1")
                 await wait_until((gates / "quiet-1-attempt-1.reached").exists, 30, "the gate")
                 await first.kill()
+                await wait_until(lambda: not fake.pull_worker_ids(), 30, "the server to drop the killed Worker")
                 await second.start()
                 result = await client.wait_for_flow("quiet-1")
                 assert result.single_output(str) == f"attempt={expected_attempt} pid={second.pid}"
