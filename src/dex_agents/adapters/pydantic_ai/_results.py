@@ -45,7 +45,10 @@ Tool Step (one run's end to a result):
 | `DeferredToolRequests.calls`, tool ``external``      | `ToolResultDeferredError`: the result comes from outside |
 | `DeferredToolRequests.calls`, any other tool (``CallDeferred``) | `ToolResultDeferredError` as well              |
 
-A bare ``str`` return keeps no value: its text is the value. A retry for the
+A bare ``str`` return keeps no value: its text is the value. Nor does a value
+whose kept JSON is over `KEPT_VALUE_MAX_BYTES` (the default
+``max_tool_output_bytes``, the bound the record's text is cut to): its text,
+cut with a notice as before, resumes instead. A retry for the
 model is a ``failed`` record, never a Step retry: the effect rules decide Step
 retries as for any other result.
 """
@@ -70,6 +73,7 @@ from dex_agents.adapters.pydantic_ai._tool_state import ToolCallState
 from dex_agents.application.runner import ToolExecutionResult, ToolResultDeferredError, TurnFailedError
 from dex_agents.domain.errors import RunnerContractError, ToolExecutionError
 from dex_agents.domain.failure_note import describe_tool_call_outcome
+from dex_agents.domain.limits import DEFAULT_MAX_TOOL_OUTPUT_BYTES
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
 
 ASKED_FOR_APPROVAL = (
@@ -77,6 +81,10 @@ ASKED_FOR_APPROVAL = (
     "requires_approval=True to run in a Dex session."
 )
 """The failure the model sees for a tool that raised ``ApprovalRequired`` in its Step."""
+
+
+KEPT_VALUE_MAX_BYTES = DEFAULT_MAX_TOOL_OUTPUT_BYTES
+"""The largest kept value (its state text, in UTF-8 bytes); a larger one is not kept and the record's text resumes."""
 
 
 def typed_call_ids(messages: Iterable[ModelMessage]) -> frozenset[str]:
@@ -238,6 +246,9 @@ def tool_step_output(
         if isinstance(part, ToolReturnPart) and part.tool_call_id == record.tool_call_id:
             own = _own_parts(parts, part)
             value = kept.with_result(own).encode()
+            if value is not None and len(value.encode()) > KEPT_VALUE_MAX_BYTES:
+                # Kept whole it would pass the bound the text is cut to: the (cut) text resumes, as before.
+                value = None
             match part.outcome:
                 case "success":
                     if _text_is_the_value(own, part):

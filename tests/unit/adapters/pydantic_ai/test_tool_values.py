@@ -22,7 +22,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from dex_agents import AgentSessionOptions, ToolCallsRequested, ToolCallStatus, ToolEffect
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner
-from dex_agents.adapters.pydantic_ai._results import deferred_tool_results
+from dex_agents.adapters.pydantic_ai._results import KEPT_VALUE_MAX_BYTES, deferred_tool_results
 from dex_agents.adapters.pydantic_ai._retries import turn_retries
 from dex_agents.adapters.pydantic_ai._tool_state import ToolCallState
 from dex_agents.application.runner import TurnFailedError
@@ -197,3 +197,21 @@ async def test_a_plain_text_return_keeps_no_value_beside_its_text(direct: bool) 
 
     assert turn.completed.new_messages[-1].text == "plain"
     assert ToolCallState.decode(turn.record("c1").framework_state).result is None
+
+
+async def test_a_value_too_large_to_keep_resumes_from_its_text_as_before(direct: bool) -> None:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return ModelResponse(parts=[ToolCallPart("big", {}, tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart(type(last_returns(messages)[0].content).__name__)])
+
+    agent: Agent[None, str] = Agent(FunctionModel(respond))
+
+    @agent.tool_plain
+    def big() -> dict[str, str]:
+        return {"data": "x" * KEPT_VALUE_MAX_BYTES}
+
+    turn = await session(agent, direct=direct).turn("go")
+
+    assert ToolCallState.decode(turn.record("c1").framework_state).result is None
+    assert turn.completed.new_messages[-1].text == "str"
