@@ -281,7 +281,7 @@ class ToolStepCapability(AbstractCapability[Any]):
 
     async def before_node_run(self, ctx: RunContext[Any], *, node: Any) -> Any:
         """Show listeners none of the call's events: its model Steps show them."""
-        silence_tool_step_events(node)
+        silence_tool_step_events(node, self.context.run_step)
         return node
 
     async def after_node_run(self, ctx: RunContext[Any], *, node: Any, result: Any) -> Any:

@@ -24,9 +24,12 @@ them):
   for counts as one); the
   results are shown there, in model order, before the next model request, as
   a plain run shows them after its calls ran;
-- a tool Step's ``CallToolsNode`` (`silence_tool_step_events`) shows nothing:
-  the call was shown by its model Step, the result is shown by the next one;
-  events a tool emits itself (``ctx`` custom events) still pass;
+- a tool Step's ``CallToolsNode`` (`silence_tool_step_events`) shows nothing
+  (the call was shown by its model Step, the result is shown by the next one)
+  but the ``DeferredToolRequestsEvent`` of a tool that deferred its call while
+  it ran (``CallDeferred``, ``ApprovalRequired``), as a plain run shows it after
+  the response's calls, at the ``run_step`` of the request that asked for the
+  call; events a tool emits itself (``ctx`` custom events) still pass;
 - a resumed model Step's ``UserPromptNode`` (`continue_run_step`) starts the
   run at the ``run_step`` of the response it answers (`resumed_run_step`: the
   number of model responses of the turn so far), so the answering
@@ -35,12 +38,11 @@ them):
   or for an external result, and the user's resumed run counts from 0 again:
   so does the session, from the last such response.
 
-A call a tool defers while it runs (``CallDeferred``) is known only in its
-tool Step, after its model Step's events were shown: its events are those of
-a call the session answered.
+Two tools of one response that both defer while they run show one
+``DeferredToolRequestsEvent`` each (a plain run shows one for both).
 
 Each patch sets an attribute on one node instance (the node's private
-``_run_stream`` or its ``run``); with a Pydantic AI version that lacks the name
+``_run_stream`` or ``_wrapped_stream``, or its ``run``); with a Pydantic AI version that lacks the name
 nothing is patched and the events are as before (more of them, never fewer).
 """
 
@@ -60,6 +62,9 @@ from pydantic_ai.messages import (
 
 RUN_STREAM = "_run_stream"
 """The ``CallToolsNode`` method that yields the node's own events, before any dispatch or wrapper."""
+
+_WRAPPED_STREAM = "_wrapped_stream"
+"""The ``CallToolsNode`` method that builds the listeners' context and wraps the node's events for them."""
 
 
 def _filter_node_stream(
@@ -124,23 +129,41 @@ def _plain_requests(event: AgentStreamEvent, kind: Callable[[str], str | None]) 
     return DeferredToolRequestsEvent(DeferredToolRequests(calls=calls, approvals=approvals, metadata=metadata))
 
 
-def silence_tool_step_events(node: Any) -> None:
-    """Drop every event of a tool Step's ``CallToolsNode`` (see above)."""
-    if Agent.is_call_tools_node(node):
-        _filter_node_stream(node, lambda _event: False)
+def silence_tool_step_events(node: Any, run_step: int) -> None:
+    """Drop every event of a tool Step's ``CallToolsNode`` but a ``DeferredToolRequestsEvent`` (see above).
 
-
-def continue_run_step(node: Any, run_step: int) -> None:
-    """Make a resumed run's ``UserPromptNode`` start the run at ``run_step`` (no change for 0)."""
-    if run_step <= 0 or not Agent.is_user_prompt_node(node):
+    The node runs at ``run_step``, the step of the model request that asked for the call, so the event
+    it shows has a plain run's ``run_step``.
+    """
+    if not Agent.is_call_tools_node(node):
         return
+    _filter_node_stream(node, lambda event: isinstance(event, DeferredToolRequestsEvent))
+    # The node's stream (and the listeners' context) may be built before its ``run``: set the step there.
+    wrapped = getattr(node, _WRAPPED_STREAM, None)
+    if wrapped is None:
+        return
+
+    def at_run_step(ctx: Any) -> Any:
+        ctx.state.run_step = run_step
+        return wrapped(ctx)
+
+    setattr(node, _WRAPPED_STREAM, at_run_step)
+
+
+def _set_run_step(node: Any, run_step: int) -> None:
     original: Callable[[Any], Any] = node.run
 
     async def run(ctx: Any) -> Any:
         ctx.state.run_step = run_step
         return await original(ctx)
 
-    node.run = run  # type: ignore[method-assign]
+    node.run = run
+
+
+def continue_run_step(node: Any, run_step: int) -> None:
+    """Make a resumed run's ``UserPromptNode`` start the run at ``run_step`` (no change for 0)."""
+    if run_step > 0 and Agent.is_user_prompt_node(node):
+        _set_run_step(node, run_step)
 
 
 def resumed_run_step(turn_messages: Sequence[ModelMessage], plain_deferred: Collection[str]) -> int:

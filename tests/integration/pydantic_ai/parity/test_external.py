@@ -33,7 +33,6 @@ SPLIT = (
     "stored history: a plain run stores the returns of the calls that ran in a request of their own, "
     "before the request with the deferred results; a session stores one request (the model sees the same)"
 )
-EVENTS = "Deliver 9: an event stream handler sees the tool Step run's events of the call"
 
 
 def _seen(messages: list[ModelMessage]) -> str:
@@ -106,7 +105,7 @@ def _deferring(probe: Probe, *, beside: bool) -> Scenario:
     return Scenario(agent=agent, turns=["run the report"], external=lambda _call: 42)
 
 
-@SCENARIOS.scenario(xfail={"events": EVENTS})
+@SCENARIOS.scenario()
 def a_tool_raising_call_deferred_waits_for_its_result(probe: Probe) -> Scenario:
     return _deferring(probe, beside=False)
 
