@@ -2,7 +2,9 @@
 
 Pages are plain server-rendered HTML. `render` formats a template whose
 arguments are escaped (`html.escape`, quotes included) unless they are
-`Markup`; templates are literals in this module, so text from a session
+`Markup`; templates are literals in this module and the two it is built on
+(`markup`: escaping and the page shell; `interrupt_forms`: the approval and
+result forms), so text from a session
 (messages, tool arguments and outputs, errors, reasons) can only ever reach
 the page escaped, its controls and bidi overrides shown as visible marks. The
 page script (``static/console.js``, served with its stylesheet from the
@@ -11,82 +13,29 @@ Content-Security-Policy (`dex_agents.console.security`) allows no inline
 script, as a second line.
 """
 
-import html
-import json
-from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
-from typing import assert_never
+from collections.abc import Sequence
+from datetime import datetime
 from urllib.parse import quote, urlencode
 
 import attrs
 
-from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
+from dex_agents.console.interrupt_forms import approval_form as approval_form
+from dex_agents.console.interrupt_forms import approval_list as approval_list
+from dex_agents.console.interrupt_forms import approvals_page as approvals_page
+from dex_agents.console.interrupt_forms import pending_form as pending_form
+from dex_agents.console.interrupt_forms import result_form as result_form
+from dex_agents.console.markup import Markup as Markup
+from dex_agents.console.markup import csrf_field as csrf_field
+from dex_agents.console.markup import esc as esc
+from dex_agents.console.markup import join as join
+from dex_agents.console.markup import page as page
+from dex_agents.console.markup import render as render
+from dex_agents.console.markup import session_path as session_path
+from dex_agents.console.markup import when as when
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.domain.tools import AgentToolCall, ToolOutcome
 from dex_agents.domain.usage import AgentUsage
-from dex_agents.launch.output import visible
-
-
-class Markup(str):
-    """Text that is already HTML (built by this module); `render` inserts it as is."""
-
-    __slots__ = ()
-
-
-def esc(value: object) -> Markup:
-    """Return ``value`` as HTML: `Markup` as is, anything else escaped, its invisible characters made `visible`.
-
-    So a model cannot reorder (bidi overrides) or hide what an approval shows.
-    """
-    if isinstance(value, Markup):
-        return value
-    return Markup(html.escape(visible("" if value is None else str(value)), quote=True))
-
-
-def render(template: str, **values: object) -> Markup:
-    """Format ``template`` (a literal of this module) with its values escaped."""
-    return Markup(template.format(**{name: esc(value) for name, value in values.items()}))
-
-
-def join(parts: Iterable[Markup]) -> Markup:
-    """Concatenate HTML fragments."""
-    return Markup("".join(parts))
-
-
-def when(moment: datetime | None) -> str:
-    """A timestamp for people (UTC, seconds)."""
-    if moment is None:
-        return "-"
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def page(title: str, body: Markup, *, flow_type: str, notice: str | None = None) -> Markup:
-    """Return a whole page."""
-    shown = render('<p class="notice" id="notice">{notice}</p>', notice=notice) if notice else Markup("")
-    return render(
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        '<meta name=viewport content="width=device-width, initial-scale=1">'
-        '<title>{title} · dex-agents console</title><link rel="stylesheet" href="/static/console.css">'
-        '<script src="/static/console.js" defer></script></head><body>'
-        '<header><a href="/">Sessions</a><a href="/approvals">Approvals</a>'
-        '<span class="flow">Flow type {flow_type}</span></header>'
-        "<main>{notice}{body}</main></body></html>",
-        title=title,
-        flow_type=flow_type,
-        notice=shown,
-        body=body,
-    )
-
-
-def session_path(session_id: str) -> str:
-    """The path of a session's page: its ID quoted as one path segment (``a?b`` is ``/sessions/a%3Fb``)."""
-    return "/sessions/" + quote(session_id, safe="")
-
-
-def csrf_field(csrf: str) -> Markup:
-    """The hidden CSRF field every form carries."""
-    return render('<input type="hidden" name="csrf" value="{csrf}">', csrf=csrf)
 
 
 @attrs.frozen(kw_only=True)
@@ -157,100 +106,6 @@ def sessions_page(
         message=suggested_message,
     )
     return page("Sessions", body, flow_type=flow_type, notice=notice)
-
-
-def approval_form(session_id: str, interrupt: AgentInterrupt, *, csrf: str, return_to: str) -> Markup:
-    """One pending approval with its Approve and Reject (with reason) buttons."""
-    return render(
-        '<div class="approval" data-interrupt="{iid}"><div><b>{tool}</b> in <a href="/sessions/{qsid}">{sid}</a> '
-        '<span class="muted">({turn}, call {call}, asked {raised}{deadline})</span></div>'
-        "<pre>{args}</pre>"
-        # Two forms: Enter in the reason field submits the rejection, never the approval.
-        '<form method="post" action="/sessions/{qsid}/approvals" class="inline approve">{fields}'
-        '<button name="decision" value="approve" type="submit">Approve</button></form> '
-        '<form method="post" action="/sessions/{qsid}/approvals" class="inline reject">{fields}'
-        '<input name="reason" placeholder="Reason (sent to the model)"> '
-        '<button name="decision" value="reject" type="submit">Reject</button></form></div>',
-        iid=interrupt.interrupt_id,
-        tool=interrupt.tool_name,
-        sid=session_id,
-        qsid=quote(session_id, safe=""),
-        turn=interrupt.turn_id,
-        call=interrupt.tool_call_id,
-        raised=when(interrupt.raised_at),
-        deadline=f", expires {when(interrupt.deadline)}" if interrupt.deadline else "",
-        args=_pretty_json(interrupt.arguments),
-        fields=render(
-            '{csrf}<input type="hidden" name="interrupt_id" value="{iid}">'
-            '<input type="hidden" name="call_digest" value="{digest}">'
-            '<input type="hidden" name="return_to" value="{return_to}">',
-            csrf=csrf_field(csrf),
-            iid=interrupt.interrupt_id,
-            digest=interrupt.call_digest or "",
-            return_to=return_to,
-        ),
-    )
-
-
-def result_form(session_id: str, interrupt: AgentInterrupt, *, csrf: str, return_to: str) -> Markup:
-    """One call waiting for its result from outside, with a JSON result field and an error field."""
-    return render(
-        '<div class="approval result" data-interrupt="{iid}"><div><b>{tool}</b> in <a href="/sessions/{qsid}">'
-        '{sid}</a> waits for its result <span class="muted">({turn}, call {call}, since {raised}{deadline})</span>'
-        "</div><pre>{args}</pre>"
-        # Two forms, as for approvals: Enter in the error field submits the error, never the result.
-        '<form method="post" action="/sessions/{qsid}/results" class="inline submit-result">{fields}'
-        '<textarea name="result" rows="2" placeholder="Result as JSON (what the model sees)"></textarea> '
-        '<button type="submit">Submit result</button></form> '
-        '<form method="post" action="/sessions/{qsid}/results" class="inline submit-error">{fields}'
-        '<input name="error" placeholder="Error (sent to the model)"> '
-        '<button type="submit">Submit error</button></form></div>',
-        iid=interrupt.interrupt_id,
-        tool=interrupt.tool_name,
-        sid=session_id,
-        qsid=quote(session_id, safe=""),
-        turn=interrupt.turn_id,
-        call=interrupt.tool_call_id,
-        raised=when(interrupt.raised_at),
-        deadline=f", expires {when(interrupt.deadline)}" if interrupt.deadline else "",
-        args=_pretty_json(interrupt.arguments),
-        fields=render(
-            '{csrf}<input type="hidden" name="tool_call_id" value="{call}">'
-            '<input type="hidden" name="return_to" value="{return_to}">',
-            csrf=csrf_field(csrf),
-            call=interrupt.tool_call_id,
-            return_to=return_to,
-        ),
-    )
-
-
-def pending_form(session_id: str, interrupt: AgentInterrupt, *, csrf: str, return_to: str) -> Markup:
-    """The form answering one pending interrupt: an approval's, or a result's."""
-    match interrupt.kind:
-        case InterruptKind.APPROVAL:
-            return approval_form(session_id, interrupt, csrf=csrf, return_to=return_to)
-        case InterruptKind.TOOL_RESULT:
-            return result_form(session_id, interrupt, csrf=csrf, return_to=return_to)
-        case _:
-            assert_never(interrupt.kind)
-
-
-def approval_list(pending: Sequence[tuple[str, AgentInterrupt]], *, csrf: str) -> Markup:
-    """The approval forms of the Approvals page (also fetched by its script every 3 seconds)."""
-    forms = join(pending_form(sid, interrupt, csrf=csrf, return_to="/approvals") for sid, interrupt in pending)
-    return forms or Markup('<p class="muted">Nothing waits for approval.</p>')
-
-
-def approvals_page(
-    pending: Sequence[tuple[str, AgentInterrupt]], *, csrf: str, flow_type: str, notice: str | None
-) -> Markup:
-    """Every pending approval of every listed session; the page script keeps the list current."""
-    body = render(
-        '<h1>Approvals</h1><div id="approvals" data-poll="/approvals?fragment=1" data-poll-ms="3000">{forms}</div>'
-        '<p class="muted">This list updates by itself every few seconds.</p>',
-        forms=approval_list(pending, csrf=csrf),
-    )
-    return page("Approvals", body, flow_type=flow_type, notice=notice)
 
 
 def usage_text(usage: AgentUsage) -> str:
@@ -479,10 +334,3 @@ def session_page(  # noqa: PLR0913 - the page's parts, by keyword
 def error_page(title: str, message: str, *, flow_type: str) -> Markup:
     """A page saying what went wrong."""
     return page(title, render('<h1>{t}</h1><p class="error">{m}</p>', t=title, m=message), flow_type=flow_type)
-
-
-def _pretty_json(text: str) -> str:
-    try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-    except ValueError:
-        return text
