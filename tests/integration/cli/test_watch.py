@@ -137,7 +137,8 @@ async def test_a_malformed_command_from_a_script_ends_the_watch_with_exit_2(stac
     assert code == 2
     assert err.strip() == (
         f"error: malformed command 'aprove {REFUND_APPROVAL}' "
-        '(commands: approve ID · reject ID "reason" · cancel "reason" · withdraw MESSAGE_ID · snapshot · quit)'
+        '(commands: approve ID · reject ID "reason" · result CALL_ID JSON · result-error CALL_ID "message" · '
+        'cancel "reason" · withdraw MESSAGE_ID · snapshot · quit)'
     )
     snapshot = await stack.sessions.get_agent_snapshot("typo")
     assert [i.interrupt_id for i in snapshot.pending_interrupts] == [REFUND_APPROVAL]
