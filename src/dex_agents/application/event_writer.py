@@ -49,7 +49,7 @@ ScheduleFn = Callable[[float, Callable[[], None]], None]
 class AgentEventWriter:
     """Writes live events of one Step attempt."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the writer's envelope and tuning, each by keyword
         self,
         sink: EventSink,
         *,

@@ -135,7 +135,7 @@ def turn_context(flow_id: str, state: AgentState | None) -> Context:
 class OpenTelemetryStepTracer:
     """`StepTracer` over an OpenTelemetry ``TracerProvider`` (the module docstring says what it emits)."""
 
-    def __init__(self, tracing: bool | TracerSource = True) -> None:
+    def __init__(self, tracing: bool | TracerSource = True) -> None:  # noqa: FBT001, FBT002 - True means the global provider, the one argument a public API takes
         """Trace with ``tracing`` as a ``TracerProvider``, or with the global one (``True``).
 
         The global provider is looked up at each span (OpenTelemetry's proxy), so an

@@ -69,7 +69,7 @@ class AgentApp:
 
 
 @contextlib.asynccontextmanager
-async def open_agent_app(
+async def open_agent_app(  # noqa: PLR0913 - one keyword per option of the app
     flows: Sequence[AgentSessionFlow],
     *,
     server_address: str,

@@ -222,7 +222,7 @@ class AgentContainer(containers.DeclarativeContainer):
     worker = providers.Factory(_async_worker, registry, blob_cache, worker_options, flows, client.provider)
 
     @classmethod
-    def build(
+    def build(  # noqa: PLR0913 - one keyword per option of the container
         cls,
         *,
         flows: Iterable[AgentSessionFlow],
