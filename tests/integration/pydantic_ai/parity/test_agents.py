@@ -7,6 +7,7 @@ as a session, compared by `check_parity`. One stack serves the whole module.
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from pydantic_ai import Agent, DeferredToolRequests, ModelRetry, NativeOutput, P
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo
+from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import CombinedToolset, FunctionToolset
 
 from tests.integration.pydantic_ai.parity.harness import Case, ParityStack, Scenario, ScenarioSet, check_parity
@@ -87,6 +89,48 @@ def toolsets_function_combined_prefixed_and_filtered(probe: Probe) -> Scenario:
     toolset = CombinedToolset([geo.filtered(lambda _ctx, tool_def: tool_def.name != "secret").prefixed("geo"), weather])
     agent = Agent(probe.model(respond), toolsets=[toolset], capabilities=probe.capabilities)
     return Scenario(agent=agent, turns=["the capital of Mexico and its temperature"])
+
+
+@SCENARIOS.scenario()
+def a_prepared_toolset_rewrites_its_definitions(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(("c1", "lookup", {"city": "Rome"}))
+        return text(_returns(messages)[0])
+
+    cities: FunctionToolset[None] = FunctionToolset()
+
+    @cities.tool_plain
+    def lookup(city: str) -> str:
+        """Look a city up."""
+        probe.invoked("lookup", city=city)
+        return "Italy"
+
+    async def described(ctx: RunContext[None], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+        return [
+            replace(tool_def, description=f"{tool_def.description} (step {ctx.run_step})") for tool_def in tool_defs
+        ]
+
+    agent = Agent(probe.model(respond), toolsets=[cities.prepared(described)], capabilities=probe.capabilities)
+    return Scenario(agent=agent, turns=["where is Rome?"])
+
+
+@SCENARIOS.scenario()
+def an_output_validator_on_structured_output(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        retried = any("known country" in str(part) for message in messages for part in message.parts)
+        return _output(info, {"city": "Bern", "country": "Switzerland" if retried else "Swiss"})
+
+    agent = Agent(probe.model(respond), output_type=City, capabilities=probe.capabilities)
+
+    @agent.output_validator
+    def known(output: City) -> City:
+        probe.invoked("validator", country=output.country)
+        if output.country != "Switzerland":
+            raise ModelRetry("Name a known country.")
+        return output
+
+    return Scenario(agent=agent, turns=["where is Bern?"], ordered_invocations=True)
 
 
 @SCENARIOS.scenario()
