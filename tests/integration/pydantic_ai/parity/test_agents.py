@@ -134,6 +134,34 @@ def an_output_validator_on_structured_output(probe: Probe) -> Scenario:
 
 
 @SCENARIOS.scenario()
+def a_dynamic_toolset_per_run_step(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        names = sorted(tool.name for tool in info.function_tools)
+        step = turn_step(messages)
+        if step == 0:
+            return calls(("c1", names[0], {}))
+        if step == 1:
+            return calls(("c2", names[0], {}))
+        return text(" ".join(_returns(messages)) + f" {names}")
+
+    agent = Agent(probe.model(respond), capabilities=probe.capabilities)
+
+    @agent.toolset
+    def by_step(ctx: RunContext[None]) -> FunctionToolset[None]:
+        toolset: FunctionToolset[None] = FunctionToolset()
+        name = "first" if ctx.run_step <= 1 else "later"
+
+        def tool() -> str:
+            probe.invoked(name, run_step=ctx.run_step)
+            return f"{name} at step {ctx.run_step}"
+
+        toolset.add_function(tool, name=name)
+        return toolset
+
+    return Scenario(agent=agent, turns=["go"], ordered_invocations=True)
+
+
+@SCENARIOS.scenario()
 def tool_output_structured(probe: Probe) -> Scenario:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if turn_step(messages) == 0:
