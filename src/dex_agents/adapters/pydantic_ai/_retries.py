@@ -15,8 +15,9 @@ turn's messages (`turn_retries`), which hold every step's returns with their
 
 - the model Step gives each requested call its tool's count
   (`dex_agents.adapters.pydantic_ai._tool_state`), and a fresh model Step run
-  gets the turn's counts before it handles a response's calls
-  (`TurnRetriesCapability`, for its own validation retries);
+  gets the turn's counts before each model request (its ``prepare_tools`` sees
+  them) and before it handles a response's calls (for its own validation
+  retries): `TurnRetriesCapability`;
 - the tool Step sets its tool's count where Pydantic AI's ``ToolManager``
   reads it (`seed_tool_retries`), so the tool sees ``ctx.retry`` as in a plain
   run and ``ToolManager`` applies the budget itself;
@@ -81,9 +82,19 @@ class TurnRetriesCapability(AbstractCapability[Any]):
     """Where the turn's messages start in the run's messages."""
 
     async def before_node_run(self, ctx: RunContext[Any], *, node: Any) -> Any:
-        """Seed the counts from the turn's messages before a ``CallToolsNode``."""
+        """Seed the counts from the turn's messages before a ``CallToolsNode`` and a ``ModelRequestNode``.
+
+        Before a model request the step's ``ToolManager`` is not built yet: the current one is given the
+        counts after the request's returns, which ``for_run_step`` carries over (a resumed run's answers
+        charge nothing there), so ``prepare_tools`` and the step's calls see them.
+        """
         if Agent.is_call_tools_node(node):
             seed_tool_retries(ctx, turn_retries(ctx.messages[self.turn_start :]))
+        elif Agent.is_model_request_node(node):
+            messages = list(ctx.messages[self.turn_start :])
+            if not messages or messages[-1] is not node.request:
+                messages.append(node.request)
+            seed_tool_retries(ctx, turn_retries(messages))
         return node
 
     @classmethod

@@ -7,6 +7,7 @@ import attrs
 import pytest
 from pydantic import BaseModel
 from pydantic_ai import Agent, BinaryContent, ModelRetry, RunContext, ToolReturn
+from pydantic_ai.capabilities import PrepareTools
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -19,6 +20,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import ToolDefinition
 
 from dex_agents import AgentSessionOptions, ToolCallsRequested, ToolCallStatus, ToolEffect
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner
@@ -215,3 +217,30 @@ async def test_a_value_too_large_to_keep_resumes_from_its_text_as_before(direct:
 
     assert ToolCallState.decode(turn.record("c1").framework_state).result is None
     assert turn.completed.new_messages[-1].text == "str"
+
+
+async def test_a_resumed_model_step_prepares_its_tools_with_the_turns_retry_counts() -> None:
+    seen: list[dict[str, int]] = []
+
+    async def prepare(ctx: RunContext[None], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+        seen.append(dict(ctx.retries))
+        return tool_defs
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = turn_step(messages)
+        if step < 2:
+            return ModelResponse(parts=[ToolCallPart("flaky", {}, tool_call_id=f"c{step}")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent: Agent[None, str] = Agent(FunctionModel(respond), retries=3, capabilities=[PrepareTools(prepare)])
+
+    @agent.tool
+    def flaky(ctx: RunContext[None]) -> str:
+        raise ModelRetry("again")
+
+    turn = await session(agent, direct=False).turn("go")
+
+    assert turn.completed.new_messages[-1].text == "done"
+    # The model requests after the first and the second retry see the counts a plain run's do.
+    assert {"flaky": 1} in seen
+    assert {"flaky": 2} in seen
