@@ -16,6 +16,14 @@ rebuilds the context from it, on the direct path and in the agent run alike:
 | ``messages``    | the turn's history up to that response (earlier turns included), for a  |
 |                 | tool that declares ``metadata=run_messages()``; otherwise only the call |
 
+Runs as a plain run has them: a plain run ends at a response with a call it
+defers (one asking for approval, an external one), and the user's resumed
+run has no prompt and counts its steps from 0. So a call asking for approval
+gets a new run's context (no prompt, ``run_step`` 0, fresh usage), and the
+calls of later responses no prompt and the steps since that response (as the
+model Steps' ``run_step``, `dex_agents.adapters.pydantic_ai._run_nodes`);
+their usage is still the turn's.
+
 The tool's definition is the one the model Step's ``prepare`` /
 ``prepare_tools`` produced: its ``description``, ``strict`` and ``timeout``
 travel too (``"tool"``), and the tool Step uses them instead of its own

@@ -557,10 +557,18 @@ class PydanticAIRunner(Generic[DepsT]):
             calls = requested_calls(output, turn_messages)
             check_tool_calls(self._usage_limits, run_usage, len(calls), step_usage=usage)
             approvals = frozenset(call.tool_call_id for call in output.approvals)
+            # The context of the plain run that runs these calls: a plain run ends at a response with a
+            # call it defers (approval, external result), and the user's resumed run has no prompt and
+            # counts its steps from 0 (as `resumed_run_step` does for the model Steps).
+            plain_deferred = frozenset(
+                call_id
+                for call_id, record_of in turn.tool_calls.items()
+                if record_of.interrupt_id is not None or record_of.has_external_result
+            )
+            run_step = resumed_run_step(turn_messages, plain_deferred)
+            restarted = run_step < sum(isinstance(message, ModelResponse) for message in turn_messages)
             context = ToolStepContext(
-                prompt=prompt,
-                run_step=sum(isinstance(message, ModelResponse) for message in turn_messages),
-                usage=copy_usage(run_usage),
+                prompt=None if restarted else prompt, run_step=run_step, usage=copy_usage(run_usage)
             )
             retries = turn_retries(turn_messages)
             return ToolCallsRequested(
@@ -736,6 +744,9 @@ class PydanticAIRunner(Generic[DepsT]):
         asks_approval = call.tool_call_id in approvals or (definition is not None and definition.kind == "unapproved")
         if asks_approval and policy.requires_approval is not True:
             policy = attrs.evolve(policy, requires_approval=True)
+        if policy.requires_approval is True or (definition is not None and definition.kind == "external"):
+            # A call a plain run defers runs in the user's resumed run: a new run's context.
+            context = ToolStepContext(prepared=context.prepared, run_step=0)
         elif definition is not None and definition.kind == "external" and policy.requires_approval is None:
             # Nothing runs here: the result comes from outside, which is the answer a person gives.
             policy = attrs.evolve(policy, requires_approval=False)

@@ -10,13 +10,14 @@ from typing import Any
 
 import attrs
 import pytest
-from pydantic_ai import Agent, RunContext, Tool
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, RunContext, Tool
+from pydantic_ai.agent import AgentRunResult
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.usage import RequestUsage, RunUsage
 
-from dex_agents import AgentSessionOptions, ToolExecutionError
+from dex_agents import AgentSessionOptions, ToolEffect, ToolExecutionError
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner, run_messages
 from dex_agents.adapters.pydantic_ai._direct_tool import DirectToolCache
 from dex_agents.adapters.pydantic_ai._tool_context import (
@@ -29,6 +30,9 @@ from dex_agents.application.next import GoTo, StepName
 from dex_agents.testing import make_tool_call, make_tool_execution
 from dex_agents.testing.memory import InMemorySessionHost
 from tests.unit.adapters.pydantic_ai.support import SessionDriver
+
+READS = AgentSessionOptions(default_tool_effect=ToolEffect.READ)
+"""Tools that need no approval: a plain run runs their calls in the run that asked for them."""
 
 
 def _model_requests(messages: list[ModelMessage]) -> int:
@@ -80,7 +84,9 @@ async def test_a_tool_sees_the_turns_prompt_run_step_and_usage_as_in_a_plain_run
     plain: list[dict[str, Any]] = []
     await _plain(_looking_agent(plain), ["look twice", "and again"])
     seen: list[dict[str, Any]] = []
-    driver = SessionDriver(PydanticAIRunner(_looking_agent(seen), direct_tool_calls=direct, live_runs=False))
+    driver = SessionDriver(
+        PydanticAIRunner(_looking_agent(seen), direct_tool_calls=direct, live_runs=False), options=READS
+    )
 
     for prompt in ["look twice", "and again"]:
         turn = await driver.turn(prompt)
@@ -123,7 +129,7 @@ def _prepared_agent(prepared: list[int]) -> Agent[None, str]:
 
 async def test_the_model_step_hands_on_the_prepared_definition_and_the_turns_state() -> None:
     prepared: list[int] = []
-    driver = SessionDriver(PydanticAIRunner(_prepared_agent(prepared), live_runs=False))
+    driver = SessionDriver(PydanticAIRunner(_prepared_agent(prepared), live_runs=False), options=READS)
 
     turn = await driver.turn("call the slow tool")
 
@@ -214,3 +220,52 @@ async def test_only_a_call_whose_tool_asks_for_the_run_messages_reads_the_histor
 
     assert {call.reads_history for call in asking.outcomes[0].tool_calls} == {True}  # type: ignore[union-attr]
     assert {call.reads_history for call in plain.outcomes[0].tool_calls} == {False}  # type: ignore[union-attr]
+
+
+def _approving_agent(seen: list[tuple[str, Any, int, int]]) -> Agent[None, str]:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = sum(isinstance(message, ModelResponse) for message in messages)
+        if step == 0:
+            return ModelResponse(parts=[ToolCallPart("look", {}, tool_call_id="c0")])
+        if step == 1:
+            return ModelResponse(
+                parts=[ToolCallPart("guarded", {}, tool_call_id="c1"), ToolCallPart("look", {}, tool_call_id="c2")]
+            )
+        if step == 2:
+            return ModelResponse(parts=[ToolCallPart("look", {}, tool_call_id="c3")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent: Agent[None, str] = Agent(FunctionModel(respond))
+
+    @agent.tool
+    def look(ctx: RunContext[None]) -> str:
+        seen.append((str(ctx.tool_call_id), ctx.prompt, ctx.run_step, ctx.usage.requests))
+        return "x"
+
+    @agent.tool(requires_approval=True)
+    def guarded(ctx: RunContext[None]) -> str:
+        seen.append((str(ctx.tool_call_id), ctx.prompt, ctx.run_step, ctx.usage.requests))
+        return "y"
+
+    return agent
+
+
+async def test_an_approved_call_and_the_calls_after_it_see_the_resumed_plain_runs_context() -> None:
+    plain: list[tuple[str, Any, int, int]] = []
+    agent = _approving_agent(plain)
+    first: AgentRunResult[Any] = await agent.run("go", output_type=[str, DeferredToolRequests])
+    await agent.run(
+        None,
+        message_history=first.all_messages(),
+        deferred_tool_results=DeferredToolResults(approvals={"c1": True}),
+        output_type=[str, DeferredToolRequests],
+    )
+    seen: list[tuple[str, Any, int, int]] = []
+    driver = SessionDriver(PydanticAIRunner(_approving_agent(seen), live_runs=False), options=READS)
+
+    turn = await driver.turn("go")
+
+    assert turn.error is None
+    by_call = {entry[0]: entry[:3] for entry in seen}
+    assert by_call == {entry[0]: entry[:3] for entry in plain}
+    assert by_call["c1"] == ("c1", None, 0)  # the user's resumed run: no prompt, counted from 0
