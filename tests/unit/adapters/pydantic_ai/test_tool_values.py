@@ -27,8 +27,10 @@ from dex_agents.adapters.pydantic_ai import PydanticAIRunner
 from dex_agents.adapters.pydantic_ai._results import KEPT_VALUE_MAX_BYTES, deferred_tool_results
 from dex_agents.adapters.pydantic_ai._retries import turn_retries
 from dex_agents.adapters.pydantic_ai._tool_state import ToolCallState
+from dex_agents.application.next import GoTo, StepName
 from dex_agents.application.runner import TurnFailedError
 from dex_agents.testing import make_tool_call
+from dex_agents.testing.memory import InMemorySessionHost
 from tests.unit.adapters.pydantic_ai.support import SessionDriver
 
 
@@ -244,3 +246,26 @@ async def test_a_resumed_model_step_prepares_its_tools_with_the_turns_retry_coun
     # The model requests after the first and the second retry see the counts a plain run's do.
     assert {"flaky": 1} in seen
     assert {"flaky": 2} in seen
+
+
+async def test_on_the_session_host_values_come_back_and_a_tool_past_its_retries_fails_the_turn() -> None:
+    requests: list[list[Any]] = []
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = turn_step(messages)
+        requests.append([part.content for part in last_returns(messages)])
+        if step == 0:
+            return ModelResponse(parts=[ToolCallPart("count", {}, tool_call_id="c0")])
+        return ModelResponse(parts=[ToolCallPart("always_fail", {}, tool_call_id=f"c{step}")])
+
+    runner = PydanticAIRunner(build(respond, retries=1), live_runs=False)
+    host = InMemorySessionHost(runner, options=AgentSessionOptions(default_tool_effect=ToolEffect.READ))
+    await host.drive(await host.start())
+    await host.send_user_message("go")
+    await host.drive(GoTo(step=StepName.AWAIT_USER_MESSAGE))
+
+    # The model got 8 back, then Pydantic AI's retry prompt; the second failure passed the budget of 1.
+    assert requests == [[], [8], ["try again (0)"]]
+    error = host.state.current.last_turn_error
+    assert error is not None
+    assert "Tool 'always_fail' exceeded max retries count of 1" in error
