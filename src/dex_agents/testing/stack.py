@@ -11,8 +11,11 @@ instead on a free port; the argv it is started with is an assumption (no
 
 Workers run in child processes, each in its own process group, so a test can
 SIGKILL one at an exact moment (`WorkerProcess.kill`) and start a
-replacement. A Worker child is any module whose ``__main__`` calls
-`run_agent_worker` with the same Flows the test builds.
+replacement. Each is forked from one warm interpreter that imported the SDK,
+Pydantic AI and this library once (`dex_agents.testing._forked_workers`; a
+fresh interpreter per child with ``DEX_AGENTS_TEST_FORK_WORKERS=0``). A
+Worker child is any module whose ``__main__`` calls `run_agent_worker` with
+the same Flows the test builds.
 
 Workers listen by default (`WorkerMode.LISTEN`, the faster mode): the stack
 picks one free loopback port, every Worker child it starts binds that port (a
@@ -33,7 +36,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Literal, Self
+from typing import Literal, Protocol, Self
 
 import dex
 
@@ -46,6 +49,7 @@ from dex_agents.infrastructure.dex.container import (
     wait_worker_serving,
 )
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
+from dex_agents.testing._forked_workers import fork_workers_enabled, start_child
 from dex_agents.testing.devserver import (
     TEST_RETRY_DELAY_SCALE,
     DevServer,
@@ -168,10 +172,28 @@ class _Serve:
             container.blob_cache().close()
 
 
+class ChildProcess(Protocol):
+    """What `WorkerProcess` needs of its child: an asyncio subprocess, or one forked from the zygote."""
+
+    @property
+    def pid(self) -> int:
+        """The child's process ID (and its process group's)."""
+        ...
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code once the child ended, else ``None``."""
+        ...
+
+    async def wait(self) -> int:
+        """Wait until the child ended; return its exit code."""
+        ...
+
+
 class WorkerProcess:
     """A Worker child process in its own process group."""
 
-    def __init__(self, process: "asyncio.subprocess.Process", log_path: Path) -> None:
+    def __init__(self, process: ChildProcess, log_path: Path) -> None:
         self._process = process
         self.log_path = log_path
 
@@ -351,18 +373,23 @@ class AgentTestStack:
         }
         cwd = self._worker_cwd or Path.cwd()
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(cwd), env.get("PYTHONPATH", "")]))
-        with log_path.open("wb") as log:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                self._worker_module,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        process: ChildProcess
+        if fork_workers_enabled():
+            log_path.write_bytes(b"")
+            process = await start_child(self._worker_module, cwd=cwd, env=env, log=log_path)
+        else:
+            with log_path.open("wb") as log:
+                process = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    self._worker_module,
+                    cwd=cwd,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
         worker = WorkerProcess(process, log_path)
         self._workers.append(worker)
 
