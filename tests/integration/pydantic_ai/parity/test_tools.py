@@ -27,7 +27,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 SCENARIOS = ScenarioSet()
 
-PREPARE = "Deliver 5: prepare runs again in tool Steps and resumed runs"
+PREPARE = (
+    "Deliver 5: a resumed model Step lists its tools once more to answer the calls (prepare runs at the calls' "
+    "run_step), and a tool Step that runs the agent lists them too"
+)
 
 
 def _returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
