@@ -21,8 +21,8 @@ defers (one asking for approval, an external one), and the user's resumed
 run has no prompt and counts its steps from 0. So a call asking for approval
 gets a new run's context (no prompt, ``run_step`` 0, fresh usage), and the
 calls of later responses no prompt and the steps since that response (as the
-model Steps' ``run_step``, `dex_agents.adapters.pydantic_ai._run_nodes`);
-their usage is still the turn's.
+model Steps' ``run_step``, `dex_agents.adapters.pydantic_ai._run_nodes`) and
+the usage of those responses (the resumed run's).
 
 The tool's definition is the one the model Step's ``prepare`` /
 ``prepare_tools`` produced: its ``description``, ``strict`` and ``timeout``

@@ -266,6 +266,16 @@ def _reported(usage: RunUsage, mark: RunUsage) -> AgentUsage | None:
     return None if added.is_zero else added
 
 
+def _usage_of_last(turn_messages: Sequence[ModelMessage], responses: int) -> RunUsage:
+    """The usage a run that made the last ``responses`` model requests of ``turn_messages`` has."""
+    usage = RunUsage()
+    answered = [message for message in turn_messages if isinstance(message, ModelResponse)]
+    for response in answered[len(answered) - responses :] if responses else []:
+        usage.incr(response.usage)
+        usage.requests += 1
+    return usage
+
+
 def _ran_out_of_retries(error: UnexpectedModelBehavior, tool_name: str) -> bool:
     """Whether ``error`` is Pydantic AI giving up on the Step's own tool after its retries.
 
@@ -568,7 +578,9 @@ class PydanticAIRunner(Generic[DepsT]):
             run_step = resumed_run_step(turn_messages, plain_deferred)
             restarted = run_step < sum(isinstance(message, ModelResponse) for message in turn_messages)
             context = ToolStepContext(
-                prompt=None if restarted else prompt, run_step=run_step, usage=copy_usage(run_usage)
+                prompt=None if restarted else prompt,
+                run_step=run_step,
+                usage=_usage_of_last(turn_messages, run_step) if restarted else copy_usage(run_usage),
             )
             retries = turn_retries(turn_messages)
             return ToolCallsRequested(

@@ -266,6 +266,6 @@ async def test_an_approved_call_and_the_calls_after_it_see_the_resumed_plain_run
     turn = await driver.turn("go")
 
     assert turn.error is None
-    by_call = {entry[0]: entry[:3] for entry in seen}
-    assert by_call == {entry[0]: entry[:3] for entry in plain}
-    assert by_call["c1"] == ("c1", None, 0)  # the user's resumed run: no prompt, counted from 0
+    by_call = {entry[0]: entry for entry in seen}
+    assert by_call == {entry[0]: entry for entry in plain}
+    assert by_call["c1"] == ("c1", None, 0, 0)  # the user's resumed run: no prompt, counted from 0
