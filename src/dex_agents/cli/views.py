@@ -91,7 +91,11 @@ def _message_content(message: AgentMessage) -> Text:
         mark, style = STATUS_STYLES.get(stored.status.value, ("•", ""))
         named = "" if message.tool_name == stored.tool_name else f"{stored.tool_name} "
         text += Text((" " if text.plain else "") + f"{mark} {named}{stored.status.value}", style=style)
-    if not text.plain:
+    if not text.plain and message.role is MessageRole.USER:
+        # An adapter's copy of the turn's opening request as the model got it (its system prompts or
+        # instructions beside the prompt): kept so later turns replay what the model saw.
+        text = Text("(the request as the model got it)", style="dim")
+    elif not text.plain:
         text = Text("(no display text)", style="dim")
     return text
 

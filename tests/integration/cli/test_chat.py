@@ -55,7 +55,7 @@ async def test_chat_approves_one_refund_rejects_another_and_shows_snapshot_histo
     )
     after(
         YOU + "/snapshot",
-        "Snapshot of session chat-1 · waiting_for_user_message · 2 turns · 14 messages",
+        "Snapshot of session chat-1 · waiting_for_user_message · 2 turns · 16 messages",
         "Usage: 7 model calls",
     )
     after(
@@ -63,7 +63,7 @@ async def test_chat_approves_one_refund_rejects_another_and_shows_snapshot_histo
         "History of chat-1",
         "← refund_order ✓ succeeded",  # the outcome stays on the stored tool result after the turn
         "← refund_order ✗ rejected",
-        "14   turn-2   assistant   I did not refund order 8",
+        "16   turn-2   assistant   I did not refund order 8",
     )
     after(YOU + "/nonsense", "unknown command /nonsense (try /help)")
     after(YOU + "/stop", "session chat-1 stopped")

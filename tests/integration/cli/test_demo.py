@@ -64,8 +64,8 @@ def test_demo_with_yes_refunds_once_emails_the_customer_and_prints_the_snapshot(
         # last tool's turn may already have ended when the follower reads it (the crash case below checks the same).
         "✓ email_customer succeeded",
         ASSISTANT + "Done: order 7 is refunded (R-1, 42.00 EUR) and the customer has been emailed.",
-        "✓ turn-1 completed · 7 messages stored",
-        "Snapshot of session order-session-7 · waiting_for_user_message · 1 turn · 8 messages · 0 queued",
+        "✓ turn-1 completed · 8 messages stored",
+        "Snapshot of session order-session-7 · waiting_for_user_message · 1 turn · 9 messages · 0 queued",
         "Tool calls",
         '✓ refund_order {"order_id": "7"} · turn-1 · idempotent_write · approved · 1 attempt → succeeded',
         "Usage: 4 model calls",
@@ -86,7 +86,7 @@ def test_demo_with_no_rejects_the_refund_and_the_model_says_so() -> None:
         "✗ refund_order rejected → Rejected with --no.",
         ASSISTANT + "I did not refund order 7: the refund was not approved (Rejected with --no). "
         "I have not emailed the customer.",
-        "✓ turn-1 completed · 5 messages stored",
+        "✓ turn-1 completed · 6 messages stored",
         "· idempotent_write · rejected → rejected: Rejected with --no.",
         "Usage: 3 model calls",
         "No refund was issued: the ledger is empty (refund_order never ran).",
@@ -112,7 +112,7 @@ def test_demo_with_crash_kills_the_worker_inside_the_refund_and_the_refund_still
         "… refund_order running (CallTool-2 · attempt 2, the same idempotency key)",
         "✓ refund_order succeeded → Refund R-1 of 42.00 EUR issued for order 7 (booked before under the same key)",
         "✓ email_customer succeeded",
-        "✓ turn-1 completed · 7 messages stored",
+        "✓ turn-1 completed · 8 messages stored",
         "· idempotent_write · approved · 2 attempts → succeeded",
         "The refund ran once: the ledger holds 1 refund (R-1, 42.00 EUR for order 7).",
         f"refund_order started 2 times (Worker pids {first}, {second}) with one idempotency key "
@@ -172,7 +172,7 @@ def test_demo_with_crash_engine_kills_the_dev_server_inside_the_refund_and_the_r
         # The result is read from the snapshot, which a loaded machine may not show in time: the ledger tells.
         "✓ refund_order succeeded",
         "✓ email_customer succeeded",
-        "✓ turn-1 completed · 7 messages stored",
+        "✓ turn-1 completed · 8 messages stored",
         'refund_order {"order_id": "7"} · turn-1 · idempotent_write · approved · 2 attempts → succeeded',
         "The refund ran once: the ledger holds 1 refund (R-1, 42.00 EUR for order 7).",
         "one idempotency key (order-session-7/turn-1/call-2); the second run found the refund booked under that key.",

@@ -83,7 +83,7 @@ async def test_watch_follows_the_session_and_its_approve_command_lets_the_refund
         "▸ email_customer",
         "✓ email_customer succeeded",
         ASSISTANT + "Done: order 7 is refunded (R-1, 42.00 EUR) and the customer has been emailed.",
-        "✓ turn-1 completed · 7 messages stored",
+        "✓ turn-1 completed · 8 messages stored",
     ):
         assert line in out, out
     assert [refund.order_id for refund in read_refunds(stack.shop)] == ["7"]
