@@ -12,6 +12,7 @@ import dex
 
 from dex_agents import AgentSessionClient, AgentSessionFlow, DeferredToolExecution, ToolExecutionResult
 from dex_agents.domain.turn_control import CancelTurnRequest
+from dex_agents.infrastructure.dex.client import NO_WORKER_WAIT
 from dex_agents.infrastructure.dex.container import (
     AgentContainer,
     WorkerMode,
@@ -91,6 +92,12 @@ class GatedReadRunner(LifecycleRunner):
         return await super().execute_deferred_tool_call(call)
 
 
+async def _start_after(worker: dex.AsyncWorker, delay: timedelta | None) -> None:
+    if delay is not None:
+        await asyncio.sleep(delay.total_seconds())
+    await worker.start()
+
+
 @attrs.frozen
 class InProcessStack:
     fake: DevServer
@@ -100,11 +107,18 @@ class InProcessStack:
 
 @contextlib.asynccontextmanager
 async def in_process_stack(
-    flow: AgentSessionFlow, *, serve: bool = True, dispatch_wait: timedelta | None = None
+    flow: AgentSessionFlow,
+    *,
+    serve: bool = True,
+    dispatch_wait: timedelta | None = None,
+    no_worker_wait: timedelta = NO_WORKER_WAIT,
+    worker_delay: timedelta | None = None,
 ) -> AsyncIterator[InProcessStack]:
     """The embedded dev server and, unless ``serve`` is false, a listening Worker serving ``flow``, in this process.
 
     ``dispatch_wait``: how long the server waits for a Worker before it fails a task (10 s by default).
+    ``no_worker_wait``: how long the session client asks again after that (`AgentSessionClient`).
+    ``worker_delay``: start the Worker this long after the stack is up (a Worker that restarts), not waiting for it.
     """
     config = DevServerConfig(retry_delay_scale=TEST_RETRY_DELAY_SCALE)
     if dispatch_wait is not None:
@@ -120,11 +134,11 @@ async def in_process_stack(
                 stop_drain_seconds=1,
             )
             worker, client = container.worker(), container.client()
-            serving = asyncio.create_task(worker.start()) if serve else None
+            serving = asyncio.create_task(_start_after(worker, worker_delay)) if serve else None
             try:
-                if serving is not None:
+                if serving is not None and worker_delay is None:
                     await wait_worker_serving(worker, serving)
-                yield InProcessStack(fake, flow, AgentSessionClient(client, flow))
+                yield InProcessStack(fake, flow, AgentSessionClient(client, flow, no_worker_wait=no_worker_wait))
             finally:
                 if serving is not None:
                     await worker.stop()

@@ -83,7 +83,9 @@ async def test_starting_an_id_that_exists_raises_session_already_exists_and_ensu
 
 async def test_a_snapshot_of_a_session_no_worker_serves_says_so_in_one_line() -> None:
     flow = AgentSessionFlow(LifecycleRunner(), flow_type=FLOW_TYPE, options=lifecycle_options())
-    async with in_process_stack(flow, serve=False, dispatch_wait=timedelta(seconds=1)) as stack:
+    async with in_process_stack(
+        flow, serve=False, dispatch_wait=timedelta(seconds=1), no_worker_wait=timedelta(0)
+    ) as stack:
         await stack.sessions.start_session("s")
         with pytest.raises(NoWorkerError) as raised:
             await stack.sessions.get_agent_snapshot("s")
@@ -92,6 +94,17 @@ async def test_a_snapshot_of_a_session_no_worker_serves_says_so_in_one_line() ->
     assert f"no Worker serves Flow type {FLOW_TYPE!r}" in message
     assert "start a Worker" in message
     assert isinstance(raised.value, dex.WorkerInvocationError)
+
+
+async def test_a_read_made_while_no_worker_is_connected_waits_for_the_worker_that_starts_later() -> None:
+    # The server gives up on the first try after 0.2 s (before the Worker starts): the client asks again.
+    flow = AgentSessionFlow(LifecycleRunner(), flow_type=FLOW_TYPE, options=lifecycle_options())
+    async with in_process_stack(
+        flow, dispatch_wait=timedelta(seconds=0.2), worker_delay=timedelta(seconds=1.5)
+    ) as stack:
+        await stack.sessions.start_session("s")
+        snapshot = await stack.sessions.get_agent_snapshot("s")
+    assert snapshot.messages == ()
 
 
 async def test_event_payloads_read_back_through_the_client_are_the_spec_json_objects(stack: InProcessStack) -> None:

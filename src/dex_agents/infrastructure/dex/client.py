@@ -6,7 +6,8 @@ has ended, where the call needs it running) raises `SessionUnavailableError`,
 which is also the SDK's `dex.FlowNotActiveOrNotFoundError`; starting an ID that
 exists raises `SessionAlreadyExistsError` (`ensure_session` is the idempotent
 start); a call no Worker can serve raises `NoWorkerError` (see
-`dex_agents.infrastructure.dex.session_errors`). Every input is checked before anything is sent
+`dex_agents.infrastructure.dex.session_errors`), after it waited
+`NO_WORKER_WAIT` (30 s) for a Worker that restarts. Every input is checked before anything is sent
 (`dex_agents.application.inputs`): a text over the Flow's
 ``max_input_text_bytes``, with a lone surrogate or NUL, or a malformed ID
 raises `InvalidInputError` with the reason, and nothing reaches the session.
@@ -55,6 +56,7 @@ everything from this module.
 import collections
 import contextlib
 import uuid
+from datetime import timedelta
 
 import attrs
 import dex
@@ -68,6 +70,7 @@ from dex_agents.domain.turn_control import CancelTurnRequest
 from dex_agents.infrastructure.dex._client_answers import SessionAnswers
 from dex_agents.infrastructure.dex._client_events import AgentEventMessage as AgentEventMessage
 from dex_agents.infrastructure.dex._client_rpc import LOCK_CONFLICT_RETRY as LOCK_CONFLICT_RETRY
+from dex_agents.infrastructure.dex._client_rpc import NO_WORKER_WAIT as NO_WORKER_WAIT
 from dex_agents.infrastructure.dex._client_rpc import raise_if
 from dex_agents.infrastructure.dex._client_waits import RECHECK_INTERVAL as RECHECK_INTERVAL
 from dex_agents.infrastructure.dex._client_waits import MessageReceipt as MessageReceipt
@@ -98,11 +101,22 @@ class AgentSessionClient(SessionWaits, SessionAnswers):
     """Drives the sessions of one `AgentSessionFlow` through a Dex `AsyncClient`."""
 
     def __init__(
-        self, client: dex.AsyncClient, flow: AgentSessionFlow, *, session_index: SessionIndex | None = None
+        self,
+        client: dex.AsyncClient,
+        flow: AgentSessionFlow,
+        *,
+        session_index: SessionIndex | None = None,
+        no_worker_wait: timedelta = NO_WORKER_WAIT,
     ) -> None:
-        """Create a client; with ``session_index``, `start_session` records each session there (for the console)."""
+        """Create a client.
+
+        With ``session_index``, `start_session` records each session there (for the
+        console). ``no_worker_wait`` is how long a call keeps asking while Dex answers
+        that no Worker is available (a Worker restarting), before it raises `NoWorkerError`.
+        """
         self._client = client
         self._flow = flow
+        self._no_worker_wait = no_worker_wait
         self._session_index = session_index
         self._indexes: collections.OrderedDict[str, MessageIndex] = collections.OrderedDict()
 
