@@ -29,6 +29,7 @@ from dex_agents.devserver._errors import (
     invalid_argument,
     lock_conflict,
     long_poll_timeout,
+    reserved_character_refusal,
 )
 from dex_agents.devserver._executions import StepExecutions
 from dex_agents.devserver._history import flow_started, flow_summary, history_page, record, rpc_completed
@@ -152,6 +153,10 @@ class Engine(StepExecutions, RunLookup):
         """Start a run (``StartFlow``) and return its run ID."""
         if not request.flow_id or not request.flow_type:
             raise invalid_argument("flow_id and flow_type are required")
+        for name, value in (("flow ID", request.flow_id), ("step type", request.start_step_type)):
+            refused = reserved_character_refusal(name, value)
+            if refused is not None:
+                raise invalid_argument(refused)
         options = request.flow_start_options
         previous = self._runs.get(request.flow_id, [])
         if previous:

@@ -95,6 +95,27 @@ def long_poll_timeout(what: str) -> ServiceError:
     )
 
 
+RESERVED_ID_CHARACTERS = ("/", "$", ":")
+"""What a Flow ID or Step type in ``StartFlow`` may not contain.
+
+Real Dex, ``server/service/identifiers.go`` (``flowIDReservedCharacters``):
+``/`` separates blob path segments, ``$`` the date prefix from the Flow ID in
+blob keys, and ``:`` marks the server's own Flow namespaces (``SubFlow:``).
+"""
+
+
+def reserved_character_refusal(name: str, value: str) -> str | None:
+    """Real Dex's message for ``value`` with a reserved character (``ValidateFlowID``), or ``None``.
+
+    ``name`` is ``"flow ID"`` or ``"step type"``; the message is Go's
+    ``fmt.Errorf("%s contains reserved character %q", ...)``.
+    """
+    for character in RESERVED_ID_CHARACTERS:
+        if character in value:
+            return f'{name} contains reserved character "{character}"'
+    return None
+
+
 def invalid_argument(detail: str) -> ServiceError:
     """A malformed request."""
     return ServiceError(grpc.StatusCode.INVALID_ARGUMENT, pb.ERROR_SUB_STATUS_UNCATEGORIZED, detail)

@@ -46,6 +46,18 @@ async def test_a_step_without_an_attempt_limit_retries_past_ten_attempts_with_ca
     assert [a.next_delay_seconds for a in attempts[:-1]] == [1, 2, 4, 8, 16, 32, 64, 100, 100, 100, 100]
 
 
+@pytest.mark.parametrize("flow_id", ["a/b", "a$b", "SubFlow:x"])
+async def test_start_flow_refuses_a_flow_id_with_a_reserved_character_as_real_dex_does(
+    stack: Stack, flows: Flows, flow_id: str
+) -> None:
+    with pytest.raises(dex.DexServiceError) as raised:
+        await stack.client.start_flow(flows.wait, flow_id, "idle")
+    assert raised.value.code is grpc.StatusCode.INVALID_ARGUMENT
+    reserved = next(c for c in "/$:" if c in flow_id)
+    assert f'flow ID contains reserved character "{reserved}"' in str(raised.value)
+    assert stack.devserver.attempts(flow_id) == []
+
+
 async def test_skip_timer_before_the_step_waits_is_rejected(stack: Stack, flows: Flows) -> None:
     await stack.client.start_flow(flows.wait, "w-early", "idle")
     with pytest.raises(dex.DexServiceError) as raised:
