@@ -13,8 +13,10 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
+import uvicorn
 from rich.console import Console
 from rich.text import Text
+from starlette.applications import Starlette
 
 from dex_agents.devserver import DevServer
 from dex_agents.infrastructure.dex.app import open_agent_app
@@ -22,14 +24,20 @@ from dex_agents.infrastructure.dex.container import WorkerMode
 from dex_agents.launch.engine import parse_server
 from dex_agents.launch.errors import CliError, UsageError
 from dex_agents.launch.loading import EXAMPLE_TARGET, load_flow
+from dex_agents.launch.output import UVICORN_LOG_CONFIG
 from dex_agents.ui import vercel_ai_app
-from dex_agents.ui.server import serve_asgi, with_static
+from dex_agents.ui.server import asgi_config, serve_config, with_static
 
 DEFAULT_PORT = 8820
 """``serve``'s default port."""
 
 HOST = "127.0.0.1"
 """``serve`` binds loopback only: the chat API has no authentication of its own."""
+
+
+def serve_uvicorn_config(app: Starlette, port: int) -> uvicorn.Config:
+    """``serve``'s uvicorn set-up: the web console's (no proxy headers; logs through `VisibleLogFormatter`)."""
+    return asgi_config(app, HOST, port, log_config=UVICORN_LOG_CONFIG)
 
 
 async def run_serve(  # noqa: PLR0913 - one parameter per command option
@@ -82,7 +90,7 @@ async def run_serve(  # noqa: PLR0913 - one parameter per command option
         if static is not None:
             app = with_static(app, static)
         try:
-            url = await stack.enter_async_context(serve_asgi(app, HOST, port))
+            url = await stack.enter_async_context(serve_config(serve_uvicorn_config(app, port)))
         except OSError as error:
             raise CliError(f"serve could not listen on {HOST}:{port}: {error}") from error
         api = url + "/" + api_path.strip("/")

@@ -42,7 +42,7 @@ from dex_agents.launch.demo import DEMO_FLOW, DEMO_PROMPT
 from dex_agents.launch.engine import open_engine
 from dex_agents.launch.errors import CliError, UsageError
 from dex_agents.launch.loading import load_flow
-from dex_agents.launch.output import safe_console
+from dex_agents.launch.output import UVICORN_LOG_CONFIG, safe_console
 
 DEFAULT_HOST = "127.0.0.1"
 """The console binds loopback unless told otherwise."""
@@ -113,19 +113,7 @@ def read_token(token_file: Path | None) -> str | None:
     return token
 
 
-LOG_CONFIG: dict[str, object] = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {
-        "visible": {"()": "dex_agents.launch.output.VisibleLogFormatter", "fmt": "%(levelname)s: %(message)s"}
-    },
-    "handlers": {"stderr": {"formatter": "visible", "class": "logging.StreamHandler", "stream": "ext://sys.stderr"}},
-    "loggers": {
-        "uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
-        "uvicorn.error": {"level": "INFO"},
-        "uvicorn.access": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
-    },
-}
+LOG_CONFIG = UVICORN_LOG_CONFIG
 """uvicorn's logging: what it logs (a traceback quotes the request that failed) shows control characters visibly."""
 
 

@@ -29,8 +29,9 @@ strings are not interpreted (``[link=...]`` would write an OSC 8 hyperlink).
 `VisibleWriter` applies `visible` to plain text written to a stream, for what
 the command line prints without rich (click's usage errors), and
 `VisibleLogFormatter` to log records (a traceback quotes what it failed on):
-`install_visible_logging` gives the root logger such a handler, and the web
-console's uvicorn logs through one too.
+`install_visible_logging` gives the root logger such a handler, and
+`UVICORN_LOG_CONFIG` gives uvicorn's loggers one (the web console and
+``dex-agents serve`` pass it to uvicorn).
 """
 
 import logging
@@ -151,6 +152,23 @@ class VisibleLogFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         """Format ``record`` as `logging.Formatter` does, then make it visible."""
         return visible(super().format(record))
+
+
+UVICORN_LOG_CONFIG: dict[str, object] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "visible": {"()": "dex_agents.launch.output.VisibleLogFormatter", "fmt": "%(levelname)s: %(message)s"}
+    },
+    "handlers": {"stderr": {"formatter": "visible", "class": "logging.StreamHandler", "stream": "ext://sys.stderr"}},
+    "loggers": {
+        "uvicorn": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+        "uvicorn.error": {"level": "INFO"},
+        "uvicorn.access": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+    },
+}
+"""uvicorn's logging (``uvicorn.Config(log_config=...)``): what it logs (a traceback quotes the request that
+failed) shows control characters visibly."""
 
 
 def install_visible_logging() -> None:
