@@ -38,6 +38,7 @@ import importlib.util
 import sys
 import tempfile
 from collections.abc import Awaitable
+from datetime import timedelta
 from pathlib import Path
 
 from rich.console import Console
@@ -59,7 +60,7 @@ from dex_agents.cli.shop import (
 )
 from dex_agents.cli.terminal import FixedApprover, PromptApprover, TerminalLines
 from dex_agents.cli.views import render_snapshot
-from dex_agents.devserver import DevServer, DevServerProcess
+from dex_agents.devserver import DevServer, DevServerConfig, DevServerProcess
 from dex_agents.domain.events import AgentEvent, ToolCallStartedPayload
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.infrastructure.dex.container import WorkerMode, free_loopback_address
@@ -86,6 +87,15 @@ MODEL_DESCRIPTIONS = {
     SAGENT: "a scripted sagent provider model (MockModelCaps), run by the sagent adapter: no API key",
 }
 """What the header says of each framework's model."""
+
+
+DEMO_DEVSERVER = DevServerConfig(dispatch_wait=timedelta(seconds=WORKER_START_TIMEOUT))
+"""The demo's dev server waits for a Worker as long as the demo lets a Worker child start (real Dex: 10 s).
+
+After ``--crash`` the refund Step's next attempt waits for the replacement
+Worker, which on a loaded machine takes more than 10 s to import and serve; a
+shorter wait fails that attempt and the next one runs the Step (attempt 3).
+"""
 
 
 def sagent_unavailable() -> str | None:
@@ -379,7 +389,7 @@ async def run_demo(
                         process = await stack.enter_async_context(DevServerProcess(data_dir=work_dir / "engine"))
                         address = process.address
                     else:
-                        address = (await stack.enter_async_context(DevServer())).address
+                        address = (await stack.enter_async_context(DevServer(DEMO_DEVSERVER))).address
                     supervisor = WorkerSupervisor(address, work_dir, env)
                     stack.push_async_callback(supervisor.stop_all)
                     worker = await supervisor.spawn()
