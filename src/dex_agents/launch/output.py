@@ -35,7 +35,6 @@ the command line prints without rich (click's usage errors), and
 """
 
 import logging
-import re
 import sys
 from collections.abc import Iterable
 from typing import Any, TextIO
@@ -44,31 +43,9 @@ from rich.console import Console, ConsoleOptions, RenderableType
 from rich.segment import Segment
 from rich.text import Text
 
-_HIDDEN = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u180e\u200b\u200e\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f"
-    "\ufeff\ufff9-\ufffb\U000e0000-\U000e007f\ud800-\udfff]"
-)
-"""One character that must not reach a terminal as itself (newline and tab excepted)."""
-
-
-def _shown(character: str) -> str:
-    code = ord(character)
-    if code < 0x20:
-        return chr(0x2400 + code)
-    if code == 0x7F:
-        return "\u2421"
-    if code <= 0xFF:
-        return f"\\x{code:02x}"
-    if code <= 0xFFFF:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
-
-def visible(text: str) -> str:
-    """Return ``text`` with every control or invisible character replaced by a visible mark (see the module)."""
-    if _HIDDEN.search(text) is None:
-        return text
-    return _HIDDEN.sub(lambda match: _shown(match.group()), text.replace("\r\n", "\n"))
+from dex_agents.domain.shown_text import HIDDEN_CHARACTER as _HIDDEN
+from dex_agents.domain.shown_text import shown_character as _shown
+from dex_agents.domain.shown_text import visible as visible
 
 
 def visible_text(text: Text) -> Text:

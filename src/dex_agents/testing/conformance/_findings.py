@@ -8,6 +8,7 @@ from enum import StrEnum
 
 import dex
 
+from dex_agents.domain.shown_text import visible
 from dex_agents.testing.conformance._flows import ProbeFlow
 
 PROBE_TIME_LIMIT = 90.0
@@ -38,9 +39,13 @@ class Finding:
 
 
 def format_finding(finding: Finding) -> str:
-    """One output line: ``<verdict>: <assumption>[ — <seen>]``."""
+    """One output line: ``<verdict>: <assumption>[ — <seen>]``, its control characters shown visibly.
+
+    What a finding saw quotes the server (an error's message, a value read back):
+    printed as it came, a terminal would run its escape sequences (`visible`).
+    """
     tail = f" — {finding.seen}" if finding.seen and finding.verdict is not Verdict.HOLDS else ""
-    return f"{finding.verdict.value}: {finding.assumption}{tail}"
+    return visible(f"{finding.verdict.value}: {finding.assumption}{tail}")
 
 
 def exit_code(findings: Sequence[Finding]) -> int:

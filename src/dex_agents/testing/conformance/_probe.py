@@ -19,6 +19,7 @@ from pathlib import Path
 import dex
 import grpc  # type: ignore[import-untyped]
 
+from dex_agents.domain.shown_text import visible
 from dex_agents.testing.conformance._findings import (
     PROBE_TIME_LIMIT,
     Finding,
@@ -394,8 +395,12 @@ async def run_probes(address: str, *, report: Callable[[Finding], None] | None =
 
 
 async def run_conformance(address: str, write: Callable[[str], None]) -> int:
-    """Run the probes, write one line per assumption, and return the exit code."""
-    write(f"Dex conformance probe against {address}")
+    """Run the probes, write one line per assumption, and return the exit code.
+
+    Every line shows control characters visibly (`format_finding`; the address as given is passed through
+    `visible` too): what a finding quotes comes from the server, and a terminal would run it.
+    """
+    write(f"Dex conformance probe against {visible(address)}")
     findings = await run_probes(address, report=lambda finding: write(format_finding(finding)))
     differing = sum(f.verdict is Verdict.DIFFERS for f in findings)
     unchecked = sum(f.verdict is Verdict.UNCHECKED for f in findings)
