@@ -153,7 +153,7 @@ class Engine(StepExecutions, RunLookup):
         """Start a run (``StartFlow``) and return its run ID."""
         if not request.flow_id or not request.flow_type:
             raise invalid_argument("flow_id and flow_type are required")
-        for name, value in (("flow ID", request.flow_id), ("step type", request.start_step_type)):
+        for name, value in (("flow ID", request.flow_id), *_step_types(request)):
             refused = reserved_character_refusal(name, value)
             if refused is not None:
                 raise invalid_argument(refused)
@@ -412,3 +412,14 @@ class Engine(StepExecutions, RunLookup):
             for run in runs:
                 with contextlib.suppress(Exception):
                     self._evaluate(run)
+
+
+def _step_types(request: pb.StartFlowRequest) -> list[tuple[str, str]]:
+    """The start Step type and every failure-proceed Step type its options reach (real Dex checks them all)."""
+    types = [("step type", request.start_step_type)]
+    options = request.step_options if request.HasField("step_options") else None
+    while options is not None:
+        types.append(("step type", options.execute_failure_proceed_step_type))
+        has_next = options.HasField("execute_failure_proceed_step_options")
+        options = options.execute_failure_proceed_step_options if has_next else None
+    return types

@@ -11,6 +11,8 @@ import dex
 import grpc  # type: ignore[import-untyped]
 import pytest
 from dex import StepExecutionId, TimerId
+from dex.dexpb import dex_pb2 as pb
+from dex.dexpb import dex_pb2_grpc
 
 from dex_agents.testing.devserver import DevServerConfig
 from tests.integration.devserver.flows import SMALL_EVENTS, STREAM_EVENTS, Flows, gate
@@ -56,6 +58,17 @@ async def test_start_flow_refuses_a_flow_id_with_a_reserved_character_as_real_de
     reserved = next(c for c in "/$:" if c in flow_id)
     assert f'flow ID contains reserved character "{reserved}"' in str(raised.value)
     assert stack.devserver.attempts(flow_id) == []
+
+
+async def test_start_flow_refuses_a_failure_proceed_step_type_with_a_reserved_character(stack: Stack) -> None:
+    options = pb.StepOptions(execute_failure_proceed_step_type="Fallback")
+    options.execute_failure_proceed_step_options.execute_failure_proceed_step_type = "Sub:Fallback"
+    request = pb.StartFlowRequest(flow_id="proceed", flow_type="Waits", start_step_type="Waiter", step_options=options)
+    async with grpc.aio.insecure_channel(stack.devserver.address) as channel:
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await dex_pb2_grpc.FlowServiceStub(channel).StartFlow(request)  # type: ignore[no-untyped-call]  # generated stubs are untyped
+    assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert 'step type contains reserved character ":"' in str(raised.value.details())
 
 
 async def test_skip_timer_before_the_step_waits_is_rejected(stack: Stack, flows: Flows) -> None:
