@@ -11,8 +11,9 @@ from tests.integration.cli.support import OrderStack
 
 pytestmark = pytest.mark.integration
 
-WHOLE_TURN = [["user-prompt"], ["text", "tool-call"], ["tool-return"], ["text"]]
-"""Part kinds of a turn that looks an order up and answers."""
+WHOLE_TURN = [["user-prompt"], ["user-prompt"], ["text", "tool-call"], ["tool-return"], ["text"]]
+"""Part kinds of a turn that looks an order up and answers: the user message, the opening request as the run sent
+it (the agent has instructions), the call, its return, the answer."""
 
 
 def part_kinds(messages: tuple[AgentMessage, ...]) -> list[list[str]]:

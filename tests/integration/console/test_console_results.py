@@ -117,7 +117,9 @@ async def test_an_external_call_is_answered_through_the_console_and_a_deferred_o
         with pytest.raises(UnknownToolCallError):
             await sessions.submit_tool_result("job-1", "c9", result=1)
         await sessions.submit_tool_result("job-1", "c1", error="the job queue is full")
-        with pytest.raises(ToolResultAlreadySubmittedError):
+        # A second answer is refused: as already given while the turn waits on, or (once the turn went on with the
+        # first one, which a quiet machine can do before this line) as no longer a call of the active turn.
+        with pytest.raises((ToolResultAlreadySubmittedError, UnknownToolCallError)):
             await sessions.submit_tool_result("job-1", "c1", result=1)
         done = await sessions.wait_until_idle("job-1", timeout=60)
         assert done.messages[-1].text == repr([("retried", "the job queue is full")])
