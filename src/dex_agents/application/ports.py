@@ -113,7 +113,7 @@ class UsageStore(Protocol):
 
 
 class UserMessageQueue(Protocol):
-    """User messages waiting for a turn (``QUEUED_USER_MESSAGES``; steered ones: ``STEERED_USER_MESSAGES``)."""
+    """User messages waiting for a turn (``QUEUED_USER_MESSAGES``; steered ones: `SteeringQueue`)."""
 
     def publish(self, message: AgentUserMessage) -> None:
         """Stage ``message`` at the end of the queue."""
@@ -130,6 +130,14 @@ class UserMessageQueue(Protocol):
     def withdraw(self, client_message_id: str) -> bool:
         """Stage the removal of the waiting message with this client message ID; ``False`` when none waits."""
         ...
+
+
+class SteeringQueue(UserMessageQueue, Protocol):
+    """Steered user messages no turn has taken yet (``STEERED_USER_MESSAGES``).
+
+    The operations of `UserMessageQueue`; its own type so that a use case's
+    field says which of the two queues it is given, and wiring can check it.
+    """
 
 
 class SteeredMessageStore(Protocol):

@@ -3,8 +3,11 @@
 A host builds `SessionPorts` once per Step or RPC call (the Dex binding from
 the handler's context, the in-memory host from its in-memory ports) and an
 `AgentSetup` once per agent; every use case derives from `Wired`, whose one
-``wired`` factory fills each of the use case's fields by its name. Adding a
-port to a use case touches that use case only: its field.
+``wired`` factory fills each of the use case's fields by its name, or, for a
+field whose type is itself a `Wired` collaborator (such as the turn closer),
+builds that collaborator the same way. Adding a port to a use case touches that
+use case only: its field. A unit test compares every use case's field types
+with what the hosts give under that name.
 """
 
 from typing import Self, cast
@@ -24,6 +27,7 @@ from dex_agents.application.ports import (
     RunStateStore,
     SessionStateStore,
     SteeredMessageStore,
+    SteeringQueue,
     ToolCallStore,
     ToolResultPublisher,
     UsageStore,
@@ -36,7 +40,7 @@ from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
 class SessionPorts:
     """Every piece of one session's durable state, as ports."""
 
-    state: SessionStateStore
+    session_state: SessionStateStore
     """``AGENT_STATE``."""
     messages: MessageLog
     """``AGENT_MESSAGES``."""
@@ -56,7 +60,7 @@ class SessionPorts:
     """``TOOL_CALL_RESULTS``."""
     summaries: HistorySummaryStore
     """``AGENT_HISTORY_SUMMARIES``."""
-    steering: UserMessageQueue
+    steering: SteeringQueue
     """``STEERED_USER_MESSAGES``: steered messages no turn has taken yet."""
     steered: SteeredMessageStore
     """``STEERED_MESSAGES``: steered messages the running turn took for its next model call."""
@@ -86,9 +90,10 @@ class Wired:
     """Base of every use case: `wired` builds one from what a host has, each field by its name.
 
     A use case is a frozen attrs class whose fields are named after what it
-    needs: a port of `SessionPorts` (``state``, ``messages``, ...), a part of
-    `AgentSetup` (``runner``, ``options``, ``clock``, ``deliveries``), or the Step attempt's
-    ``events`` and ``heartbeat``. So adding a port to a use case is adding
+    needs: a port of `SessionPorts` (``session_state``, ``messages``, ...), a part of
+    `AgentSetup` (``runner``, ``options``, ``clock``, ``deliveries``), the Step attempt's
+    ``events`` and ``heartbeat``, or a collaborator that is itself `Wired`
+    (any name; built from the same). So adding a port to a use case is adding
     the field, and no host changes.
     """
 
@@ -107,22 +112,41 @@ class Wired:
             TypeError: the use case needs something no host provides (a field
                 named after nothing above), or ``events`` and it got none.
         """
-        available: dict[str, object] = {
-            "runner": agent.runner,
-            "options": agent.options,
-            "clock": agent.clock,
-            "deliveries": agent.deliveries,
-            "heartbeat": heartbeat,
-        }
-        available.update((name, getattr(ports, name)) for name in _PORT_NAMES)
-        if events is not None:
-            available["events"] = events
-        try:
-            return cls(
-                **{field.name: available[field.name] for field in attrs.fields(cast("type[attrs.AttrsInstance]", cls))}
-            )
-        except KeyError as missing:
-            raise TypeError(f"{cls.__name__} needs {missing.args[0]!r}, which a host does not provide") from None
+        available = _available(ports, agent, events=events, heartbeat=heartbeat)
+        values: dict[str, object] = {}
+        for field in attrs.fields(cast("type[attrs.AttrsInstance]", cls)):
+            if field.name in available:
+                values[field.name] = available[field.name]
+            elif isinstance(field.type, type) and issubclass(field.type, Wired):
+                values[field.name] = field.type.wired(ports, agent, events=events, heartbeat=heartbeat)
+            else:
+                raise TypeError(f"{cls.__name__} needs {field.name!r}, which a host does not provide")
+        return cls(**values)
+
+
+def _available(
+    ports: SessionPorts, agent: AgentSetup, *, events: AgentEventWriter | None, heartbeat: HeartbeatFn
+) -> dict[str, object]:
+    available: dict[str, object] = {
+        "runner": agent.runner,
+        "options": agent.options,
+        "clock": agent.clock,
+        "deliveries": agent.deliveries,
+        "heartbeat": heartbeat,
+    }
+    available.update((name, getattr(ports, name)) for name in _PORT_NAMES)
+    if events is not None:
+        available["events"] = events
+    return available
 
 
 _PORT_NAMES = tuple(field.name for field in attrs.fields(SessionPorts))
+
+
+def provided_types() -> dict[str, object]:
+    """Return the type of everything ``wired`` fills by name: what a use case's field of that name must be."""
+    provided: dict[str, object] = {field.name: field.type for field in attrs.fields(SessionPorts)}
+    provided.update((field.name, field.type) for field in attrs.fields(AgentSetup))
+    provided["events"] = AgentEventWriter
+    provided["heartbeat"] = HeartbeatFn
+    return provided

@@ -149,7 +149,7 @@ class OpenTelemetryStepTracer:
     @contextlib.contextmanager
     def attempt(self, step: StepName, call: StepCall, ports: SessionPorts, step_input: object) -> Iterator[StepTrace]:
         """Open the span of one Step attempt (see `StepTracer.attempt`)."""
-        before = _read(ports.state.get)
+        before = _read(ports.session_state.get)
         record = None
         if step in TOOL_STEPS and isinstance(step_input, str):
             record = _read(lambda: ports.tool_calls.get(step_input))
@@ -164,12 +164,12 @@ class OpenTelemetryStepTracer:
             except BaseException:
                 span.set_attribute("dex_agents.step.outcome", "error")
                 raise
-            after = _read(ports.state.get)
+            after = _read(ports.session_state.get)
             observed.finish(after)
             if after is not None and after.active_turn_id is not None:
                 began = before is None or after.turn_count > before.turn_count
                 if began and after.turn_traceparent is None and span.get_span_context().is_valid:
-                    ports.state.set(attrs.evolve(after, turn_traceparent=traceparent(span.get_span_context())))
+                    ports.session_state.set(attrs.evolve(after, turn_traceparent=traceparent(span.get_span_context())))
                     span.set_attribute("dex_agents.turn.id", after.active_turn_id)
 
 

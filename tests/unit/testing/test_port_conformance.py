@@ -14,6 +14,7 @@ from dex_agents.application.ports import (
     RunStateStore,
     SessionStateStore,
     SteeredMessageStore,
+    SteeringQueue,
     ToolCallStore,
     ToolResultPublisher,
     UsageStore,
@@ -48,6 +49,7 @@ def test_every_fake_conforms_to_its_port() -> None:
     interrupts: InterruptStore = InMemoryInterruptStore()
     usage: UsageStore = InMemoryUsageStore()
     queue: UserMessageQueue = InMemoryUserMessageQueue()
+    steering: SteeringQueue = InMemoryUserMessageQueue()
     resolutions: ResolutionPublisher = InMemoryResolutionPublisher()
     results: ToolResultPublisher = InMemoryToolResultPublisher()
     summaries: HistorySummaryStore = InMemoryHistorySummaryStore()
@@ -62,7 +64,7 @@ def test_every_fake_conforms_to_its_port() -> None:
     cancel_request: CancelRequestStore = InMemoryCancelRequestStore()
 
     ports = [state, messages, run_state, tool_calls, interrupts, usage, queue, resolutions, results, steered]
-    ports += [cancel_request, summaries]
+    ports += [cancel_request, summaries, steering]
     assert all(port is not None for port in ports)
     assert all(port is not None for port in (sink, failing_sink, heartbeat, heartbeat_fn, clock, runner, deliveries))
 
@@ -83,6 +85,7 @@ def test_every_port_has_a_fake_in_the_conformance_test() -> None:
         "InterruptStore",
         "UsageStore",
         "UserMessageQueue",
+        "SteeringQueue",
         "SteeredMessageStore",
         "CancelRequestStore",
         "ResolutionPublisher",

@@ -39,7 +39,7 @@ from dex_agents.domain.turn_control import CancelTurnRequest, TurnCancelRequest,
 class CancelTurn(Wired):
     """Records a request to cancel the active turn and rejects its pending approvals."""
 
-    state: SessionStateStore
+    session_state: SessionStateStore
     interrupts: InterruptStore
     resolutions: ResolutionPublisher
     cancel_request: CancelRequestStore
@@ -51,7 +51,7 @@ class CancelTurn(Wired):
             request.reason, options=self.options, field="reason", what="the cancel reason", allow_blank=True
         ):
             return False
-        state = self.state.get()
+        state = self.session_state.get()
         if state is None or state.active_turn_id is None:
             return False
         turn_id = state.active_turn_id

@@ -16,6 +16,7 @@ from dex_agents.application.ports import (
     MessageLog,
     SessionStateStore,
     SteeredMessageStore,
+    SteeringQueue,
     ToolCallStore,
     UsageStore,
     UserMessageQueue,
@@ -28,18 +29,18 @@ from dex_agents.domain.snapshot import AgentSnapshot, MessageIndex, snapshot_seq
 class GetAgentSnapshot(Wired):
     """Reads the session snapshot."""
 
-    state: SessionStateStore
+    session_state: SessionStateStore
     messages: MessageLog
     interrupts: InterruptStore
     tool_calls: ToolCallStore
     usage: UsageStore
     queue: UserMessageQueue
-    steering: UserMessageQueue
+    steering: SteeringQueue
     steered: SteeredMessageStore
 
     async def execute(self) -> AgentSnapshot:
         """Return the snapshot."""
-        state = self.state.get()
+        state = self.session_state.get()
         index = MessageIndex.of(state)
         active_turn = None if state is None else state.active_turn_id
         sequences = snapshot_sequences(index.message_count, large_messages=index.large_messages)

@@ -17,12 +17,12 @@ from dex_agents.domain.snapshot import AgentMessagesPage, ListAgentMessagesReque
 class ListAgentMessages(Wired):
     """Reads one page of messages."""
 
-    state: SessionStateStore
+    session_state: SessionStateStore
     messages: MessageLog
 
     async def execute(self, request: ListAgentMessagesRequest) -> AgentMessagesPage:
         """Return the page."""
-        index = MessageIndex.of(self.state.get())
+        index = MessageIndex.of(self.session_state.get())
         sequences, next_after = page_sequences(
             after_sequence=request.after_sequence,
             limit=request.limit,

@@ -15,7 +15,7 @@ import attrs
 
 from dex_agents.application.inputs import id_refusal, text_refusal
 from dex_agents.application.options import AgentSessionOptions
-from dex_agents.application.ports import SessionStateStore, UserMessageQueue
+from dex_agents.application.ports import SessionStateStore, SteeringQueue, UserMessageQueue
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.messages import AgentUserMessage, MessageDelivery
 
@@ -25,8 +25,8 @@ class SendUserMessage(Wired):
     """Queues a user message for the session's next turn."""
 
     queue: UserMessageQueue
-    steering: UserMessageQueue
-    state: SessionStateStore
+    steering: SteeringQueue
+    session_state: SessionStateStore
     options: AgentSessionOptions
 
     async def execute(self, message: AgentUserMessage) -> bool:
@@ -37,7 +37,7 @@ class SendUserMessage(Wired):
             message.client_message_id, field="client_message_id", what="the client message ID"
         ):
             return False
-        state = self.state.get()
+        state = self.session_state.get()
         if message.delivery is MessageDelivery.STEER and state is not None and state.active_turn_id is not None:
             self.steering.publish(message)
         else:

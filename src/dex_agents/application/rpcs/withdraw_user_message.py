@@ -11,7 +11,7 @@ waiting message has it: never sent, already withdrawn, or taken by a turn
 import attrs
 
 from dex_agents.application.inputs import id_refusal
-from dex_agents.application.ports import UserMessageQueue
+from dex_agents.application.ports import SteeringQueue, UserMessageQueue
 from dex_agents.application.wiring import Wired
 
 
@@ -20,7 +20,7 @@ class WithdrawUserMessage(Wired):
     """Removes one waiting user message by its client message ID."""
 
     queue: UserMessageQueue
-    steering: UserMessageQueue
+    steering: SteeringQueue
 
     async def execute(self, client_message_id: str) -> bool:
         """Withdraw the message; ``False`` when none waits with this ID (or the ID is malformed)."""

@@ -37,13 +37,13 @@ class AwaitUserMessage(Wired):
 
     runner: AgentFrameworkRunner
     options: AgentSessionOptions
-    state: SessionStateStore
+    session_state: SessionStateStore
     messages: MessageLog
     events: AgentEventWriter
 
     def announce_finished_turn(self) -> None:
         """Write ``turn_committed`` for the last turn, if one ran and none runs now (called before the wait)."""
-        state = self.state.get()
+        state = self.session_state.get()
         if state is None or state.turn_count == 0 or state.active_turn_id is not None:
             return
         self.events.write(
@@ -61,7 +61,7 @@ class AwaitUserMessage(Wired):
         ``steered``: it came from the steering queue; ``user_message_steered``
         (``new_turn``) says it starts this turn.
         """
-        state = self.state.get()
+        state = self.session_state.get()
         assert state is not None, "the session has not started"
         messages = [message for message in delivered if not message.is_blank]
         if not messages:
@@ -78,7 +78,7 @@ class AwaitUserMessage(Wired):
             state=state,
             runner=self.runner,
             options=self.options,
-            state_store=self.state,
+            state_store=self.session_state,
             messages=self.messages,
             events=self.events,
             client_message_id=messages[0].client_message_id,

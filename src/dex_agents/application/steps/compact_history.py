@@ -20,11 +20,11 @@ last one covered something (a long window compacts in bounded chunks), else
 one retry.
 
 A turn with a `TurnCancelRequest` ends here first, as ``RunModel`` would end
-it (`end_cancelled_turn`; next ``AwaitUserMessage``): a cancelled turn runs no
+it (`TurnCloser.end_if_cancelled`; next ``AwaitUserMessage``): a cancelled turn runs no
 further model call, and a summary is one. Nothing is compacted; the next
 turn compacts before its first model call if the context is still over
 budget. (Compaction runs only at a model-call boundary, where every record
-of the turn is final, as `end_cancelled_turn` needs.)
+of the turn is final, as `TurnCloser.end_cancelled` needs.)
 """
 
 import attrs
@@ -42,18 +42,13 @@ from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import GoTo, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import (
-    CancelRequestStore,
     HistorySummaryStore,
     MessageLog,
-    RunStateStore,
     SessionStateStore,
-    SteeredMessageStore,
-    ToolCallStore,
     UsageStore,
-    UserMessageQueue,
 )
 from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
-from dex_agents.application.steps._turn_control import end_cancelled_turn
+from dex_agents.application.steps._turn_control import TurnCloser
 from dex_agents.application.steps.record_turn_failure import RecordTurnFailure
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
@@ -75,39 +70,24 @@ class CompactHistory(Wired):
 
     runner: AgentFrameworkRunner
     options: AgentSessionOptions
-    state: SessionStateStore
+    session_state: SessionStateStore
     messages: MessageLog
     summaries: HistorySummaryStore
     usage: UsageStore
     events: AgentEventWriter
     heartbeat: HeartbeatFn
-    cancel_request: CancelRequestStore
-    run_state: RunStateStore
-    tool_calls: ToolCallStore
-    steered: SteeredMessageStore
-    steering: UserMessageQueue
+    turn_closer: TurnCloser
 
     async def execute(self, call: StepCall, reason: str) -> Next:
         """Store one summary and move the window, then go on to the model (or compact the next chunk)."""
         del call  # every attempt derives the same summary slot from the committed state
         why = CompactionReason(reason)
         policy = self.options.compaction
-        state = self.state.get()
+        state = self.session_state.get()
         assert state is not None, "the session has not started"
-        cancel = self.cancel_request.get()
-        if state.active_turn_id is not None and cancel is not None and cancel.applies_to(state.active_turn_id):
-            return end_cancelled_turn(
-                state,
-                cancel,
-                runner=self.runner,
-                state_store=self.state,
-                messages=self.messages,
-                run_state=self.run_state,
-                tool_calls=self.tool_calls,
-                steered=self.steered,
-                steering=self.steering,
-                events=self.events,
-            )
+        cancelled = self.turn_closer.end_if_cancelled(state)
+        if cancelled is not None:
+            return cancelled
         loads = compaction_window(state)
         loaded = self.messages.read(loads.sequences)
         protected = next((m.sequence for m in loaded if m.turn_id == state.active_turn_id), None)
@@ -151,14 +131,14 @@ class CompactHistory(Wired):
             )
         )
         if why is CompactionReason.POLICY and policy.should_compact(compacted):
-            self.state.set(compacted)
+            self.session_state.set(compacted)
             return GoTo(step=StepName.COMPACT_HISTORY, input=why.value, window=compaction_window(compacted))
         return self._to_model(compacted, why)
 
     def _to_model(self, state: AgentState, why: CompactionReason) -> Next:
         if why is CompactionReason.OVERFLOW:
             state = attrs.evolve(state, retry_after_overflow=True)
-        self.state.set(state)
+        self.session_state.set(state)
         return GoTo(step=StepName.RUN_MODEL, window=state.model_window())
 
 
@@ -170,32 +150,19 @@ class RecordCompactionFailure(RecordTurnFailure):
     (so the model Step can load it) the turn goes on to ``RunModel`` (after an
     ``overflow``, as its one retry); otherwise the turn fails as
     `RecordTurnFailure` records it. A turn cancelled meanwhile ends cancelled
-    here (`end_cancelled_turn`), whatever its context.
+    here (`TurnCloser.end_if_cancelled`), whatever its context.
     """
-
-    cancel_request: CancelRequestStore
 
     async def after_compaction(self, reason: str, *, recovery_error: str) -> Next:
         """Go on to the model, end a cancelled turn, or fail the turn."""
-        state = self.state.get()
+        state = self.session_state.get()
         assert state is not None, "the session has not started"
-        cancel = self.cancel_request.get()
-        if state.active_turn_id is not None and cancel is not None and cancel.applies_to(state.active_turn_id):
-            return end_cancelled_turn(
-                state,
-                cancel,
-                runner=self.runner,
-                state_store=self.state,
-                messages=self.messages,
-                run_state=self.run_state,
-                tool_calls=self.tool_calls,
-                steered=self.steered,
-                steering=self.steering,
-                events=self.events,
-            )
+        cancelled = self.turn_closer.end_if_cancelled(state)
+        if cancelled is not None:
+            return cancelled
         if state.active_turn_id is not None and state.context_bytes <= MAX_CONTEXT_BYTES:
             if CompactionReason(reason) is CompactionReason.OVERFLOW:
                 state = attrs.evolve(state, retry_after_overflow=True)
-                self.state.set(state)
+                self.session_state.set(state)
             return GoTo(step=StepName.RUN_MODEL, window=state.model_window())
         return await self.execute(recovery_error=f"history compaction failed: {recovery_error}")

@@ -59,7 +59,7 @@ from dex_agents.domain.usage import AgentUsage
 class ResumeTurn(Wired):
     """Resumes the turn once every tool call of it has its result."""
 
-    state: SessionStateStore
+    session_state: SessionStateStore
     tool_calls: ToolCallStore
     options: AgentSessionOptions
     steered: SteeredMessageStore
@@ -79,7 +79,7 @@ class ResumeTurn(Wired):
                 self.events.write(
                     ev.user_message_steered(message.client_message_id, message.text, ev.SteeredLanding.RUNNING_TURN)
                 )
-        state = self.state.get()
+        state = self.session_state.get()
         assert state is not None, "the session has not started"
         assert state.active_turn_id is not None, "ResumeTurn needs an active turn"
         records = [record for record in self.tool_calls.all() if record.turn_id == state.active_turn_id]
@@ -103,7 +103,7 @@ class ResumeTurn(Wired):
                         )
                     )
         resumed = state.resume_model()
-        self.state.set(resumed)
+        self.session_state.set(resumed)
         return model_movement(resumed, self.options.compaction)
 
     def _start(self, wave: Sequence[AgentToolCall]) -> Next:

@@ -10,7 +10,7 @@ or the stored messages hold them from then on, and a turn that fails or is
 cancelled before it completes stores them, `store_seen_steered`).
 
 A turn with a `TurnCancelRequest` ends here, before the model is called
-(`end_cancelled_turn`): this is the boundary every cancel reaches
+(`TurnCloser.end_if_cancelled`): this is the boundary every cancel reaches
 (``CompactHistory``, which may come first, checks the same request).
 
 - `TurnFailedError` (the framework ended the turn, such as at a usage limit):
@@ -38,7 +38,6 @@ A turn with a `TurnCancelRequest` ends here, before the model is called
   ``queued``, and ``ResumeTurn`` counts only the first wave's calls.
 """
 
-from collections.abc import Sequence
 from typing import assert_never
 
 import attrs
@@ -50,7 +49,6 @@ from dex_agents.application.next import GoTo, GoToMany, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.policies import policy_resolver
 from dex_agents.application.ports import (
-    CancelRequestStore,
     Clock,
     HistorySummaryStore,
     InterruptStore,
@@ -60,7 +58,6 @@ from dex_agents.application.ports import (
     SteeredMessageStore,
     ToolCallStore,
     UsageStore,
-    UserMessageQueue,
 )
 from dex_agents.application.runner import (
     AgentFrameworkRunner,
@@ -70,14 +67,13 @@ from dex_agents.application.runner import (
     TurnFailedError,
 )
 from dex_agents.application.steps._shared import start_tool_call
-from dex_agents.application.steps._turn_control import end_cancelled_turn
-from dex_agents.application.steps.record_turn_failure import RecordTurnFailure
+from dex_agents.application.steps._turn_control import TurnCloser
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.contract import check_turn_outcome
 from dex_agents.domain.history import ModelWindow
 from dex_agents.domain.interrupts import interrupt_id_for, result_interrupt_id_for
-from dex_agents.domain.messages import AgentMessage, MessageRole
+from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.tool_order import first_wave_size
 from dex_agents.domain.tools import (
@@ -88,17 +84,13 @@ from dex_agents.domain.tools import (
 from dex_agents.domain.turns import DeferredToolCall, ToolCallsRequested, TurnCompleted, validate_turn_outcome
 
 
-def _call_order(record: AgentToolCall) -> int:
-    return record.deferral_order
-
-
 @attrs.frozen(kw_only=True)
 class RunModel(Wired):
     """Runs one model call of the active turn."""
 
     runner: AgentFrameworkRunner
     options: AgentSessionOptions
-    state: SessionStateStore
+    session_state: SessionStateStore
     messages: MessageLog
     summaries: HistorySummaryStore
     run_state: RunStateStore
@@ -108,30 +100,18 @@ class RunModel(Wired):
     events: AgentEventWriter
     heartbeat: HeartbeatFn
     clock: Clock
-    cancel_request: CancelRequestStore
     steered: SteeredMessageStore
-    steering: UserMessageQueue
+    turn_closer: TurnCloser
 
     async def execute(self, call: StepCall) -> Next:
         """Run the model once and store what it decided."""
-        state = self.state.get()
+        state = self.session_state.get()
         assert state is not None, "the session has not started"
         assert state.active_turn_id is not None, "RunModel needs an active turn"
         turn_id = state.active_turn_id
-        cancel = self.cancel_request.get()
-        if cancel is not None and cancel.applies_to(turn_id):
-            return end_cancelled_turn(
-                state,
-                cancel,
-                runner=self.runner,
-                state_store=self.state,
-                messages=self.messages,
-                run_state=self.run_state,
-                tool_calls=self.tool_calls,
-                steered=self.steered,
-                steering=self.steering,
-                events=self.events,
-            )
+        cancelled = self.turn_closer.end_if_cancelled(state)
+        if cancelled is not None:
+            return cancelled
         records = self.tool_calls.all()
         window = state.model_window()
         summary = None if window.summary_number is None else self.summaries.get(window.summary_number)
@@ -162,7 +142,7 @@ class RunModel(Wired):
                 window=compaction_window(state),
             )
         except TurnFailedError as failure:
-            return await self._fail(failure)
+            return self._fail(state, failure)
         outcome = check_turn_outcome(returned)
         if steered:
             # From now on the run state holds them; they are stored with the turn however it ends.
@@ -176,52 +156,19 @@ class RunModel(Wired):
         self.events.write(ev.usage_recorded(outcome.usage, total))
         match outcome:
             case TurnCompleted():
-                return self._complete(state, turn_id, outcome, records)
+                return self.turn_closer.complete(state, outcome, records)
             case ToolCallsRequested():
                 return self._defer(state, turn_id, outcome, len(records))
             case _:
                 assert_never(outcome)
 
-    async def _fail(self, failure: TurnFailedError) -> Next:
+    def _fail(self, state: AgentState, failure: TurnFailedError) -> Next:
         """Fail the turn at once, as ``RecordTurnFailure`` would, after counting what the failed call used."""
         if failure.usage is not None and not failure.usage.is_zero:
             total = self.usage.get() + failure.usage
             self.usage.set(total)
             self.events.write(ev.usage_recorded(failure.usage, total))
-        # Every port the failure record needs is one of this Step's, under the same name.
-        record = RecordTurnFailure(
-            **{field.name: getattr(self, field.name) for field in attrs.fields(RecordTurnFailure)}
-        )
-        return await record.execute(recovery_error=failure.message)
-
-    def _complete(
-        self, state: AgentState, turn_id: str, outcome: TurnCompleted, records: Sequence[AgentToolCall]
-    ) -> Next:
-        final = {record.tool_call_id: record for record in records if record.is_final}
-        stored: list[AgentMessage] = []
-        for offset, message in enumerate(outcome.new_messages):
-            answered = (
-                sorted((final[i] for i in message.answered_tool_call_ids if i in final), key=_call_order)
-                if message.role is MessageRole.TOOL
-                else []
-            )
-            stored.append(
-                AgentMessage.stored(
-                    message,
-                    sequence=state.next_sequence + offset,
-                    turn_id=turn_id,
-                    tool_outcomes=(record.outcome() for record in answered),
-                )
-            )
-        for stored_message in stored:
-            self.messages.append(stored_message)
-        self.state.set(state.with_messages_stored(stored).complete_turn())
-        self.run_state.set(None)
-        self.steered.set_seen(())  # the runner stored them with the turn's messages
-        for record in records:
-            self.tool_calls.delete(record.tool_call_id)
-        self.events.write(ev.turn_completed(len(outcome.new_messages)))
-        return GoTo(step=StepName.AWAIT_USER_MESSAGE)
+        return self.turn_closer.fail(state, cap_text(failure.message, ERROR_TEXT_BYTES, what="the error"))
 
     def _defer(self, state: AgentState, turn_id: str, outcome: ToolCallsRequested, earlier: int) -> Next:
         self.run_state.set(outcome.framework_run_state)
@@ -245,7 +192,7 @@ class RunModel(Wired):
             if interrupt is not None:
                 pending.append(interrupt)
         self.interrupts.set(pending)
-        self.state.set(state.wait_for_tools())
+        self.session_state.set(state.wait_for_tools())
         movements.append(GoTo(step=StepName.RESUME_TURN, input=first))
         return GoToMany(movements=movements)
 

@@ -27,7 +27,7 @@ class StartAgentSession(Wired):
 
     runner: AgentFrameworkRunner
     options: AgentSessionOptions
-    state: SessionStateStore
+    session_state: SessionStateStore
     messages: MessageLog
     usage: UsageStore
     interrupts: InterruptStore
@@ -36,7 +36,7 @@ class StartAgentSession(Wired):
     async def execute(self, start: AgentSessionStartInput) -> Next:
         """Initialize the session."""
         state = AgentState()
-        self.state.set(state)
+        self.session_state.set(state)
         self.usage.set(AgentUsage())
         self.interrupts.set(())
         if not start.starts_a_turn:
@@ -47,7 +47,7 @@ class StartAgentSession(Wired):
             state=state,
             runner=self.runner,
             options=self.options,
-            state_store=self.state,
+            state_store=self.session_state,
             messages=self.messages,
             events=self.events,
         )

@@ -349,7 +349,7 @@ def dex_session_ports(context: dex.Context, *, loaded_messages_only: bool = Fals
     instances their caller loaded.
     """
     return SessionPorts(
-        state=DexSessionStateStore(context),
+        session_state=DexSessionStateStore(context),
         messages=DexLoadedMessageLog(context) if loaded_messages_only else DexMessageLog(context),
         run_state=DexRunStateStore(context),
         tool_calls=DexToolCallStore(context),

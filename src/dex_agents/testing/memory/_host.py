@@ -128,7 +128,7 @@ class InMemorySessionHost:
     def ports(self) -> SessionPorts:
         """The session's ports, as a host hands them to the use cases."""
         return SessionPorts(
-            state=self.state,
+            session_state=self.state,
             messages=self.messages,
             run_state=self.run_state,
             tool_calls=self.tool_calls,
