@@ -19,7 +19,7 @@ What the request does is up to the Steps, at safe boundaries: a tool Step
 that has not started records ``cancelled``; an approval Step whose interrupt
 was raised after this commit rejects it the same way; a running tool
 finishes and keeps its result; the next ``RunModel`` ends the turn before it
-calls the model (`end_cancelled_turn`). A ``RunModel`` already calling the
+calls the model (`TurnCloser.end_if_cancelled`). A ``RunModel`` already calling the
 model when the request commits is not stopped: its snapshot predates the
 request, so the cancel takes effect when that call returns (a final answer
 completes the turn; tool calls requested then are cancelled before they run).

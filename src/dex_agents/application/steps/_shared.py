@@ -2,6 +2,8 @@
 
 from datetime import datetime
 
+import attrs
+
 from dex_agents.application.compaction import model_movement
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.inputs import text_refusal
@@ -10,6 +12,7 @@ from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.policies import tool_step_name
 from dex_agents.application.ports import MessageLog, SessionStateStore, ToolCallStore, ToolResultPublisher
 from dex_agents.application.runner import AgentFrameworkRunner
+from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text
@@ -19,69 +22,59 @@ from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted, ToolCallSt
 from dex_agents.domain.turns import validate_user_message
 
 
-def begin_turn(
-    text: str,
-    *,
-    state: AgentState,
-    runner: AgentFrameworkRunner,
-    options: AgentSessionOptions,
-    state_store: SessionStateStore,
-    messages: MessageLog,
-    events: AgentEventWriter,
-    client_message_id: str | None = None,
-) -> Next:
-    """Start a turn with ``text``: the model next, or, when the turn cannot start, ``AwaitUserMessage``.
+@attrs.frozen(kw_only=True)
+class TurnOpener(Wired):
+    """Starts a turn with a user message, or records a turn that could not start."""
 
-    The model next is ``RunModel``, or ``CompactHistory`` first when the
-    context is over budget (`model_movement`).
+    runner: AgentFrameworkRunner
+    options: AgentSessionOptions
+    session_state: SessionStateStore
+    messages: MessageLog
+    events: AgentEventWriter
 
-    The stored user message keeps the application's ``client_message_id``.
-    The text is checked as the client checks it (a raw ``start_flow`` or
-    channel publish bypasses the client). A refused text, or a runner whose
-    `build_user_message` raises or breaks the contract, fails the new turn at
-    once: ``last_turn_error`` says why, ``turn_failed`` is written, and the
-    session waits for the next message. Retrying cannot help a deterministic
-    runner bug, so this does not raise.
-    """
-    started = state.start_turn()
-    turn_id = started.active_turn_id
-    assert turn_id is not None
-    refused = text_refusal(text, options=options, field="text", what="the user message")
-    if refused is not None:
-        return fail_new_turn(
-            started, str(refused), state_store=state_store, events=events, client_message_id=client_message_id
+    def begin(self, text: str, state: AgentState, *, client_message_id: str | None = None) -> Next:
+        """Start a turn with ``text``: the model next, or, when the turn cannot start, ``AwaitUserMessage``.
+
+        The model next is ``RunModel``, or ``CompactHistory`` first when the
+        context is over budget (`model_movement`).
+
+        The stored user message keeps the application's ``client_message_id``.
+        The text is checked as the client checks it (a raw ``start_flow`` or
+        channel publish bypasses the client). A refused text, or a runner whose
+        `build_user_message` raises or breaks the contract, fails the new turn at
+        once: ``last_turn_error`` says why, ``turn_failed`` is written, and the
+        session waits for the next message. Retrying cannot help a deterministic
+        runner bug, so this does not raise.
+        """
+        started = state.start_turn()
+        turn_id = started.active_turn_id
+        assert turn_id is not None
+        refused = text_refusal(text, options=self.options, field="text", what="the user message")
+        if refused is not None:
+            return self.fail_new(started, str(refused), client_message_id=client_message_id)
+        try:
+            user_message = self.runner.build_user_message(text)
+            validate_user_message(user_message)
+        except Exception as error:  # noqa: BLE001 - a runner bug fails this turn, never the session
+            reason = f"the runner could not build the user message: {describe_exception(error)}"
+            return self.fail_new(started, reason, client_message_id=client_message_id)
+        sequence = started.next_sequence
+        stored = AgentMessage.stored(
+            user_message, sequence=sequence, turn_id=turn_id, client_message_id=client_message_id
         )
-    try:
-        user_message = runner.build_user_message(text)
-        validate_user_message(user_message)
-    except Exception as error:  # noqa: BLE001 - a runner bug fails this turn, never the session
-        reason = f"the runner could not build the user message: {describe_exception(error)}"
-        return fail_new_turn(
-            started, reason, state_store=state_store, events=events, client_message_id=client_message_id
-        )
-    sequence = started.next_sequence
-    stored = AgentMessage.stored(user_message, sequence=sequence, turn_id=turn_id, client_message_id=client_message_id)
-    messages.append(stored)
-    opened = started.with_messages_stored([stored])
-    state_store.set(opened)
-    events.write(ev.turn_started(sequence, client_message_id), turn_id=turn_id)
-    return model_movement(opened, options.compaction)
+        self.messages.append(stored)
+        opened = started.with_messages_stored([stored])
+        self.session_state.set(opened)
+        self.events.write(ev.turn_started(sequence, client_message_id), turn_id=turn_id)
+        return model_movement(opened, self.options.compaction)
 
-
-def fail_new_turn(
-    started: AgentState,
-    reason: str,
-    *,
-    state_store: SessionStateStore,
-    events: AgentEventWriter,
-    client_message_id: str | None = None,
-) -> Next:
-    """Record a turn that failed before its user message was stored; ``AwaitUserMessage`` next."""
-    turn_id = started.active_turn_id
-    error = cap_text(reason, ERROR_TEXT_BYTES, what="the error")
-    state_store.set(started.fail_turn(error))
-    events.write(ev.turn_failed(error, client_message_id), turn_id=turn_id)
-    return GoTo(step=StepName.AWAIT_USER_MESSAGE)
+    def fail_new(self, started: AgentState, reason: str, *, client_message_id: str | None = None) -> Next:
+        """Record a turn that failed before its user message was stored; ``AwaitUserMessage`` next."""
+        turn_id = started.active_turn_id
+        error = cap_text(reason, ERROR_TEXT_BYTES, what="the error")
+        self.session_state.set(started.fail_turn(error))
+        self.events.write(ev.turn_failed(error, client_message_id), turn_id=turn_id)
+        return GoTo(step=StepName.AWAIT_USER_MESSAGE)
 
 
 def describe_exception(error: BaseException) -> str:

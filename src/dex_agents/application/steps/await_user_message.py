@@ -6,7 +6,7 @@ or failed turn; these come first) or else ``QUEUED_USER_MESSAGES``, stores it as
 the new turn's user message (with its ``client_message_id``) and starts the
 turn. Next: ``RunModel`` (or ``CompactHistory`` first when the context is
 over budget, `model_movement`). A message that cannot start a turn (refused text,
-a runner failing to build it) fails that turn at once (`begin_turn`); next:
+a runner failing to build it) fails that turn at once (`TurnOpener.begin`); next:
 ``AwaitUserMessage``. 3 attempts; failure route ``RecordTurnFailure``, which
 records the turn the message would have started as failed.
 
@@ -21,10 +21,8 @@ import attrs
 
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.next import Next, WaitAgain
-from dex_agents.application.options import AgentSessionOptions
-from dex_agents.application.ports import MessageLog, SessionStateStore
-from dex_agents.application.runner import AgentFrameworkRunner
-from dex_agents.application.steps._shared import begin_turn
+from dex_agents.application.ports import SessionStateStore
+from dex_agents.application.steps._shared import TurnOpener
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.messages import AgentUserMessage
@@ -35,11 +33,9 @@ from dex_agents.domain.session import turn_id_for
 class AwaitUserMessage(Wired):
     """Starts a turn with the user message the engine delivered."""
 
-    runner: AgentFrameworkRunner
-    options: AgentSessionOptions
     session_state: SessionStateStore
-    messages: MessageLog
     events: AgentEventWriter
+    turn_opener: TurnOpener
 
     def announce_finished_turn(self) -> None:
         """Write ``turn_committed`` for the last turn, if one ran and none runs now (called before the wait)."""
@@ -73,13 +69,4 @@ class AwaitUserMessage(Wired):
                 ev.user_message_steered(messages[0].client_message_id, messages[0].text, ev.SteeredLanding.NEW_TURN),
                 turn_id=turn_id_for(state.turn_count + 1),
             )
-        return begin_turn(
-            messages[0].text,
-            state=state,
-            runner=self.runner,
-            options=self.options,
-            state_store=self.session_state,
-            messages=self.messages,
-            events=self.events,
-            client_message_id=messages[0].client_message_id,
-        )
+        return self.turn_opener.begin(messages[0].text, state, client_message_id=messages[0].client_message_id)

@@ -30,10 +30,9 @@ that error.
 
 import attrs
 
-from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.next import GoTo, Next, StepName
 from dex_agents.application.ports import InterruptStore, SessionStateStore, UsageStore
-from dex_agents.application.steps._shared import fail_new_turn
+from dex_agents.application.steps._shared import TurnOpener
 from dex_agents.application.steps._turn_control import TurnCloser
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text
@@ -49,7 +48,7 @@ class RecordTurnFailure(Wired):
     session_state: SessionStateStore
     interrupts: InterruptStore
     usage: UsageStore
-    events: AgentEventWriter
+    turn_opener: TurnOpener
     turn_closer: TurnCloser
 
     async def execute(self, *, recovery_error: str, start: AgentSessionStartInput | None = None) -> Next:
@@ -64,7 +63,7 @@ class RecordTurnFailure(Wired):
                 self.session_state.set(state)
                 return GoTo(step=StepName.AWAIT_USER_MESSAGE)
         if state.active_turn_id is None:
-            return fail_new_turn(state.start_turn(), error, state_store=self.session_state, events=self.events)
+            return self.turn_opener.fail_new(state.start_turn(), error)
         return self.turn_closer.fail(state, error)
 
 

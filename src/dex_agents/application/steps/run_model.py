@@ -7,7 +7,7 @@ messages after its range; the host loads only those), the turn's run state
 and records, and the steered messages the turn took since its last model
 call (which it moves to the seen ones once the call returns: the run state
 or the stored messages hold them from then on, and a turn that fails or is
-cancelled before it completes stores them, `store_seen_steered`).
+cancelled before it completes stores them, `TurnCloser.store_seen_steered`).
 
 A turn with a `TurnCancelRequest` ends here, before the model is called
 (`TurnCloser.end_if_cancelled`): this is the boundary every cancel reaches

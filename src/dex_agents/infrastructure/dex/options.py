@@ -93,7 +93,7 @@ def _base(step: StepName) -> dex.StepOptions:
                 options, execute_load_attribute_maps=everything, execute_load_attribute_map_instances=(RUN_STATE_LOAD,)
             )
         case StepName.COMPACT_HISTORY:
-            # The turn's tool-call records too: a cancelled turn ends there (`end_cancelled_turn` clears them).
+            # The turn's tool-call records too: a cancelled turn ends there (`TurnCloser.end_cancelled` clears them).
             everything = (AGENT_MESSAGES, AGENT_HISTORY_SUMMARIES, AGENT_TOOL_CALLS)
             return replace(
                 options, execute_load_attribute_maps=everything, execute_load_attribute_map_instances=(RUN_STATE_LOAD,)
