@@ -1,5 +1,6 @@
 """A Worker SIGKILLed inside a Step handler: the attempt fails at once and moves on."""
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -14,13 +15,17 @@ from dex_agents.testing.devserver import (
 from tests.integration.devserver.flows import Flows, make_registry
 from tests.integration.devserver.support import WorkerProcess, running_client, wait_until
 
+REPLACEMENT_WAIT = timedelta(seconds=60)
+"""How long a task waits for a Worker: the replacement child takes over the 10 s default to start on a loaded machine
+(the task would fail with no Worker available and cost an attempt)."""
+
 pytestmark = pytest.mark.integration
 
 
 async def test_sigkilled_worker_attempt_runs_again_on_the_replacement(tmp_path: Path, flows: Flows) -> None:
     gates = tmp_path / "gates"
     gates.mkdir()
-    async with DevServer(DevServerConfig()) as fake:
+    async with DevServer(DevServerConfig(dispatch_wait=REPLACEMENT_WAIT)) as fake:
         first = WorkerProcess(fake.address, tmp_path / "cache-1", gates)
         second = WorkerProcess(fake.address, tmp_path / "cache-2", gates)
         try:
@@ -63,7 +68,9 @@ async def test_worker_killed_before_any_output(
     gates.mkdir()
     # A real back-off before the retry (3 s): the killed Worker has several task streams, and a retry sent
     # before the server read the end of each (slow on a loaded machine) would cost a further attempt.
-    config = DevServerConfig(redeliver_before_first_output=redeliver, retry_delay_scale=3.0)
+    config = DevServerConfig(
+        redeliver_before_first_output=redeliver, retry_delay_scale=3.0, dispatch_wait=REPLACEMENT_WAIT
+    )
     async with DevServer(config) as fake:
         first = WorkerProcess(fake.address, tmp_path / "cache-1", gates)
         second = WorkerProcess(fake.address, tmp_path / "cache-2", gates)
