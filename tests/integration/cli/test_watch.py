@@ -62,7 +62,7 @@ async def test_watch_follows_the_session_and_its_approve_command_lets_the_refund
     assert process.stdout is not None
     assert process.stdin is not None
     seen: list[str] = []
-    async with asyncio.timeout(30):
+    async with asyncio.timeout(90):  # patience under load: watch and the Worker start in child processes
         while "waits for approval" not in (seen or [""])[-1]:
             seen.append((await process.stdout.readline()).decode())
     # A person reads the question, then answers it.
@@ -158,7 +158,7 @@ async def test_watch_shows_the_queue_steering_and_a_cancel_it_sends(stack: Order
     seen: list[str] = []
 
     async def until(text: str) -> None:
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(90):  # patience under load: watch and the Worker start in child processes
             while text not in "".join(seen):
                 seen.append((await process.stdout.readline()).decode())  # type: ignore[union-attr]
 
