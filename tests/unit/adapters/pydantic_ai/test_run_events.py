@@ -57,8 +57,10 @@ def listening_agent() -> tuple[Agent[None, str], list[tuple[object, ...]], list[
     async def listen(ctx: RunContext[None], event: AgentStreamEvent) -> None:
         listened.append(seen(event, ctx.run_step))
 
+    # Async, so that the plain run's parallel calls end in their order (a sync tool runs in a thread, and two
+    # threads may end either way round on a loaded machine: the plain run's own event order would vary).
     @agent.tool_plain
-    def look(n: int) -> str:
+    async def look(n: int) -> str:
         return f"looked {n}"
 
     return agent, handled, listened
