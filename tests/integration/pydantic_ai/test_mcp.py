@@ -25,7 +25,8 @@ SERVER = Path(__file__).with_name("mcp_server.py")
 
 
 def mcp_agent() -> Agent[None, str]:
-    toolset = MCPToolset(StdioTransport(sys.executable, [str(SERVER)]), id="orders")
+    # The server is a Python child: on a loaded machine it takes longer than the default 5 s to answer `initialize`.
+    toolset = MCPToolset(StdioTransport(sys.executable, [str(SERVER)]), id="orders", init_timeout=60)
     return Agent(ScriptedModel().model(), toolsets=[toolset.prefixed("orders")])
 
 
