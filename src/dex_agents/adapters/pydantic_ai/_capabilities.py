@@ -13,13 +13,22 @@
   (the run itself does not stream), or, for an agent whose runs stream anyway,
   through `StreamingModelStepCapability`'s ``on_event`` listener. Its
   ``before_node_run`` makes the run's event listeners and ``run_step`` those
-  of a plain run (`dex_agents.adapters.pydantic_ai._run_nodes`).
+  of a plain run (`dex_agents.adapters.pydantic_ai._run_nodes`). A resumed
+  run lists the tools once more to answer the calls of the response it
+  resumes, at that response's ``run_step``; a plain run reuses the listing it
+  made before that model request (``ToolManager.for_run_step`` is a no-op for
+  the same step), so that listing runs no ``prepare`` / ``prepare_tools`` /
+  ``toolset.prepared`` (`unprepared`). A run resumed at ``run_step`` 0 (after a
+  call a plain run defers too) prepares there, as the user's resumed run does.
 - `ToolStepCapability` (every tool Step): same ordering; records the tools'
   original definitions and turns the ``ModelRequestNode`` that follows the
   tool call into ``End(FinalResult(parts))``, so the run ends normally
   (``after_run`` hooks run, nothing is cancelled) before any model request;
   its ``before_node_run`` keeps the call's events from the run's listeners
-  (its model Steps show them).
+  (its model Steps show them). Given the definition the model Step prepared,
+  the run lists its tools without ``prepare`` (`unprepared`): a plain run
+  calls the tool with the listing made before the model request, which the
+  model Step made.
 - `RevealToolCapability` (every tool Step): default ordering, so its wrapper
   sits inside ``ToolSearch``'s; makes a ``defer_loading`` tool that only tool
   search reveals callable in its own Step.
@@ -33,6 +42,7 @@ from pydantic_ai.capabilities import AbstractCapability, CapabilityOrdering, on_
 from pydantic_ai.capabilities.abstract import RawToolArgs
 from pydantic_ai.messages import (
     AgentStreamEvent,
+    ModelMessage,
     ModelResponse,
     PartDeltaEvent,
     PartStartEvent,
@@ -45,7 +55,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.result import FinalResult
 from pydantic_ai.tools import RunContext, ToolDefinition
-from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
+from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, FunctionToolset, PreparedToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 from pydantic_graph import End
 
@@ -94,27 +104,83 @@ class ModelStepRecord:
 
 
 @dataclass
+class _UnpreparedFunctionToolset(WrapperToolset[Any]):
+    """A function toolset listing its tools as they are declared, without their ``prepare`` functions."""
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        toolset = self.wrapped
+        assert isinstance(toolset, FunctionToolset)
+        return {
+            name: toolset.tool_for_tool_def(tool.tool_def, ctx=ctx, original_name=name)
+            for name, tool in toolset.tools.items()
+        }
+
+
+def _called_names(messages: list[ModelMessage]) -> set[str]:
+    """The tools the last model response calls (the calls a run's first step answers)."""
+    response = next((message for message in reversed(messages) if isinstance(message, ModelResponse)), None)
+    return set() if response is None else {call.tool_name for call in response.tool_calls}
+
+
+def unprepared(toolset: AbstractToolset[Any]) -> AbstractToolset[Any]:
+    """``toolset`` listing its tools without running ``prepare``, ``prepare_tools`` or ``toolset.prepared``.
+
+    A copy of the wrappers and combinations (as ``visit_and_replace`` makes), the other leaves shared;
+    ``PreparedToolset`` layers are left out and function toolsets list their tools as declared.
+    """
+    if isinstance(toolset, PreparedToolset):
+        return unprepared(toolset.wrapped)
+    if isinstance(toolset, FunctionToolset):
+        return _UnpreparedFunctionToolset(toolset)
+    if isinstance(toolset, WrapperToolset):
+        return replace(toolset, wrapped=unprepared(toolset.wrapped))
+    if isinstance(toolset, CombinedToolset):
+        return replace(toolset, toolsets=[unprepared(child) for child in toolset.toolsets])
+    return toolset
+
+
+@dataclass
 class _RecordingToolset(WrapperToolset[Any]):
     """Records the wrapped tools' definitions; with ``defer``, marks function tools external.
 
     With ``context`` (a tool Step), the tool ``tool_name`` gets the definition fields the model Step
     prepared, and its call the turn's state in its `RunContext`.
+
+    A listing at ``unprepared_step`` (a resumed model Step's first step: the one whose calls it answers),
+    or any listing with ``unprepared`` (a tool Step given the prepared fields), runs no ``prepare`` /
+    ``prepare_tools`` (`unprepared`): a plain run prepared that step's tools once, before its model request.
     """
 
     tools: ToolDefinitions = field(default_factory=ToolDefinitions)
     defer: bool = False
     tool_name: str = ""
     context: ToolStepContext | None = None
+    unprepared: bool = False
+    unprepared_step: int | None = None
+    output_names: set[str] = field(default_factory=set)
+    _listed_from: AbstractToolset[Any] | None = field(default=None, init=False, repr=False)
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
         if self.context is not None and name == self.tool_name:
             ctx = self.context.applied(ctx)
+        if self._listed_from is not None:
+            # The tool comes from the unprepared copy: call it through the wrappers that listed it.
+            return await self._listed_from.call_tool(name, tool_args, ctx, tool)
         return await super().call_tool(name, tool_args, ctx, tool)
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
-        tools = await super().get_tools(ctx)
+        tools: dict[str, ToolsetTool[Any]] | None = None
+        self._listed_from = None
+        if self.unprepared or (self.unprepared_step is not None and ctx.run_step == self.unprepared_step):
+            chain = unprepared(self.wrapped)
+            listed = await chain.get_tools(ctx)
+            # A prepare that renamed or hid a called tool: only the prepared listing has it.
+            if _called_names(ctx.messages) - self.output_names <= listed.keys():
+                tools, self._listed_from = listed, chain
+        if tools is None:
+            tools = await super().get_tools(ctx)
         offered: dict[str, ToolsetTool[Any]] = {}
         for name, tool in tools.items():
             self.tools.by_name[name] = tool.tool_def
@@ -165,6 +231,9 @@ class ModelStepCapability(AbstractCapability[Any]):
     """The turn's calls a plain run defers too (an approval, an external result): their events stay."""
     approved: frozenset[str] = frozenset()
     """Those of them that were approved (a plain resumed run validates their call again)."""
+    resumed: bool = False
+    """Whether the run resumes the turn's run state: its first step answers calls a plain run's step listed
+    the tools for, so that listing runs no ``prepare`` (unless the run starts again at 0, as a plain run does)."""
 
     def get_ordering(self) -> CapabilityOrdering | None:
         """Return the outermost, wraps-everything ordering."""
@@ -172,7 +241,14 @@ class ModelStepCapability(AbstractCapability[Any]):
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         """Wrap the run's toolset so every function tool is deferred."""
-        return _RecordingToolset(toolset, tools=self.record.tools, defer=True)
+        step = self.run_step if self.resumed and self.run_step > 0 else None
+        return _RecordingToolset(
+            toolset,
+            tools=self.record.tools,
+            defer=True,
+            unprepared_step=step,
+            output_names=self.record.output_tool_names,
+        )
 
     async def before_node_run(self, ctx: RunContext[Any], *, node: Any) -> Any:
         """Show listeners a plain run's events and ``run_step`` (`dex_agents.adapters.pydantic_ai._run_nodes`)."""
@@ -269,7 +345,13 @@ class ToolStepCapability(AbstractCapability[Any]):
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         """Wrap the run's toolset to record the tools' original definitions."""
-        return _RecordingToolset(toolset, tools=self.tools, tool_name=self.tool_name, context=self.context)
+        return _RecordingToolset(
+            toolset,
+            tools=self.tools,
+            tool_name=self.tool_name,
+            context=self.context,
+            unprepared=self.context.prepared is not None,
+        )
 
     async def before_tool_validate(
         self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: ToolDefinition, args: RawToolArgs

@@ -51,7 +51,10 @@ run, below, only saves work), so any call may run again after a crash.
   history holding only the call (``ModelResponse([ToolCallPart])``) with
   `ToolStepCapability` and `RevealToolCapability`, the idempotency key in the
   run metadata, the session ID as ``conversation_id`` and, for an approved
-  call, ``ToolApproved``; see `dex_agents.adapters.pydantic_ai._results` for
+  call, ``ToolApproved``; the run lists its tools without running
+  ``prepare`` / ``prepare_tools`` again and the tool gets the definition fields
+  the model Step's prepare produced (`dex_agents.adapters.pydantic_ai._capabilities`);
+  see `dex_agents.adapters.pydantic_ai._results` for
   how the run's end maps to a result. Either way the tool sees its retry count
   in the turn (``ctx.retry``), Pydantic AI applies the tool's ``max_retries``,
   and what the tool gave Pydantic AI (the return part with its value,
@@ -461,6 +464,7 @@ class PydanticAIRunner(Generic[DepsT]):
                 and call.status not in (ToolCallStatus.REJECTED, ToolCallStatus.EXPIRED)
             )
             step_capability.run_step = resumed_run_step(earlier_turn_messages, plain_deferred)
+            step_capability.resumed = True
             retried = kept_retries(state.tool_call_ids, turn.tool_calls)
             if retried:
                 capabilities.append(ExactReturnsCapability(parts=retried))

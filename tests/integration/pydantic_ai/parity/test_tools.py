@@ -27,11 +27,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 SCENARIOS = ScenarioSet()
 
-PREPARE = (
-    "Deliver 5: a resumed model Step lists its tools once more to answer the calls (prepare runs at the calls' "
-    "run_step), and a tool Step that runs the agent lists them too"
-)
-
 
 def _returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
     last = messages[-1]
@@ -269,7 +264,7 @@ def invalid_arguments_are_retried_by_pydantic_ai(probe: Probe) -> Scenario:
     return Scenario(agent=agent, turns=["one plus two"])
 
 
-@SCENARIOS.scenario(xfail=PREPARE)
+@SCENARIOS.scenario()
 def prepare_runs_where_a_plain_run_runs_it(probe: Probe) -> Scenario:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if turn_step(messages) == 0:
@@ -290,7 +285,7 @@ def prepare_runs_where_a_plain_run_runs_it(probe: Probe) -> Scenario:
     return Scenario(agent=agent, turns=["call the slow tool"], ordered_invocations=True)
 
 
-@SCENARIOS.scenario(xfail=PREPARE)
+@SCENARIOS.scenario()
 def prepare_tools_sees_the_retries(probe: Probe) -> Scenario:
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         step = turn_step(messages)

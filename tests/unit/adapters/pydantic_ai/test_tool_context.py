@@ -140,7 +140,7 @@ async def test_the_model_step_hands_on_the_prepared_definition_and_the_turns_sta
 
 
 @pytest.mark.parametrize("direct", [True, False], ids=["direct", "agent-run"])
-async def test_a_tool_step_uses_the_timeout_the_model_steps_prepare_set(direct: bool) -> None:
+async def test_a_tool_step_uses_the_timeout_the_model_steps_prepare_set_without_preparing_again(direct: bool) -> None:
     prepared: list[int] = []
     agent = _prepared_agent(prepared)
     context = ToolStepContext(prompt="go", prepared=PreparedFields(description="prepared", strict=True, timeout=0.01))
@@ -150,8 +150,36 @@ async def test_a_tool_step_uses_the_timeout_the_model_steps_prepare_set(direct: 
     with pytest.raises(ToolExecutionError, match=r"Timed out after 0\.01 seconds"):
         await PydanticAIRunner(agent, direct_tool_calls=direct).execute_deferred_tool_call(execution)
 
-    # The direct path never prepares again; the agent run lists the tools (prepare runs) but keeps the definition.
-    assert (not prepared) is direct
+    # A plain run prepares the step's tools once, before its model request: the model Step did that.
+    assert prepared == []
+
+
+def _preparing_agent(prepared: list[int]) -> Agent[None, str]:
+    async def note_step(ctx: RunContext[None], tool_def: ToolDefinition) -> ToolDefinition:
+        prepared.append(ctx.run_step)
+        return replace(tool_def, description=f"prepared at {ctx.run_step}")
+
+    def look(what: str) -> str:
+        return what
+
+    return Agent(FunctionModel(_respond), tools=[Tool(look, prepare=note_step)])
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "agent-run"])
+async def test_prepare_runs_once_per_model_request_as_in_a_plain_run(direct: bool) -> None:
+    plain: list[int] = []
+    await _plain(_preparing_agent(plain), ["look twice", "and again"])
+    prepared: list[int] = []
+    driver = SessionDriver(
+        PydanticAIRunner(_preparing_agent(prepared), direct_tool_calls=direct, live_runs=False), options=READS
+    )
+
+    for prompt in ["look twice", "and again"]:
+        turn = await driver.turn(prompt)
+        assert turn.error is None
+
+    # Resumed model Steps answer the calls with the tools their step listed; tool Steps list none again.
+    assert prepared == plain == [1, 2, 3, 1, 2, 3]
 
 
 def test_a_tool_with_prepare_goes_direct_only_with_the_prepared_definition() -> None:
@@ -269,3 +297,28 @@ async def test_an_approved_call_and_the_calls_after_it_see_the_resumed_plain_run
     by_call = {entry[0]: entry for entry in seen}
     assert by_call == {entry[0]: entry for entry in plain}
     assert by_call["c1"] == ("c1", None, 0, 0)  # the user's resumed run: no prompt, counted from 0
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "agent-run"])
+async def test_a_tool_its_prepare_renamed_runs_under_the_new_name(direct: bool) -> None:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if _model_requests(messages) == 0:
+            return ModelResponse(parts=[ToolCallPart("peek", {"what": "x"}, tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    async def rename(ctx: RunContext[None], tool_def: ToolDefinition) -> ToolDefinition:
+        return replace(tool_def, name="peek")
+
+    looked: list[str] = []
+
+    def look(what: str) -> str:
+        looked.append(what)
+        return what
+
+    agent: Agent[None, str] = Agent(FunctionModel(respond), tools=[Tool(look, prepare=rename)])
+    driver = SessionDriver(PydanticAIRunner(agent, direct_tool_calls=direct, live_runs=False), options=READS)
+
+    turn = await driver.turn("peek")
+
+    assert turn.error is None
+    assert looked == ["x"]
