@@ -24,40 +24,20 @@ if not _available:
 from tests.integration.conftest import backend  # noqa: E402, F401 - the engine fixture, shared with the other suites
 
 if _available:
-    from collections.abc import AsyncIterator
-    from pathlib import Path
-
     import pytest
 
     from dex_agents import AgentSessionFlow
-    from dex_agents.testing import AgentTestStack
-    from dex_agents.testing.stack import Backend
-    from tests.integration.conftest import PROJECT_ROOT
+    from tests.integration.stacks import stack_fixtures
     from tests.sagent.order_agent import STATE_ENV, build_flows
 
     WORKER_MODULE = "tests.sagent.worker"
 
-    @pytest.fixture
-    def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-        path = tmp_path / "state"
-        path.mkdir()
-        monkeypatch.setenv(STATE_ENV, str(path))
-        return path
+    state_dir, stack = stack_fixtures(WORKER_MODULE, STATE_ENV)
 
     @pytest.fixture
     def flow() -> AgentSessionFlow:
         return build_flows()[0]
 
     @pytest.fixture
-    async def stack(
-        tmp_path: Path, state_dir: Path, flow: AgentSessionFlow, backend: Backend
-    ) -> AsyncIterator[AgentTestStack]:
-        async with AgentTestStack(
-            tmp_path / "stack",
-            [flow],
-            WORKER_MODULE,
-            worker_cwd=PROJECT_ROOT,
-            worker_env={STATE_ENV: str(state_dir)},
-            backend=backend,
-        ) as stack:
-            yield stack
+    def flows(flow: AgentSessionFlow) -> list[AgentSessionFlow]:
+        return [flow]

@@ -31,7 +31,7 @@ from tests.integration.agent.scripted_agent import (
     gate,
     invocations,
 )
-from tests.integration.conftest import PROJECT_ROOT
+from tests.integration.stacks import agent_test_stack
 
 pytestmark = pytest.mark.integration
 
@@ -71,11 +71,10 @@ async def fake_stack_with(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     flow = build_flow()
-    async with AgentTestStack(
-        tmp_path / "stack",
+    async with agent_test_stack(
+        tmp_path,
         [flow],
         WORKER_MODULE,
-        worker_cwd=PROJECT_ROOT,
         worker_env={STATE_ENV: str(state_dir)},
         backend="devserver",  # these cases read the dev server's own records
         engine_data_dir=engine_data_dir,

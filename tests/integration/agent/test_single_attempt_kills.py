@@ -21,7 +21,7 @@ from dex_agents.testing.devserver import DevServerConfig
 from tests.integration.agent.conftest import WORKER_MODULE
 from tests.integration.agent.scripted_agent import KILL_POINT_ENV, STATE_ENV, build_flow, gate, invocations
 from tests.integration.agent.test_sessions import answer, idle, tool, turn
-from tests.integration.conftest import PROJECT_ROOT
+from tests.integration.stacks import agent_test_stack
 
 pytestmark = pytest.mark.integration
 
@@ -42,11 +42,10 @@ def redelivery_stack(
     tmp_path: Path, flow: AgentSessionFlow, env: dict[str, str], *, redeliver_after_output: bool
 ) -> AgentTestStack:
     """A fake-Dex stack for kill tests, redelivering after output when ``redeliver_after_output`` says so."""
-    return AgentTestStack(
-        tmp_path / "stack",
+    return agent_test_stack(
+        tmp_path,
         [flow],
         WORKER_MODULE,
-        worker_cwd=PROJECT_ROOT,
         worker_env=env,
         backend="devserver",
         devserver_config=DevServerConfig(redeliver_after_output=redeliver_after_output),

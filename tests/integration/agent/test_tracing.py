@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from dex_agents import AgentSessionFlow
-from dex_agents.testing import AgentTestStack, session_is_idle, wait_for_agent_snapshot
+from dex_agents.testing import session_is_idle, wait_for_agent_snapshot
 from tests.integration.agent.conftest import WORKER_MODULE
 from tests.integration.agent.scripted_agent import STATE_ENV, TRACE_FILE_ENV, build_flow, gate, invocations
-from tests.integration.conftest import PROJECT_ROOT
+from tests.integration.stacks import agent_test_stack
 
 pytestmark = pytest.mark.integration
 
@@ -23,11 +23,10 @@ async def test_one_trace_per_turn_across_a_worker_lost_mid_tool_whose_lost_attem
     spans_file = tmp_path / "spans.jsonl"
     monkeypatch.setenv(TRACE_FILE_ENV, str(spans_file))
     flow: AgentSessionFlow = build_flow()
-    async with AgentTestStack(
-        tmp_path / "stack",
+    async with agent_test_stack(
+        tmp_path,
         [flow],
         WORKER_MODULE,
-        worker_cwd=PROJECT_ROOT,
         worker_env={STATE_ENV: str(state_dir), TRACE_FILE_ENV: str(spans_file)},
     ) as stack:
         first = await stack.start_worker()

@@ -9,17 +9,16 @@ from dex_agents.testing import AgentTestStack, session_is_idle, wait_for_agent_s
 from tests.integration.agent.conftest import WORKER_MODULE
 from tests.integration.agent.scripted_agent import STATE_ENV, build_flow, invocations
 from tests.integration.agent.test_sessions import answer, tool, turn
-from tests.integration.conftest import PROJECT_ROOT
+from tests.integration.stacks import agent_test_stack
 
 pytestmark = pytest.mark.integration
 
 
 def mode_stack(tmp_path: Path, state_dir: Path, flow: AgentSessionFlow, mode: WorkerMode) -> AgentTestStack:
-    return AgentTestStack(
-        tmp_path / "stack",
+    return agent_test_stack(
+        tmp_path,
         [flow],
         WORKER_MODULE,
-        worker_cwd=PROJECT_ROOT,
         worker_env={STATE_ENV: str(state_dir)},
         backend="devserver",  # reads which Workers registered with the dev server
         worker_mode=mode,

@@ -9,7 +9,7 @@ the same rule: a ``sequential`` call starts after every call before it ended,
 and the calls after it start once it ended.
 """
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,8 @@ from dex_agents.testing import (
     session_is_idle,
     wait_for_agent_snapshot,
 )
-from dex_agents.testing.stack import Backend
-from tests.integration.conftest import PROJECT_ROOT
 from tests.integration.pydantic_ai.scheduling_agent import AGENT, LIMITS, STATE_ENV, build_flows, gate, invocations
+from tests.integration.stacks import flow_fixtures, stack_fixtures
 from tests.unit.adapters.pydantic_ai.scripted_model import call, script
 
 pytestmark = pytest.mark.integration
@@ -33,37 +32,9 @@ pytestmark = pytest.mark.integration
 WORKER_MODULE = "tests.integration.pydantic_ai.scheduling_worker"
 
 
-@pytest.fixture
-def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "state"
-    path.mkdir()
-    monkeypatch.setenv(STATE_ENV, str(path))
-    return path
+state_dir, stack = stack_fixtures(WORKER_MODULE, STATE_ENV)
 
-
-@pytest.fixture
-def flows() -> list[AgentSessionFlow]:
-    return build_flows()
-
-
-@pytest.fixture
-def flow(flows: list[AgentSessionFlow]) -> AgentSessionFlow:
-    return flows[0]
-
-
-@pytest.fixture
-async def stack(
-    tmp_path: Path, state_dir: Path, flows: list[AgentSessionFlow], backend: Backend
-) -> AsyncIterator[AgentTestStack]:
-    async with AgentTestStack(
-        tmp_path / "stack",
-        flows,
-        WORKER_MODULE,
-        worker_cwd=PROJECT_ROOT,
-        worker_env={STATE_ENV: str(state_dir)},
-        backend=backend,
-    ) as stack:
-        yield stack
+flows, flow = flow_fixtures(build_flows)
 
 
 def runs(entries: Sequence[dict[str, Any]]) -> dict[str, tuple[int, int]]:

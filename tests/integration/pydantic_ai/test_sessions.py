@@ -27,9 +27,9 @@ from dex_agents.testing import (
     session_is_idle,
     wait_for_agent_snapshot,
 )
-from tests.integration.conftest import PROJECT_ROOT
 from tests.integration.pydantic_ai.conftest import WORKER_MODULE
 from tests.integration.pydantic_ai.order_agent import DEADLINE_ENV, STATE_ENV, build_flows, gate, invocations
+from tests.integration.stacks import agent_test_stack
 from tests.unit.adapters.pydantic_ai.scripted_model import call, script
 
 pytestmark = pytest.mark.integration
@@ -256,11 +256,10 @@ async def test_an_approval_nobody_answers_expires_and_the_model_sees_an_expiry_d
 ) -> None:
     monkeypatch.setenv(DEADLINE_ENV, "1")
     flows = build_flows()
-    async with AgentTestStack(
-        tmp_path / "stack",
+    async with agent_test_stack(
+        tmp_path,
         flows,
         WORKER_MODULE,
-        worker_cwd=PROJECT_ROOT,
         worker_env={STATE_ENV: str(state_dir), DEADLINE_ENV: "1"},
         backend="devserver",
     ) as stack:

@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 
 from dex_agents.domain.events import TextDeltaPayload
-from dex_agents.testing import AgentTestStack, session_is_idle, wait_for_agent_snapshot
+from dex_agents.testing import session_is_idle, wait_for_agent_snapshot
 from dex_agents.testing.stack import Backend
-from tests.integration.conftest import PROJECT_ROOT
 from tests.integration.pydantic_ai.unstreamed_agent import build_flows
+from tests.integration.stacks import agent_test_stack
 
 pytestmark = pytest.mark.integration
 
@@ -17,11 +17,10 @@ async def test_a_model_without_streaming_runs_a_tool_call_and_answers_with_its_t
     tmp_path: Path, backend: Backend
 ) -> None:
     flow = build_flows()[0]
-    async with AgentTestStack(
-        tmp_path / "stack",
+    async with agent_test_stack(
+        tmp_path,
         [flow],
         "tests.integration.pydantic_ai.unstreamed_worker",
-        worker_cwd=PROJECT_ROOT,
         backend=backend,
     ) as stack:
         await stack.start_worker()

@@ -1,0 +1,87 @@
+"""The one way an engine-backed test builds its `AgentTestStack`, as a call and as fixtures.
+
+`agent_test_stack` is the stack a case opens itself (its own flow, env or dev
+server config); `stack_fixtures` makes the ``state_dir`` and ``stack`` fixtures a
+suite's conftest declares: the stack serves the ``flows`` fixture (each suite says
+which flows) on the ``backend`` fixture, its Worker children run from the project
+root with ``state_env`` naming the case's state directory. `flow_fixtures` makes
+``flows`` and ``flow`` (the first) for a suite whose stack serves all its flows.
+"""
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from dex_agents import AgentSessionFlow, WorkerMode
+from dex_agents.testing import AgentTestStack
+from dex_agents.testing.devserver import DevServerConfig
+from dex_agents.testing.stack import Backend
+from tests.integration.conftest import PROJECT_ROOT
+
+
+def agent_test_stack(  # noqa: PLR0913 - AgentTestStack's own options, passed through
+    tmp_path: Path,
+    flows: Sequence[AgentSessionFlow],
+    worker_module: str,
+    *,
+    worker_env: Mapping[str, str] | None = None,
+    backend: Backend | None = None,
+    devserver_config: DevServerConfig | None = None,
+    worker_mode: WorkerMode | None = None,
+    engine_data_dir: Path | None = None,
+) -> AgentTestStack:
+    """A stack under ``tmp_path/stack`` whose Worker children run ``worker_module`` from the project root."""
+    return AgentTestStack(
+        tmp_path / "stack",
+        flows,
+        worker_module,
+        worker_cwd=PROJECT_ROOT,
+        worker_env=worker_env,
+        backend=backend,
+        devserver_config=devserver_config,
+        worker_mode=worker_mode,
+        engine_data_dir=engine_data_dir,
+    )
+
+
+def stack_fixtures(worker_module: str, state_env: str) -> tuple[object, object]:
+    """The ``state_dir`` and ``stack`` fixtures of a suite whose Workers run ``worker_module``.
+
+    Assign them in the conftest (or a module) under those names:
+    ``state_dir, stack = stack_fixtures(WORKER_MODULE, STATE_ENV)``. ``stack`` needs
+    a ``flows`` fixture; ``state_env`` is set, in the test process and in every
+    Worker child, to a fresh directory of the case.
+    """
+
+    @pytest.fixture
+    def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+        path = tmp_path / "state"
+        path.mkdir()
+        monkeypatch.setenv(state_env, str(path))
+        return path
+
+    @pytest.fixture
+    async def stack(
+        tmp_path: Path, state_dir: Path, flows: list[AgentSessionFlow], backend: Backend
+    ) -> AsyncIterator[AgentTestStack]:
+        async with agent_test_stack(
+            tmp_path, flows, worker_module, worker_env={state_env: str(state_dir)}, backend=backend
+        ) as running:
+            yield running
+
+    return state_dir, stack
+
+
+def flow_fixtures(build_flows: Callable[[], list[AgentSessionFlow]]) -> tuple[object, object]:
+    """The ``flows`` fixture (a fresh ``build_flows()``) and ``flow``, its first: ``flows, flow = flow_fixtures(…)``."""
+
+    @pytest.fixture
+    def flows() -> list[AgentSessionFlow]:
+        return build_flows()
+
+    @pytest.fixture
+    def flow(flows: list[AgentSessionFlow]) -> AgentSessionFlow:
+        return flows[0]
+
+    return flows, flow
