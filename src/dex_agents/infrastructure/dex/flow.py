@@ -53,7 +53,8 @@ from dex_agents.infrastructure.dex.persistence import (
     TURN_CANCEL_REQUEST,
     agent_events_stream,
 )
-from dex_agents.infrastructure.dex.steps import STEP_CLASSES, SessionStep, StepDependencies
+from dex_agents.infrastructure.dex.session_step import SessionStep, StepDependencies
+from dex_agents.infrastructure.dex.steps import STEP_CLASSES
 from dex_agents.infrastructure.dex.stores import DexSessionStateStore, SystemClock, dex_session_ports
 from dex_agents.infrastructure.step_tracing import step_tracer
 
