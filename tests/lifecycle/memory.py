@@ -14,7 +14,7 @@ from dex_agents import AgentInterrupt, AgentSnapshot
 from dex_agents.application.next import GoTo, StepName, WaitAgain
 from dex_agents.domain.messages import AgentMessage, MessageDelivery
 from dex_agents.testing import InMemorySessionHost, ManualClock
-from dex_agents.testing.memory._host import _movements
+from dex_agents.testing.memory._driver import movements
 from tests.lifecycle.model import Observed
 from tests.lifecycle.runner import APPROVAL_DEADLINE, LifecycleRunner, lifecycle_options
 
@@ -32,7 +32,7 @@ class MemoryBackend:
             options=lifecycle_options(),
             clock=ManualClock(),
         )
-        self.moves: list[GoTo] = list(_movements(self.run(self.host.start(None))))
+        self.moves: list[GoTo] = list(movements(self.run(self.host.start(None))))
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self.loop.run_until_complete(coroutine)
@@ -64,14 +64,14 @@ class MemoryBackend:
         for offset in range(count):
             index = (choice + offset) % count
             move = self.moves[index]
-            decision = await self.host._deliver(move)
+            decision = await self.host.deliver(move)
             if decision is None:
                 continue
             del self.moves[index]
             if isinstance(decision, WaitAgain):
                 self.moves.append(GoTo(step=move.step, input=decision.input))
             else:
-                self.moves.extend(_movements(decision))
+                self.moves.extend(movements(decision))
             return True
         return False
 

@@ -204,6 +204,7 @@ async def heartbeating(context: dex.AsyncContext, interval: timedelta) -> AsyncI
 
 def heartbeat_fn(context: dex.AsyncContext) -> HeartbeatFn:
     """Return the heartbeat a use case calls: one beat of this handler's Step."""
+
     async def heartbeat() -> None:
         await context.heartbeat()
 

@@ -29,7 +29,7 @@ from dex_agents.testing.memory._channels import (
 )
 from dex_agents.testing.memory._clock import ManualClock
 from dex_agents.testing.memory._deliveries import InMemoryDeliveryLedger
-from dex_agents.testing.memory._host import InMemorySessionHost
+from dex_agents.testing.memory._driver import InMemorySessionHost
 from dex_agents.testing.memory._stores import (
     InMemoryCancelRequestStore,
     InMemoryHistorySummaryStore,
