@@ -5,12 +5,14 @@ summary) and each compaction in the `InvocationLog`, so the cases assert what
 the Worker was actually handed.
 """
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from dex_agents import AgentSessionFlow
+from dex_agents import AgentSessionClient, AgentSessionFlow
 from dex_agents.testing import AgentTestStack
 from tests.integration.agent.scripted_agent import (
     COMPACT_GATE_ENV,
@@ -26,6 +28,19 @@ pytestmark = pytest.mark.integration
 
 def windows() -> list[dict[str, object]]:
     return [entry for entry in invocations().entries() if entry["kind"] == "window"]
+
+
+@contextlib.asynccontextmanager
+async def compacting_session(
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[AgentTestStack, AgentSessionFlow, AgentSessionClient]]:
+    """Session ``s`` on a dev-server stack keeping 2 turns in full, its first turn (30 messages) ended."""
+    async with fake_stack_with(tmp_path, state_dir, monkeypatch, {KEEP_RECENT_ENV: "2"}) as (stack, flow):
+        await stack.start_worker()
+        sessions = stack.sessions(flow)
+        await sessions.start_session("s", turn(emit=30))
+        await idle(stack, flow, "s")
+        yield stack, flow, sessions
 
 
 async def send_and_wait(stack: AgentTestStack, flow: AgentSessionFlow, session_id: str, text: str) -> None:
@@ -127,11 +142,7 @@ async def test_a_worker_killed_during_compact_history_repeats_only_the_compactio
 async def test_a_provider_context_overflow_compacts_the_history_and_the_retried_model_call_succeeds(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with fake_stack_with(tmp_path, state_dir, monkeypatch, {KEEP_RECENT_ENV: "2"}) as (stack, flow):
-        await stack.start_worker()
-        sessions = stack.sessions(flow)
-        await sessions.start_session("s", turn(emit=30))
-        await idle(stack, flow, "s")
+    async with compacting_session(tmp_path, state_dir, monkeypatch) as (stack, flow, sessions):
         await send_and_wait(stack, flow, "s", turn(overflow=True))
         snapshot = await idle(stack, flow, "s")
         steps = await executed(stack, "s")

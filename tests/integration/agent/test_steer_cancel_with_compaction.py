@@ -14,8 +14,9 @@ from dex_agents import MessageRole, ToolCallStatus
 from dex_agents.domain.messages import MessageDelivery
 from dex_agents.domain.snapshot import TurnStatus
 from dex_agents.domain.turn_control import TURN_CANCELLED_NOTE_HEADER
-from tests.integration.agent.scripted_agent import KEEP_RECENT_ENV, gate, invocations
-from tests.integration.agent.test_sessions import executed, fake_stack_with, idle, tool, turn
+from tests.integration.agent.scripted_agent import gate, invocations
+from tests.integration.agent.test_long_sessions import compacting_session
+from tests.integration.agent.test_sessions import executed, idle, tool, turn
 
 pytestmark = pytest.mark.integration
 
@@ -29,11 +30,7 @@ def lines(kind: str) -> list[dict[str, object]]:
 async def test_a_message_steered_into_a_turn_whose_model_call_overflows_reaches_the_retry_after_the_compaction(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with fake_stack_with(tmp_path, state_dir, monkeypatch, {KEEP_RECENT_ENV: "2"}) as (stack, flow):
-        await stack.start_worker()
-        sessions = stack.sessions(flow)
-        await sessions.start_session("s", turn(emit=30))
-        await idle(stack, flow, "s")
+    async with compacting_session(tmp_path, state_dir, monkeypatch) as (stack, flow, sessions):
         script = turn(tool("c1", "read_tool", gate="g"), tool_results="each", overflow="resuming")
         receipt = await sessions.submit_user_message("s", script)
         await gate("g").wait_until_reached()
@@ -65,11 +62,7 @@ async def test_a_message_steered_into_a_turn_whose_model_call_overflows_reaches_
 async def test_a_cancel_during_a_model_call_that_overflows_ends_the_turn_in_compact_history_without_compacting(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with fake_stack_with(tmp_path, state_dir, monkeypatch, {KEEP_RECENT_ENV: "2"}) as (stack, flow):
-        await stack.start_worker()
-        sessions = stack.sessions(flow)
-        await sessions.start_session("s", turn(emit=30))
-        await idle(stack, flow, "s")
+    async with compacting_session(tmp_path, state_dir, monkeypatch) as (stack, flow, sessions):
         script = turn(tool("c1", "read_tool"), tool_results="each", overflow="resuming", overflow_gate="o")
         receipt = await sessions.submit_user_message("s", script)
         await gate("o").wait_until_reached()
