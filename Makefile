@@ -55,10 +55,11 @@ unit: $(VENV)/.synced
 integration: $(VENV)/.synced chromium node-deps
 	$(BIN)/pytest tests/integration -q $(PYTEST_PARALLEL)
 
-# Three pytest-xdist workers on two cores: most engine-backed cases wait (long polls, Timers, Worker children
-# starting) rather than compute; each test module stays on one worker (its shared stack is built once).
+# Three pytest-xdist workers on two cores: many engine-backed cases wait (long polls, Timers, child processes
+# starting) rather than compute. worksteal: a module's cases start together on one worker (its shared stack is
+# built once), and an idle worker takes cases from a busy one, so a module of slow CLI cases is not one worker's.
 TEST_WORKERS ?= 3
-PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadscope
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist worksteal
 
 test: $(VENV)/.synced chromium node-deps
 	$(BIN)/pytest -q --durations=10 $(PYTEST_PARALLEL)
