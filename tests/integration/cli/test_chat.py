@@ -1,11 +1,13 @@
 """`dex-agents chat`: its core driven line by line, and the real command through a pseudo-terminal."""
 
+import contextlib
 import io
 import os
 import pty
 import select
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -108,19 +110,39 @@ def read_until(fd: int, needle: str, screen: list[str], timeout: float = 30) -> 
                 break
 
 
-def test_chat_in_a_terminal_streams_the_answer_and_asks_for_approval_inline(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def chat_in_a_terminal(
+    *args: str, columns: int, state: Path
+) -> Iterator[tuple[int, subprocess.Popen[bytes], list[str]]]:
+    """``dex-agents chat ARGS`` on a pseudo-terminal: its controller end, the process and a list for what it shows.
+
+    The process is killed if it still runs when the block ends.
+    """
     controller, terminal = pty.openpty()
     process = subprocess.Popen(
-        command("chat", ORDER_FLOW, "--session", "pty-chat"),
-        env=cli_env(TERM="xterm", COLUMNS="120", LINES="40", **{STATE_ENV: str(tmp_path)}),
+        command("chat", *args),
+        env=cli_env(TERM="xterm", COLUMNS=str(columns), LINES="40", **{STATE_ENV: str(state)}),
         stdin=terminal,
         stdout=terminal,
         stderr=terminal,
         start_new_session=True,
     )
     os.close(terminal)
-    screen: list[str] = []
     try:
+        yield controller, process, []
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(controller)
+
+
+def test_chat_in_a_terminal_streams_the_answer_and_asks_for_approval_inline(tmp_path: Path) -> None:
+    with chat_in_a_terminal(ORDER_FLOW, "--session", "pty-chat", columns=120, state=tmp_path) as (
+        controller,
+        process,
+        screen,
+    ):
         read_until(controller, YOU, screen)
         os.write(controller, f"{PROMPT}\n".encode())
         read_until(controller, 'Approve refund_order {"order_id": "7"}? [y/N]', screen)
@@ -129,11 +151,6 @@ def test_chat_in_a_terminal_streams_the_answer_and_asks_for_approval_inline(tmp_
         os.write(controller, b"/stop\n")
         read_until(controller, "session pty-chat stopped", screen)
         assert process.wait(timeout=20) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        os.close(controller)
     shown = strip_ansi("".join(screen))
     assert "chat with OrderAgent · session pty-chat (new) · the dev server in this process" in shown
     assert "✓ refund_order succeeded → Refund R-1 of 42.00 EUR issued for order 7" in shown
@@ -144,19 +161,12 @@ def test_chat_in_a_terminal_streams_the_answer_and_asks_for_approval_inline(tmp_
 def test_a_terminal_chat_in_memory_sends_no_cut_line_pastes_long_text_whole_and_quit_says_the_session_ends_with_it(
     tmp_path: Path,
 ) -> None:
-    controller, terminal = pty.openpty()
-    process = subprocess.Popen(
-        command("chat", ORDER_FLOW, "--session", "pty-quit", "--in-memory"),
-        env=cli_env(TERM="xterm", COLUMNS="200", LINES="40", **{STATE_ENV: str(tmp_path)}),
-        stdin=terminal,
-        stdout=terminal,
-        stderr=terminal,
-        start_new_session=True,
-    )
-    os.close(terminal)
-    screen: list[str] = []
     long_text = "What about order 8? " + "please " * 1000  # about 7 KB on one line: past the terminal's 4,095 bytes
-    try:
+    with chat_in_a_terminal(ORDER_FLOW, "--session", "pty-quit", "--in-memory", columns=200, state=tmp_path) as (
+        controller,
+        process,
+        screen,
+    ):
         read_until(controller, YOU, screen)
         os.write(controller, f"{long_text}\n".encode())
         read_until(controller, "the terminal cut this line at 4,095 bytes", screen)
@@ -168,11 +178,6 @@ def test_a_terminal_chat_in_memory_sends_no_cut_line_pastes_long_text_whole_and_
         os.write(controller, b"/quit\n")
         read_until(controller, "left session pty-quit;", screen)
         assert process.wait(timeout=20) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        os.close(controller)
     shown = " ".join(strip_ansi("".join(screen)).split())
     assert "nothing was sent" in shown
     assert shown.count("turn-1 ─") == 1, "only the pasted text started a turn"

@@ -23,14 +23,19 @@ from tests.integration.cli.support import (
 pytestmark = pytest.mark.integration
 
 
-async def run_cli(*args: str, stdin: str = "") -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
+async def spawn_cli(*args: str) -> asyncio.subprocess.Process:
+    """The CLI as a child process with its standard streams piped."""
+    return await asyncio.create_subprocess_exec(
         *command(*args),
         env=cli_env(),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+
+
+async def run_cli(*args: str, stdin: str = "") -> tuple[int, str, str]:
+    process = await spawn_cli(*args)
     out, err = await asyncio.wait_for(process.communicate(stdin.encode()), timeout=45)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
@@ -52,13 +57,7 @@ async def waiting_for_approval(stack: OrderStack, session_id: str) -> AgentSnaps
 
 async def test_watch_follows_the_session_and_its_approve_command_lets_the_refund_run(stack: OrderStack) -> None:
     await waiting_for_approval(stack, "watched")
-    process = await asyncio.create_subprocess_exec(
-        *command("watch", "watched", "--server", stack.address, "--flow", ORDER_FLOW, "--until-idle"),
-        env=cli_env(),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    process = await spawn_cli("watch", "watched", "--server", stack.address, "--flow", ORDER_FLOW, "--until-idle")
     assert process.stdout is not None
     assert process.stdin is not None
     seen: list[str] = []
@@ -146,13 +145,7 @@ async def test_a_malformed_command_from_a_script_ends_the_watch_with_exit_2(stac
 
 async def test_watch_shows_the_queue_steering_and_a_cancel_it_sends(stack: OrderStack) -> None:
     await waiting_for_approval(stack, "steered")
-    process = await asyncio.create_subprocess_exec(
-        *command("watch", "steered", "--server", stack.address, "--flow", ORDER_FLOW, "--until-idle"),
-        env=cli_env(),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    process = await spawn_cli("watch", "steered", "--server", stack.address, "--flow", ORDER_FLOW, "--until-idle")
     assert process.stdout is not None
     assert process.stdin is not None
     seen: list[str] = []
