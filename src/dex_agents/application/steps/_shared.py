@@ -10,7 +10,7 @@ from dex_agents.application.inputs import text_refusal
 from dex_agents.application.next import End, GoTo, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.policies import tool_step_name
-from dex_agents.application.ports import MessageLog, SessionStateStore, ToolCallStore, ToolResultPublisher
+from dex_agents.application.ports import MessageLog, SessionStateStore, ToolCallStore, ToolResultPublisher, UsageStore
 from dex_agents.application.runner import AgentFrameworkRunner
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
@@ -20,6 +20,7 @@ from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted, ToolCallStatus
 from dex_agents.domain.turns import validate_user_message
+from dex_agents.domain.usage import AgentUsage
 
 
 @attrs.frozen(kw_only=True)
@@ -75,6 +76,20 @@ class TurnOpener(Wired):
         self.session_state.set(started.fail_turn(error))
         self.events.write(ev.turn_failed(error, client_message_id), turn_id=turn_id)
         return GoTo(step=StepName.AWAIT_USER_MESSAGE)
+
+
+@attrs.frozen(kw_only=True)
+class UsageMeter(Wired):
+    """Adds what a Step used to the session's usage and writes ``usage_recorded``."""
+
+    usage: UsageStore
+    events: AgentEventWriter
+
+    def add(self, used: AgentUsage) -> None:
+        """Add ``used`` to the session's total and write ``usage_recorded`` with both."""
+        total = self.usage.get() + used
+        self.usage.set(total)
+        self.events.write(ev.usage_recorded(used, total))
 
 
 def describe_exception(error: BaseException) -> str:

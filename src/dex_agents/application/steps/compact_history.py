@@ -45,9 +45,9 @@ from dex_agents.application.ports import (
     HistorySummaryStore,
     MessageLog,
     SessionStateStore,
-    UsageStore,
 )
 from dex_agents.application.runner import AgentFrameworkRunner, HeartbeatFn
+from dex_agents.application.steps._shared import UsageMeter
 from dex_agents.application.steps._turn_control import TurnCloser
 from dex_agents.application.steps.record_turn_failure import RecordTurnFailure
 from dex_agents.application.wiring import Wired
@@ -73,7 +73,7 @@ class CompactHistory(Wired):
     session_state: SessionStateStore
     messages: MessageLog
     summaries: HistorySummaryStore
-    usage: UsageStore
+    usage_meter: UsageMeter
     events: AgentEventWriter
     heartbeat: HeartbeatFn
     turn_closer: TurnCloser
@@ -118,9 +118,7 @@ class CompactHistory(Wired):
         summary = HistorySummary(number=state.summary_count + 1, through_sequence=cut.through_sequence, text=text)
         self.summaries.put(summary)
         if summary_result.usage != AgentUsage():  # a compactor without a model call spends nothing to record
-            total = self.usage.get() + summary_result.usage
-            self.usage.set(total)
-            self.events.write(ev.usage_recorded(summary_result.usage, total))
+            self.usage_meter.add(summary_result.usage)
         compacted = state.with_history_compacted(summary, covered_bytes=cut.covered_bytes)
         self.events.write(
             ev.history_compacted(

@@ -43,9 +43,8 @@ from dex_agents.application.ports import (
     SessionStateStore,
     SteeredMessageStore,
     ToolCallStore,
-    UsageStore,
 )
-from dex_agents.application.steps._shared import start_tool_call
+from dex_agents.application.steps._shared import UsageMeter, start_tool_call
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.messages import AgentUserMessage
@@ -67,7 +66,7 @@ class ResumeTurn(Wired):
     interrupts: InterruptStore
     clock: Clock
     cancel_request: CancelRequestStore
-    usage: UsageStore
+    usage_meter: UsageMeter
 
     async def execute(self, delivered: Sequence[ToolCallCompleted], steered: Sequence[AgentUserMessage] = ()) -> Next:
         """Go on to the model, or wait for the results still missing; keep ``steered`` for the next model call."""
@@ -132,6 +131,4 @@ class ResumeTurn(Wired):
         if not used:
             return
         recorded = sum(used, AgentUsage())
-        total = self.usage.get() + recorded
-        self.usage.set(total)
-        self.events.write(ev.usage_recorded(recorded, total))
+        self.usage_meter.add(recorded)

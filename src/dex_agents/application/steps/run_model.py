@@ -57,7 +57,6 @@ from dex_agents.application.ports import (
     SessionStateStore,
     SteeredMessageStore,
     ToolCallStore,
-    UsageStore,
 )
 from dex_agents.application.runner import (
     AgentFrameworkRunner,
@@ -66,7 +65,7 @@ from dex_agents.application.runner import (
     HeartbeatFn,
     TurnFailedError,
 )
-from dex_agents.application.steps._shared import start_tool_call
+from dex_agents.application.steps._shared import UsageMeter, start_tool_call
 from dex_agents.application.steps._turn_control import TurnCloser
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
@@ -96,7 +95,7 @@ class RunModel(Wired):
     run_state: RunStateStore
     tool_calls: ToolCallStore
     interrupts: InterruptStore
-    usage: UsageStore
+    usage_meter: UsageMeter
     events: AgentEventWriter
     heartbeat: HeartbeatFn
     clock: Clock
@@ -151,9 +150,7 @@ class RunModel(Wired):
         if state.retry_after_overflow:
             state = attrs.evolve(state, retry_after_overflow=False)
         validate_turn_outcome(outcome, earlier_tool_call_ids=[record.tool_call_id for record in records])
-        total = self.usage.get() + outcome.usage
-        self.usage.set(total)
-        self.events.write(ev.usage_recorded(outcome.usage, total))
+        self.usage_meter.add(outcome.usage)
         match outcome:
             case TurnCompleted():
                 return self.turn_closer.complete(state, outcome, records)
@@ -165,9 +162,7 @@ class RunModel(Wired):
     def _fail(self, state: AgentState, failure: TurnFailedError) -> Next:
         """Fail the turn at once, as ``RecordTurnFailure`` would, after counting what the failed call used."""
         if failure.usage is not None and not failure.usage.is_zero:
-            total = self.usage.get() + failure.usage
-            self.usage.set(total)
-            self.events.write(ev.usage_recorded(failure.usage, total))
+            self.usage_meter.add(failure.usage)
         return self.turn_closer.fail(state, cap_text(failure.message, ERROR_TEXT_BYTES, what="the error"))
 
     def _defer(self, state: AgentState, turn_id: str, outcome: ToolCallsRequested, earlier: int) -> Next:
