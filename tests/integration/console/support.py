@@ -13,8 +13,9 @@ import io
 import os
 import shutil
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import attrs
 from playwright.async_api import BrowserContext, Page, async_playwright
@@ -314,3 +315,29 @@ async def read_sse(
 def _is_chunk_size(line: str) -> bool:
     """A line of the chunked transfer encoding (hex size), not of the event stream."""
     return bool(line) and ":" not in line and all(ch in "0123456789abcdefABCDEF" for ch in line)
+
+
+@contextlib.asynccontextmanager
+async def running_command(
+    run: Callable[..., Coroutine[Any, Any, object]], **settings: object
+) -> AsyncIterator[tuple[str, io.StringIO]]:
+    """``run`` (`run_console`, `run_serve`) as a task with ``settings``: its URL once it says it is ready, its output.
+
+    It is cancelled when the block ends; it failing before it is ready raises its error.
+    """
+    output = io.StringIO()
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    task: asyncio.Task[object] = asyncio.create_task(
+        run(Console(file=output, width=200), ready=ready.set_result, **settings)
+    )
+    try:
+        waiters: set[asyncio.Future[Any]] = {task, ready}
+        done, _ = await asyncio.wait(waiters, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            task.result()
+        assert ready in done, f"{getattr(run, '__name__', run)} did not start in time"
+        yield ready.result(), output
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

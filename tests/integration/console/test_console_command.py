@@ -9,10 +9,8 @@ import logging.config
 import re
 import ssl
 import sys
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlencode
 
 import pytest
@@ -20,35 +18,18 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from rich.console import Console
 from starlette.types import Receive, Scope, Send
 
 from dex_agents.cli.demo import PROMPT
 from dex_agents.console.server import LOG_CONFIG, TlsFiles, run_console, serve_console
 from dex_agents.testing.devserver import DevServer
-from tests.integration.console.support import RawResponse, raw_request
+from tests.integration.console.support import RawResponse, raw_request, running_command
 
 pytestmark = pytest.mark.integration
 
 
-@contextlib.asynccontextmanager
-async def running_console(**settings: object) -> AsyncIterator[tuple[str, io.StringIO]]:
-    output = io.StringIO()
-    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(
-        run_console(Console(file=output, width=200), ready=ready.set_result, **settings)  # type: ignore[arg-type]
-    )
-    try:
-        waiters: set[asyncio.Future[Any]] = {task, ready}
-        done, _ = await asyncio.wait(waiters, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-        if task in done:
-            task.result()
-        assert ready in done, "the console did not start in time"
-        yield ready.result(), output
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+def running_console(**settings: object) -> contextlib.AbstractAsyncContextManager[tuple[str, io.StringIO]]:
+    return running_command(run_console, **settings)
 
 
 async def test_the_console_serves_the_sessions_of_a_flow_on_a_dex_server(tmp_path: Path) -> None:

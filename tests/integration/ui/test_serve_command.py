@@ -1,10 +1,8 @@
 """``dex-agents serve`` as the command runs it: ``--demo`` serves the order agent's sessions (and a page)."""
 
-import asyncio
 import contextlib
 import io
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -13,28 +11,14 @@ from rich.console import Console
 
 from dex_agents.cli.errors import UsageError
 from dex_agents.cli.serve import run_serve
-from tests.integration.console.support import raw_request
+from tests.integration.console.support import raw_request, running_command
 from tests.integration.ui.support import EXAMPLE
 
 pytestmark = pytest.mark.integration
 
 
-@contextlib.asynccontextmanager
-async def running_serve(**settings: object) -> AsyncIterator[tuple[str, io.StringIO]]:
-    output = io.StringIO()
-    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(run_serve(Console(file=output, width=200), ready=ready.set_result, **settings))  # type: ignore[arg-type]
-    try:
-        waiters: set[asyncio.Future[Any]] = {task, ready}
-        done, _ = await asyncio.wait(waiters, timeout=60, return_when=asyncio.FIRST_COMPLETED)
-        if task in done:
-            task.result()
-        assert ready in done, "serve did not start in time"
-        yield ready.result(), output
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+def running_serve(**settings: object) -> contextlib.AbstractAsyncContextManager[tuple[str, io.StringIO]]:
+    return running_command(run_serve, **settings)
 
 
 def sse_parts(body: bytes) -> list[dict[str, Any]]:
