@@ -1,0 +1,212 @@
+"""How a model Step's run end becomes its outcome: the requested calls (with their policies and context) or the turn.
+
+- `step_outcome`: a run that ends with `DeferredToolRequests` becomes `ToolCallsRequested` (one
+  `DeferredToolCall` per requested call, in the order of the model response: `requested_calls`), with the
+  run state; any other end becomes `TurnCompleted` with the turn's messages.
+- `deferred_call`: a call's policy (`AgentTurnContext.resolve_tool_policy` with `framework_effect`; a tool
+  declared ``requires_approval=True`` or a call Pydantic AI routed to ``approvals`` always requires approval;
+  a tool with a reconcile probe is ``reconcilable``) and its ``framework_state``: the context of the plain run
+  that runs it (`dex_agents.adapters.pydantic_ai._tool_context`) and its tool's retry count in the turn
+  (`dex_agents.adapters.pydantic_ai._tool_state`).
+- `check_answered_calls`: a run that answered a call no Dex Step ran fails the attempt.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+import attrs
+from pydantic_ai import DeferredToolRequests
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
+from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.usage import RunUsage, UsageLimits
+
+from dex_agents.adapters.pydantic_ai import _history
+from dex_agents.adapters.pydantic_ai._capabilities import (
+    ModelStepRecord,
+)
+from dex_agents.adapters.pydantic_ai._retries import (
+    turn_retries,
+)
+from dex_agents.adapters.pydantic_ai._run_nodes import resumed_run_step
+from dex_agents.adapters.pydantic_ai._tool_context import (
+    PreparedFields,
+    ToolStepContext,
+    encode_context,
+    reads_run_messages,
+)
+from dex_agents.adapters.pydantic_ai._tool_state import ToolCallState
+from dex_agents.adapters.pydantic_ai._usage import (
+    check_tool_calls,
+    copy_usage,
+    usage_since,
+)
+from dex_agents.adapters.pydantic_ai.reconcile import tool_has_probe
+from dex_agents.application.runner import (
+    AgentTurnContext,
+)
+from dex_agents.domain.errors import RunnerContractError
+from dex_agents.domain.tools import ToolEffect
+from dex_agents.domain.turns import AgentTurnOutcome, DeferredToolCall, ToolCallsRequested, TurnCompleted
+
+SEARCH_TOOLS_KIND = "tool-search"
+"""The ``tool_kind`` of Pydantic AI's ``search_tools``."""
+
+
+def framework_effect(definition: ToolDefinition | None) -> ToolEffect | None:
+    """Return the effect a tool's definition implies, or ``None`` when it implies none."""
+    if definition is None:
+        return None
+    if definition.tool_kind == SEARCH_TOOLS_KIND:
+        return ToolEffect.READ
+    annotations = (definition.metadata or {}).get("annotations")
+    if isinstance(annotations, Mapping):
+        if annotations.get("readOnlyHint") is True:
+            return ToolEffect.READ
+        if annotations.get("idempotentHint") is True:
+            return ToolEffect.IDEMPOTENT_WRITE
+    return None
+
+
+def check_answered_calls(
+    new_messages: Sequence[ModelMessage], supplied: frozenset[str], output_tool_names: set[str]
+) -> None:
+    """Fail when a run answered a tool call that no Dex Step ran.
+
+    Pydantic AI's own ``retried`` answers (invalid arguments, unknown or
+    unavailable tools) and output tool returns are not tool calls a Step runs.
+
+    Raises:
+        RunnerContractError: such an answer is in ``new_messages``.
+    """
+    for message in new_messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            if (
+                isinstance(part, ToolReturnPart)
+                and part.outcome != "retried"
+                and part.tool_call_id not in supplied
+                and part.tool_name not in output_tool_names
+            ):
+                raise RunnerContractError(
+                    f"Pydantic AI answered tool call {part.tool_call_id!r} ({part.tool_name!r}) that no Dex Step "
+                    "ran; a capability that handles deferred tool calls itself (HandleDeferredToolCalls) "
+                    "conflicts with Dex Steps"
+                )
+
+
+def requested_calls(output: DeferredToolRequests, turn_messages: Sequence[ModelMessage]) -> list[ToolCallPart]:
+    """Return the deferred calls in the order of the model response that asked for them."""
+    deferred = {call.tool_call_id: call for call in [*output.calls, *output.approvals]}
+    last_response = next((m for m in reversed(turn_messages) if isinstance(m, ModelResponse)), None)
+    parts = [] if last_response is None else last_response.parts
+    ordered = [
+        deferred.pop(part.tool_call_id)
+        for part in parts
+        if isinstance(part, ToolCallPart) and part.tool_call_id in deferred
+    ]
+    ordered.extend(deferred.values())
+    return ordered
+
+
+def usage_of_last(turn_messages: Sequence[ModelMessage], responses: int) -> RunUsage:
+    """The usage a run that made the last ``responses`` model requests of ``turn_messages`` has."""
+    usage = RunUsage()
+    answered = [message for message in turn_messages if isinstance(message, ModelResponse)]
+    for response in answered[len(answered) - responses :] if responses else []:
+        usage.incr(response.usage)
+        usage.requests += 1
+    return usage
+
+
+@attrs.frozen
+class StepRun:
+    """What a model Step's run was given: its turn, what it learned of its tools, the turn's prompt and limits."""
+
+    turn: AgentTurnContext
+    record: ModelStepRecord
+    prompt: _history.UserPrompt
+    usage_limits: UsageLimits
+
+
+def step_outcome(
+    output: object, turn_messages: list[ModelMessage], run_usage: RunUsage, mark: RunUsage, step: StepRun
+) -> AgentTurnOutcome:
+    """The Step's outcome; ``run_usage`` is the turn's usage now, ``mark`` what earlier Steps reported of it.
+
+    Raises:
+        TurnFailedError: the requested calls would pass the tool call limit.
+    """
+    turn, record, prompt, usage_limits = step.turn, step.record, step.prompt, step.usage_limits
+    usage = usage_since(run_usage, mark)
+    if isinstance(output, DeferredToolRequests):
+        calls = requested_calls(output, turn_messages)
+        check_tool_calls(usage_limits, run_usage, len(calls), step_usage=usage)
+        approvals = frozenset(call.tool_call_id for call in output.approvals)
+        # The context of the plain run that runs these calls: a plain run ends at a response with a
+        # call it defers (approval, external result), and the user's resumed run has no prompt and
+        # counts its steps from 0 (as `resumed_run_step` does for the model Steps).
+        plain_deferred = frozenset(
+            call_id
+            for call_id, record_of in turn.tool_calls.items()
+            if record_of.interrupt_id is not None or record_of.has_external_result
+        )
+        run_step = resumed_run_step(turn_messages, plain_deferred)
+        restarted = run_step < sum(isinstance(message, ModelResponse) for message in turn_messages)
+        context = ToolStepContext(
+            prompt=None if restarted else prompt,
+            run_step=run_step,
+            usage=usage_of_last(turn_messages, run_step) if restarted else copy_usage(run_usage),
+        )
+        retries = turn_retries(turn_messages)
+        return ToolCallsRequested(
+            framework_run_state=_history.RunState(
+                messages=turn_messages,
+                tool_call_ids=[call.tool_call_id for call in calls],
+                usage=copy_usage(run_usage),
+            ).encode(),
+            tool_calls=[deferred_call(call, turn, record, approvals, context, retries) for call in calls],
+            usage=usage,
+        )
+    if turn_messages and _history.is_bare_prompt(turn_messages[0], prompt):
+        turn_messages = turn_messages[1:]
+    return TurnCompleted(new_messages=[_history.framework_message(m) for m in turn_messages], usage=usage)
+
+
+def deferred_call(
+    call: ToolCallPart,
+    turn: AgentTurnContext,
+    record: ModelStepRecord,
+    approvals: frozenset[str],
+    context: ToolStepContext,
+    retries: Mapping[str, int],
+) -> DeferredToolCall:
+    definition = record.tools.by_name.get(call.tool_name)
+    if definition is not None:
+        context = replace(context, prepared=PreparedFields.of(definition))
+    if definition is None and call.tool_kind == SEARCH_TOOLS_KIND:
+        effect: ToolEffect | None = ToolEffect.READ
+    else:
+        effect = framework_effect(definition)
+    policy = turn.resolve_tool_policy(call.tool_name, effect)
+    asks_approval = call.tool_call_id in approvals or (definition is not None and definition.kind == "unapproved")
+    if asks_approval and policy.requires_approval is not True:
+        policy = attrs.evolve(policy, requires_approval=True)
+    if policy.requires_approval is True or (definition is not None and definition.kind == "external"):
+        # A call a plain run defers runs in the user's resumed run: a new run's context.
+        context = ToolStepContext(prepared=context.prepared, run_step=0)
+    elif definition is not None and definition.kind == "external" and policy.requires_approval is None:
+        # Nothing runs here: the result comes from outside, which is the answer a person gives.
+        policy = attrs.evolve(policy, requires_approval=False)
+    if tool_has_probe(definition) and not policy.reconcilable:
+        policy = attrs.evolve(policy, reconcilable=True)
+    return DeferredToolCall(
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        arguments=call.args_as_json_str(),
+        policy=policy,
+        framework_state=encode_context(context, ToolCallState(retries=retries.get(call.tool_name, 0)).encode()),
+        sequential=definition is not None and definition.sequential,
+        external=definition is not None and definition.kind == "external",
+        reads_history=reads_run_messages(definition),
+    )

@@ -1,0 +1,196 @@
+"""The tool Step of `PydanticAIRunner`: one deferred tool call, directly or through an agent run.
+
+See `PydanticAIRunner.execute_deferred_tool_call` for the contract.
+"""
+
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+import attrs
+from pydantic import ValidationError
+from pydantic_ai import DeferredToolResults, ToolApproved
+from pydantic_ai.agent import AbstractAgent
+from pydantic_ai.exceptions import (
+    ApprovalRequired,
+    CallDeferred,
+    ModelRetry,
+    UnexpectedModelBehavior,
+)
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.models import KnownModelName, Model
+from pydantic_ai.usage import RunUsage
+
+from dex_agents.adapters.pydantic_ai import _history
+from dex_agents.adapters.pydantic_ai._capabilities import (
+    RevealToolCapability,
+    ToolDefinitions,
+    ToolStepCapability,
+)
+from dex_agents.adapters.pydantic_ai._compaction import (
+    summary_request,
+)
+from dex_agents.adapters.pydantic_ai._direct_tool import DirectToolCache
+from dex_agents.adapters.pydantic_ai._results import (
+    ASKED_FOR_APPROVAL,
+    ran_out_of_retries,
+    tool_step_output,
+)
+from dex_agents.adapters.pydantic_ai._retries import (
+    ToolRetriesCapability,
+)
+from dex_agents.adapters.pydantic_ai._tool_context import (
+    ToolStepContext,
+    decode_context,
+)
+from dex_agents.adapters.pydantic_ai._tool_state import ToolCallState
+from dex_agents.adapters.pydantic_ai._usage import (
+    agent_usage,
+    copy_usage,
+)
+from dex_agents.adapters.pydantic_ai.idempotency import IDEMPOTENCY_KEY_METADATA_KEY
+from dex_agents.application.runner import (
+    DeferredToolExecution,
+    ToolCallHistory,
+    ToolExecutionResult,
+    ToolResultDeferredError,
+)
+from dex_agents.domain.errors import ToolExecutionError
+from dex_agents.domain.tools import ToolCallStatus
+from dex_agents.domain.usage import AgentUsage
+
+
+def _reported(usage: RunUsage, mark: RunUsage) -> AgentUsage | None:
+    """What a tool Step's run added to its usage since ``mark``, or ``None`` when nothing."""
+    added = agent_usage(usage - mark)
+    return None if added.is_zero else added
+
+
+def _ran_out_of_retries(error: UnexpectedModelBehavior, tool_name: str) -> bool:
+    """Whether ``error`` is Pydantic AI giving up on the Step's own tool after its retries.
+
+    A sub-agent's model error escaping the tool's body has the same class; it
+    differs by naming another tool or having no ``ModelRetry`` (or validation error) cause.
+    """
+    return isinstance(error.__cause__, ModelRetry | ValidationError) and error.message.startswith(
+        f"Tool {tool_name!r} exceeded max retries"
+    )
+
+
+class ToolSteps:
+    """Runs the tool Steps of one runner's agent."""
+
+    def __init__(
+        self,
+        run_agent: AbstractAgent[Any, Any],
+        *,
+        output_type: list[object] | None,
+        model: Model | KnownModelName | str | None,
+        direct_tools: DirectToolCache | None,
+        deps: Callable[[str], Awaitable[object]],
+    ) -> None:
+        """Keep what every tool Step's run needs (the runner's agent copy, output type, model and deps)."""
+        self._run_agent = run_agent
+        self._output_type = output_type
+        self._model = model
+        self._direct_tools = direct_tools
+        self._deps = deps
+
+    async def execute(self, call: DeferredToolExecution) -> ToolExecutionResult:
+        """Run one tool call, directly or through the agent, stopping before any model request.
+
+        Directly (Pydantic AI's tool manager, no agent run) when nothing but the tool could take part in
+        the run: see `dex_agents.adapters.pydantic_ai._direct_tool`. The tool's `RunContext` carries the
+        turn's state the model Step handed on (`dex_agents.adapters.pydantic_ai._tool_context`) and its
+        retry count in the turn (`dex_agents.adapters.pydantic_ai._retries`); what it gave Pydantic AI is
+        kept as a value in the result's ``framework_state`` (`dex_agents.adapters.pydantic_ai._results`).
+        The result (or the `ToolExecutionError`) carries what the run added to its usage: the tool's own
+        call, and the model calls of agent runs inside the tool that share ``ctx.usage``.
+        """
+        context = decode_context(call.tool_call.framework_state) or ToolStepContext()
+        if call.history is not None:
+            context = replace(context, messages=self._run_messages(call.history, call.flow_id, call.turn_id))
+        usage = context.fresh_usage()
+        mark = copy_usage(usage)
+        try:
+            result = await self._tool_step(call, usage, context)
+        except ToolExecutionError as error:
+            if error.usage is None:
+                error.usage = _reported(usage, mark)
+            raise
+        return attrs.evolve(result, usage=_reported(usage, mark))
+
+    async def _tool_step(
+        self, call: DeferredToolExecution, usage: RunUsage, context: ToolStepContext
+    ) -> ToolExecutionResult:
+        record = call.tool_call
+        state = ToolCallState.decode(record.framework_state)
+        tools = ToolDefinitions()
+        part = ToolCallPart(record.tool_name, record.arguments, tool_call_id=record.tool_call_id)
+        approved = record.status is ToolCallStatus.APPROVED
+        deps = await self._deps(call.flow_id)
+        direct = (
+            None
+            if self._direct_tools is None
+            else self._direct_tools.direct_tool(
+                record.tool_name, approved=approved, prepared=context.prepared is not None
+            )
+        )
+        try:
+            if direct is not None:
+                parts = await direct.call(
+                    part,
+                    deps=deps,
+                    conversation_id=call.flow_id,
+                    metadata={IDEMPOTENCY_KEY_METADATA_KEY: call.idempotency_key},
+                    usage=usage,
+                    context=replace(context, retries=state.retries),
+                )
+                return tool_step_output(parts, record, tools, state)
+            result = await self._run_agent.run(
+                None,
+                message_history=[ModelResponse(parts=[part])],
+                deferred_tool_results=(
+                    DeferredToolResults(approvals={record.tool_call_id: ToolApproved()}) if approved else None
+                ),
+                output_type=self._output_type,
+                deps=deps,
+                model=self._model,
+                conversation_id=call.flow_id,
+                metadata={IDEMPOTENCY_KEY_METADATA_KEY: call.idempotency_key},
+                capabilities=[
+                    ToolStepCapability(tools=tools, tool_name=record.tool_name, context=context),
+                    RevealToolCapability(tool_name=record.tool_name),
+                    ToolRetriesCapability(retries={record.tool_name: state.retries} if state.retries else {}),
+                ],
+                usage=usage,
+            )
+        except ApprovalRequired as error:
+            raise ToolExecutionError(ASKED_FOR_APPROVAL) from error
+        except CallDeferred as error:
+            raise ToolResultDeferredError(f"tool {record.tool_name!r} deferred call {record.tool_call_id!r}") from error
+        except UnexpectedModelBehavior as error:
+            if _ran_out_of_retries(error, record.tool_name):
+                cause = error.__cause__
+                display = (str(cause) if isinstance(cause, ModelRetry) else "") or error.message
+                raise ran_out_of_retries(display, error.message, state) from error
+            raise
+        except RuntimeError as error:
+            # An approved call of an external tool: Pydantic AI refuses to call it.
+            if tools.kind(record.tool_name) == "external":
+                raise ToolResultDeferredError(f"tool {record.tool_name!r} is external") from error
+            raise
+        return tool_step_output(result.output, record, tools, state)
+
+    @staticmethod
+    def _run_messages(history: ToolCallHistory, session_id: str, turn_id: str) -> list[ModelMessage]:
+        """The run's messages up to the model response that asked for the call, as a plain run's ``ctx.messages``.
+
+        Earlier turns replay whole (no tool result is shortened: that is the model's view only), after the summary.
+        """
+        messages = _history.replay([message for message in history.messages if message.turn_id != turn_id], session_id)
+        if history.summary is not None:
+            messages.insert(0, summary_request(history.summary))
+        if history.framework_run_state is not None:
+            messages.extend(_history.RunState.decode(history.framework_run_state).messages)
+        return messages
