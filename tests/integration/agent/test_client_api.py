@@ -23,9 +23,9 @@ from dex_agents import (
     TurnStatus,
 )
 from dex_agents.domain.events import TurnCommittedPayload, TurnOutcome
-from dex_agents.testing import AgentTestStack, wait_for_agent_snapshot
+from dex_agents.testing import AgentTestStack
 from tests.integration.agent.scripted_agent import DEADLINE_ENV, invocations
-from tests.integration.agent.test_sessions import fake_stack_with, tool, turn
+from tests.integration.agent.test_sessions import fake_stack_with, pending_approval, tool, turn
 
 pytestmark = pytest.mark.integration
 
@@ -139,9 +139,7 @@ async def test_a_rejected_call_keeps_its_rejection_and_approver_after_the_turn(
     receipt = await sessions.submit_user_message(
         "s", turn(tool("c1", "approved_write"), tool("c2", "read_tool"), tool_results="together")
     )
-    interrupt = await wait_for_agent_snapshot(
-        sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="a pending approval"
-    )
+    interrupt = await pending_approval(sessions, "s")
     assert await sessions.resolve_interrupt(
         "s", interrupt.interrupt_id, approved=False, rejection_message="not today", approver="ana"
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dex_agents import AgentSessionFlow, AgentSnapshot, ToolCallStatus
+from dex_agents import AgentInterrupt, AgentSessionClient, AgentSessionFlow, AgentSnapshot, ToolCallStatus
 from dex_agents.domain.events import TextDeltaPayload, ToolCallFinishedPayload
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE
 from dex_agents.testing import (
@@ -47,6 +47,13 @@ def tool(call_id: str, name: str, **args: object) -> dict[str, object]:
 async def idle(stack: AgentTestStack, flow: AgentSessionFlow, session_id: str) -> AgentSnapshot:
     return await wait_for_agent_snapshot(
         stack.sessions(flow), session_id, session_is_idle, description="the turn to end"
+    )
+
+
+async def pending_approval(sessions: AgentSessionClient, session_id: str) -> AgentInterrupt:
+    """The session's first pending approval, once it has one."""
+    return await wait_for_agent_snapshot(
+        sessions, session_id, lambda s: next(iter(s.pending_interrupts), None), description="a pending approval"
     )
 
 
@@ -187,9 +194,7 @@ async def test_approval_given_after_the_worker_was_replaced_runs_the_tool_once(
     worker = await stack.start_worker()
     sessions = stack.sessions(flow)
     await sessions.start_session("s", turn(tool("c1", "approved_write")))
-    interrupt = await wait_for_agent_snapshot(
-        sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="a pending approval"
-    )
+    interrupt = await pending_approval(sessions, "s")
     assert interrupt.tool_name == "approved_write"
     worker.kill()
     await stack.start_worker()
@@ -209,9 +214,7 @@ async def test_rejected_approval_tells_the_model_and_runs_nothing(
     await stack.start_worker()
     sessions = stack.sessions(flow)
     await sessions.start_session("s", turn(tool("c1", "approved_write")))
-    interrupt = await wait_for_agent_snapshot(
-        sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="a pending approval"
-    )
+    interrupt = await pending_approval(sessions, "s")
     assert await sessions.resolve_interrupt("s", interrupt.interrupt_id, approved=False, rejection_message="no way")
     snapshot = await idle(stack, flow, "s")
     assert answer(snapshot) == {"c1": "rejected: no way"}
@@ -349,9 +352,7 @@ async def test_live_events_carry_the_envelope_and_every_tool_call_finishes_once(
     await stack.start_worker()
     sessions = stack.sessions(flow)
     await sessions.start_session("s", turn(tool("c1", "read_tool"), tool("c2", "approved_write")))
-    interrupt = await wait_for_agent_snapshot(
-        sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="a pending approval"
-    )
+    interrupt = await pending_approval(sessions, "s")
     await sessions.resolve_interrupt("s", interrupt.interrupt_id, approved=False)
     await idle(stack, flow, "s")
     events = []
@@ -382,9 +383,7 @@ async def test_an_approval_nobody_answers_expires_at_its_deadline_and_is_recorde
         await stack.start_worker()
         sessions = stack.sessions(flow)
         await sessions.start_session("s", turn(tool("c1", "approved_write")))
-        interrupt = await wait_for_agent_snapshot(
-            sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="a pending approval"
-        )
+        interrupt = await pending_approval(sessions, "s")
         assert interrupt.deadline is not None
         snapshot = await idle(stack, flow, "s")
         assert answer(snapshot) == {"c1": f"expired: {EXPIRED_REJECTION_MESSAGE}"}

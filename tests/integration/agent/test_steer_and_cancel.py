@@ -15,9 +15,9 @@ from dex_agents.domain.events import AgentEvent, AgentEventType, SteeredLanding,
 from dex_agents.domain.messages import MessageDelivery
 from dex_agents.domain.snapshot import TurnStatus
 from dex_agents.domain.turn_control import TURN_CANCELLED_NOTE_HEADER, cancel_rejection_message
-from dex_agents.testing import AgentTestStack, wait_for_agent_snapshot
+from dex_agents.testing import AgentTestStack
 from tests.integration.agent.scripted_agent import CLOCK_SKEW_ENV, DEADLINE_ENV, gate, invocations
-from tests.integration.agent.test_sessions import fake_stack_with, idle, tool, turn
+from tests.integration.agent.test_sessions import fake_stack_with, idle, pending_approval, tool, turn
 
 pytestmark = pytest.mark.integration
 
@@ -79,9 +79,7 @@ async def test_a_message_steered_during_an_approval_wait_reaches_the_model_call_
     await stack.start_worker()
     sessions = stack.sessions(flow)
     await sessions.start_session("s", turn(tool("c1", "approved_write"), tool_results="each"))
-    interrupt = await wait_for_agent_snapshot(
-        sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="a pending approval"
-    )
+    interrupt = await pending_approval(sessions, "s")
 
     assert await sessions.send_user_message("s", "and tell me when it is done", delivery="steer")
     assert await sessions.resolve_interrupt("s", interrupt.interrupt_id, approved=True)
@@ -139,9 +137,7 @@ async def test_cancelling_while_waiting_for_approval_rejects_it_and_runs_no_furt
     await stack.start_worker()
     sessions = stack.sessions(flow)
     await sessions.start_session("s", turn(tool("c1", "approved_write")))
-    interrupt = await wait_for_agent_snapshot(
-        sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="a pending approval"
-    )
+    interrupt = await pending_approval(sessions, "s")
 
     assert await sessions.cancel_turn("s", "wrong order") is True
     result = await sessions.wait_for_turn("s", "turn-1", timeout=60)
@@ -244,9 +240,7 @@ async def test_an_approval_expires_on_the_engine_clock_even_when_the_worker_cloc
         ahead = await stack.start_worker()
         sessions = stack.sessions(flow)
         await sessions.start_session("s", turn(tool("c1", "approved_write"), tool_results="each"))
-        await wait_for_agent_snapshot(
-            sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="a pending approval"
-        )
+        await pending_approval(sessions, "s")
         ahead.kill()
         monkeypatch.setenv(CLOCK_SKEW_ENV, "-3600")
         await stack.start_worker()
@@ -267,9 +261,7 @@ async def test_an_answer_before_the_engine_deadline_is_accepted_whatever_the_wor
         on_time = await stack.start_worker()
         sessions = stack.sessions(flow)
         await sessions.start_session("s", turn(tool("c1", "approved_write"), tool_results="each"))
-        interrupt = await wait_for_agent_snapshot(
-            sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="a pending approval"
-        )
+        interrupt = await pending_approval(sessions, "s")
         on_time.kill()
         monkeypatch.setenv(CLOCK_SKEW_ENV, "3600")  # this Worker thinks the deadline passed long ago
         await stack.start_worker()
