@@ -322,3 +322,29 @@ async def test_a_tool_its_prepare_renamed_runs_under_the_new_name(direct: bool) 
 
     assert turn.error is None
     assert looked == ["x"]
+
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "agent-run"])
+async def test_a_tool_its_prepare_made_ask_for_approval_runs_once_approved(direct: bool) -> None:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if _model_requests(messages) == 0:
+            return ModelResponse(parts=[ToolCallPart("look", {"what": "x"}, tool_call_id="c1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    async def ask(ctx: RunContext[None], tool_def: ToolDefinition) -> ToolDefinition:
+        return replace(tool_def, kind="unapproved")
+
+    looked: list[str] = []
+
+    def look(what: str) -> str:
+        looked.append(what)
+        return what
+
+    agent: Agent[None, str] = Agent(FunctionModel(respond), tools=[Tool(look, prepare=ask)])
+    driver = SessionDriver(PydanticAIRunner(agent, direct_tool_calls=direct, live_runs=False), options=READS)
+
+    turn = await driver.turn("look")
+
+    # The tool Step lists the tool as declared (kind "function"), the approved call runs all the same.
+    assert turn.error is None
+    assert looked == ["x"]
