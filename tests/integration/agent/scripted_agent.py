@@ -72,7 +72,7 @@ from dex_agents import (
     describe_tool_call_outcome,
 )
 from dex_agents.domain.usage import AgentUsage
-from dex_agents.testing import FileGate, InvocationLog
+from tests.integration.case_state import case_state
 
 STATE_ENV = "AGENT_TEST_STATE"
 DEADLINE_ENV = "AGENT_TEST_INTERRUPT_DEADLINE_SECONDS"
@@ -99,16 +99,7 @@ TOOL_POLICIES = {
 }
 
 
-def state_dir() -> Path:
-    return Path(os.environ[STATE_ENV])
-
-
-def invocations() -> InvocationLog:
-    return InvocationLog(state_dir() / "invocations.jsonl")
-
-
-def gate(name: str) -> FileGate:
-    return FileGate(state_dir() / "gates", name)
+state_dir, invocations, gate = case_state(STATE_ENV)
 
 
 def script(text: str) -> dict[str, Any]:

@@ -28,7 +28,6 @@ tool does" table):
 import os
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from pydantic_ai import (
@@ -48,7 +47,7 @@ from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 
 from dex_agents import AgentSessionFlow, ToolEffect, ToolPolicy
 from dex_agents.adapters.pydantic_ai import deferred_tool_idempotency_key, pydantic_ai_session_flow
-from dex_agents.testing import FileGate, InvocationLog
+from tests.integration.case_state import case_state
 from tests.unit.adapters.pydantic_ai.scripted_model import ModelCall, ScriptedModel
 
 STATE_ENV = "PYDANTIC_AI_TEST_STATE"
@@ -78,16 +77,7 @@ TOOL_POLICIES = {
 }
 
 
-def state_dir() -> Path:
-    return Path(os.environ[STATE_ENV])
-
-
-def invocations() -> InvocationLog:
-    return InvocationLog(state_dir() / "invocations.jsonl")
-
-
-def gate(name: str) -> FileGate:
-    return FileGate(state_dir() / "gates", name)
+state_dir, invocations, gate = case_state(STATE_ENV)
 
 
 @dataclass(frozen=True)

@@ -16,16 +16,13 @@ The same `build_agent` runs plainly in the test process, so a test compares
 a plain run's order with a session's.
 """
 
-import os
-from pathlib import Path
-
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import UsageLimits
 
 from dex_agents import AgentSessionFlow, ToolEffect, ToolPolicy
 from dex_agents.adapters.pydantic_ai import pydantic_ai_session_flow
-from dex_agents.testing import FileGate, InvocationLog
+from tests.integration.case_state import case_state
 from tests.unit.adapters.pydantic_ai.scripted_model import ScriptedModel, call, script
 
 STATE_ENV = "PYDANTIC_AI_TEST_STATE"
@@ -43,16 +40,7 @@ TOOL_POLICIES = {
 }
 
 
-def state_dir() -> Path:
-    return Path(os.environ[STATE_ENV])
-
-
-def invocations() -> InvocationLog:
-    return InvocationLog(state_dir() / "invocations.jsonl")
-
-
-def gate(name: str) -> FileGate:
-    return FileGate(state_dir() / "gates", name)
+state_dir, invocations, gate = case_state(STATE_ENV)
 
 
 async def _run(tool: str, label: str, hold: str) -> str:
