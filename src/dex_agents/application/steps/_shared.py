@@ -99,28 +99,6 @@ def describe_exception(error: BaseException) -> str:
     return f"{name}: {error}"
 
 
-def settle_unknown_outcome(
-    record: AgentToolCall,
-    error: str,
-    *,
-    tool_calls: ToolCallStore,
-    results: ToolResultPublisher,
-    events: AgentEventWriter,
-) -> Next:
-    """Record a single-attempt call whose outcome is unknown: reconcile it when its policy says so.
-
-    A reconcilable record not yet reconciled is stored ``reconciling`` (nothing
-    published) and ``ReconcileToolCall`` is next; any other becomes
-    ``outcome_unknown`` with its one result published.
-    """
-    settled = record.unknown_outcome(error)
-    if settled.is_final:
-        finish_tool_call(settled, tool_calls=tool_calls, results=results, events=events)
-        return End()
-    tool_calls.put(settled)
-    return GoTo(step=StepName.RECONCILE_TOOL_CALL, input=record.tool_call_id)
-
-
 def tool_call_record(tool_calls: ToolCallStore, tool_call_id: str) -> AgentToolCall:
     """Return the record of the call a tool-call Step was started for (it always exists: the Step's input)."""
     record = tool_calls.get(tool_call_id)
@@ -128,26 +106,44 @@ def tool_call_record(tool_calls: ToolCallStore, tool_call_id: str) -> AgentToolC
     return record
 
 
-def finish_tool_call(
-    record: AgentToolCall,
-    *,
-    tool_calls: ToolCallStore,
-    results: ToolResultPublisher,
-    events: AgentEventWriter,
-) -> None:
-    """Store a record that just became final and publish its one result."""
-    assert record.is_final
-    tool_calls.put(record)
-    results.publish(ToolCallCompleted(tool_call_id=record.tool_call_id, turn_id=record.turn_id, status=record.status))
-    events.write(
-        ev.tool_call_finished(
-            record.tool_call_id,
-            record.tool_name,
-            record.status,
-            output=record.output,
-            error=record.error if record.error is not None else record.rejection_message,
+@attrs.frozen(kw_only=True)
+class ToolCallFinisher(Wired):
+    """Stores a tool-call record that became final (publishing its one result), or settles an unknown outcome."""
+
+    tool_calls: ToolCallStore
+    results: ToolResultPublisher
+    events: AgentEventWriter
+
+    def finish(self, record: AgentToolCall) -> None:
+        """Store a record that just became final and publish its one result."""
+        assert record.is_final
+        self.tool_calls.put(record)
+        self.results.publish(
+            ToolCallCompleted(tool_call_id=record.tool_call_id, turn_id=record.turn_id, status=record.status)
         )
-    )
+        self.events.write(
+            ev.tool_call_finished(
+                record.tool_call_id,
+                record.tool_name,
+                record.status,
+                output=record.output,
+                error=record.error if record.error is not None else record.rejection_message,
+            )
+        )
+
+    def settle_unknown(self, record: AgentToolCall, error: str) -> Next:
+        """Record a single-attempt call whose outcome is unknown: reconcile it when its policy says so.
+
+        A reconcilable record not yet reconciled is stored ``reconciling`` (nothing
+        published) and ``ReconcileToolCall`` is next; any other becomes
+        ``outcome_unknown`` with its one result published.
+        """
+        settled = record.unknown_outcome(error)
+        if settled.is_final:
+            self.finish(settled)
+            return End()
+        self.tool_calls.put(settled)
+        return GoTo(step=StepName.RECONCILE_TOOL_CALL, input=record.tool_call_id)
 
 
 def tool_step_movement(record: AgentToolCall) -> GoTo:

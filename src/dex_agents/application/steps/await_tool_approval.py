@@ -62,9 +62,8 @@ from dex_agents.application.ports import (
     Clock,
     InterruptStore,
     ToolCallStore,
-    ToolResultPublisher,
 )
-from dex_agents.application.steps._shared import finish_tool_call, tool_call_record, tool_step_movement
+from dex_agents.application.steps._shared import ToolCallFinisher, tool_call_record, tool_step_movement
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.interrupts import (
@@ -94,7 +93,7 @@ class AwaitToolApproval(Wired):
 
     tool_calls: ToolCallStore
     interrupts: InterruptStore
-    results: ToolResultPublisher
+    tool_call_finisher: ToolCallFinisher
     events: AgentEventWriter
     options: AgentSessionOptions
     cancel_request: CancelRequestStore
@@ -199,12 +198,7 @@ class AwaitToolApproval(Wired):
         cancelled = cancel is not None and cancel.applies_to(record.turn_id)
         if not record.result_raised:
             if cancelled and cancel is not None:
-                finish_tool_call(
-                    record.cancel(cancel_rejection_message(cancel.reason)),
-                    tool_calls=self.tool_calls,
-                    results=self.results,
-                    events=self.events,
-                )
+                self.tool_call_finisher.finish(record.cancel(cancel_rejection_message(cancel.reason)))
                 return End()
             self._raise_result_interrupt(record, interrupt_id)
             return WaitAgain(input=record.tool_call_id)
@@ -269,7 +263,7 @@ class AwaitToolApproval(Wired):
                 kind=InterruptKind.TOOL_RESULT.value,
             )
         )
-        finish_tool_call(finished, tool_calls=self.tool_calls, results=self.results, events=self.events)
+        self.tool_call_finisher.finish(finished)
         return End()
 
     def _apply(self, record: AgentToolCall, resolution: AgentInterruptResolution, *, expired: bool = False) -> Next:
@@ -294,7 +288,7 @@ class AwaitToolApproval(Wired):
             if expired
             else record.reject(resolution.rejection_message, resolution.approver)
         )
-        finish_tool_call(finished, tool_calls=self.tool_calls, results=self.results, events=self.events)
+        self.tool_call_finisher.finish(finished)
         return End()
 
     def _cancelled(self, record: AgentToolCall) -> bool:

@@ -24,7 +24,7 @@ first output):
    It runs the tool only when its marker is the first one of this attempt
    (two deliveries racing cannot both be first); otherwise ``outcome_unknown``
    (``reconciling`` with ``ReconcileToolCall`` next when the policy is
-   ``reconcilable``, see `settle_unknown_outcome`).
+   ``reconcilable``, see `ToolCallFinisher.settle_unknown`).
    A marker never confirmed fails the attempt (`DeliveryUnconfirmedError`),
    so the failure route records ``outcome_unknown`` and the tool never ran.
    A ledger that cannot read at all (`DeliveryLedgerUnavailableError`: the
@@ -80,7 +80,6 @@ from dex_agents.application.ports import (
     MessageLog,
     RunStateStore,
     ToolCallStore,
-    ToolResultPublisher,
 )
 from dex_agents.application.runner import (
     AgentFrameworkRunner,
@@ -90,7 +89,7 @@ from dex_agents.application.runner import (
     ToolExecutionResult,
     ToolResultDeferredError,
 )
-from dex_agents.application.steps._shared import finish_tool_call, settle_unknown_outcome, tool_call_record
+from dex_agents.application.steps._shared import ToolCallFinisher, tool_call_record
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.contract import broken, check_usage
 from dex_agents.domain.errors import DeliveryLedgerUnavailableError, ToolExecutionError
@@ -107,7 +106,7 @@ class _ToolCallStep(Wired):
     runner: AgentFrameworkRunner
     options: AgentSessionOptions
     tool_calls: ToolCallStore
-    results: ToolResultPublisher
+    tool_call_finisher: ToolCallFinisher
     events: AgentEventWriter
     heartbeat: HeartbeatFn
     cancel_request: CancelRequestStore
@@ -124,7 +123,7 @@ class _ToolCallStep(Wired):
         if call.attempt == 1 and cancel is not None and cancel.applies_to(record.turn_id):
             # Only a first attempt: a later one may follow an attempt that started the tool.
             cancelled = record.cancel(cancel_rejection_message(cancel.reason))
-            finish_tool_call(cancelled, tool_calls=self.tool_calls, results=self.results, events=self.events)
+            self.tool_call_finisher.finish(cancelled)
             return End()
         assert record.status in (ToolCallStatus.PENDING, ToolCallStatus.APPROVED), (
             f"tool call {tool_call_id!r} may not run in status {record.status.value!r}"
@@ -132,7 +131,7 @@ class _ToolCallStep(Wired):
         mismatch = record.approval_mismatch()
         if mismatch is not None:
             failed = record.fail(mismatch, attempt=0)
-            finish_tool_call(failed, tool_calls=self.tool_calls, results=self.results, events=self.events)
+            self.tool_call_finisher.finish(failed)
             return End()
         try:
             held = await self._announce(call, record)
@@ -140,12 +139,10 @@ class _ToolCallStep(Wired):
             # Nothing was announced: the tool did not run, and never will on this Worker as it is set up.
             _log.error("%s (session %s, tool call %s)", error, call.flow_id, record.tool_call_id)
             failed = record.fail(str(error), attempt=call.attempt)
-            finish_tool_call(failed, tool_calls=self.tool_calls, results=self.results, events=self.events)
+            self.tool_call_finisher.finish(failed)
             return End()
         if held is not None:
-            return settle_unknown_outcome(
-                record, held, tool_calls=self.tool_calls, results=self.results, events=self.events
-            )
+            return self.tool_call_finisher.settle_unknown(record, held)
         return await self._run(call, record)
 
     async def _run(self, call: StepCall, record: AgentToolCall) -> Next:
@@ -182,7 +179,7 @@ class _ToolCallStep(Wired):
             check_usage("execute_deferred_tool_call", usage)
             if not usage.is_zero:
                 finished = attrs.evolve(finished, usage=usage)
-        finish_tool_call(finished, tool_calls=self.tool_calls, results=self.results, events=self.events)
+        self.tool_call_finisher.finish(finished)
         return End()
 
     def _history(self, record: AgentToolCall) -> ToolCallHistory | None:

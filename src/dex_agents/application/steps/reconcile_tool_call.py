@@ -27,7 +27,7 @@ from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import End, Next
 from dex_agents.application.options import AgentSessionOptions
-from dex_agents.application.ports import ToolCallStore, ToolResultPublisher
+from dex_agents.application.ports import ToolCallStore
 from dex_agents.application.runner import (
     AgentFrameworkRunner,
     DeferredToolExecution,
@@ -36,7 +36,7 @@ from dex_agents.application.runner import (
     ReconcileVerdict,
     ToolCallReconciler,
 )
-from dex_agents.application.steps._shared import finish_tool_call, tool_call_record
+from dex_agents.application.steps._shared import ToolCallFinisher, tool_call_record
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.contract import broken
 from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text, sanitize_output_text
@@ -56,7 +56,7 @@ class ReconcileToolCall(Wired):
     runner: AgentFrameworkRunner
     options: AgentSessionOptions
     tool_calls: ToolCallStore
-    results: ToolResultPublisher
+    tool_call_finisher: ToolCallFinisher
     events: AgentEventWriter
     heartbeat: HeartbeatFn
 
@@ -69,7 +69,7 @@ class ReconcileToolCall(Wired):
             f"tool call {tool_call_id!r} may not be reconciled in status {record.status.value!r}"
         )
         finished = await self._reconciled(call, record)
-        finish_tool_call(finished, tool_calls=self.tool_calls, results=self.results, events=self.events)
+        self.tool_call_finisher.finish(finished)
         return End()
 
     async def _reconciled(self, call: StepCall, record: AgentToolCall) -> AgentToolCall:

@@ -21,8 +21,8 @@ import attrs
 
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.next import End, Next
-from dex_agents.application.ports import ToolCallStore, ToolResultPublisher
-from dex_agents.application.steps._shared import finish_tool_call, settle_unknown_outcome, tool_call_record
+from dex_agents.application.ports import ToolCallStore
+from dex_agents.application.steps._shared import ToolCallFinisher, tool_call_record
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
@@ -31,7 +31,7 @@ from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
 @attrs.frozen(kw_only=True)
 class _ToolFailureRoute(Wired, abc.ABC):
     tool_calls: ToolCallStore
-    results: ToolResultPublisher
+    tool_call_finisher: ToolCallFinisher
     events: AgentEventWriter
 
     async def execute(self, tool_call_id: str, *, recovery_error: str) -> Next:
@@ -52,7 +52,7 @@ class RecordToolFailure(_ToolFailureRoute):
 
     def _record(self, record: AgentToolCall, error: str) -> Next:
         finished = record.after_exhausted_retries(error)
-        finish_tool_call(finished, tool_calls=self.tool_calls, results=self.results, events=self.events)
+        self.tool_call_finisher.finish(finished)
         return End()
 
 
@@ -63,6 +63,4 @@ class RecordToolOutcomeUnknown(_ToolFailureRoute):
         if record.status is ToolCallStatus.RECONCILING:
             error = f"{record.error or 'the outcome is unknown'}; its reconcile probe failed: {error}"
             error = cap_text(error, ERROR_TEXT_BYTES, what="the error")
-        return settle_unknown_outcome(
-            record, error, tool_calls=self.tool_calls, results=self.results, events=self.events
-        )
+        return self.tool_call_finisher.settle_unknown(record, error)
