@@ -10,10 +10,19 @@ from dex_agents.application.inputs import text_refusal
 from dex_agents.application.next import End, GoTo, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.policies import tool_step_name
-from dex_agents.application.ports import MessageLog, SessionStateStore, ToolCallStore, ToolResultPublisher, UsageStore
-from dex_agents.application.runner import AgentFrameworkRunner
+from dex_agents.application.ports import (
+    HistorySummaryStore,
+    MessageLog,
+    RunStateStore,
+    SessionStateStore,
+    ToolCallStore,
+    ToolResultPublisher,
+    UsageStore,
+)
+from dex_agents.application.runner import AgentFrameworkRunner, ToolCallHistory
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
+from dex_agents.domain.history import ModelWindow
 from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text
 from dex_agents.domain.messages import AgentMessage
@@ -76,6 +85,24 @@ class TurnOpener(Wired):
         self.session_state.set(started.fail_turn(error))
         self.events.write(ev.turn_failed(error, client_message_id), turn_id=turn_id)
         return GoTo(step=StepName.AWAIT_USER_MESSAGE)
+
+
+@attrs.frozen(kw_only=True)
+class HistoryReader(Wired):
+    """Reads the turn's history a Step loaded: a model window's messages and summary, and the run state."""
+
+    messages: MessageLog
+    summaries: HistorySummaryStore
+    run_state: RunStateStore
+
+    def read(self, window: ModelWindow) -> ToolCallHistory:
+        """Return the messages of ``window``, the summary that opens it (if any) and the turn's run state."""
+        summary = None if window.summary_number is None else self.summaries.get(window.summary_number)
+        return ToolCallHistory(
+            messages=self.messages.read(window.sequences),
+            summary=summary,
+            framework_run_state=self.run_state.get(),
+        )
 
 
 @attrs.frozen(kw_only=True)

@@ -76,9 +76,6 @@ from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import (
     CancelRequestStore,
     DeliveryLedger,
-    HistorySummaryStore,
-    MessageLog,
-    RunStateStore,
     ToolCallStore,
 )
 from dex_agents.application.runner import (
@@ -89,7 +86,7 @@ from dex_agents.application.runner import (
     ToolExecutionResult,
     ToolResultDeferredError,
 )
-from dex_agents.application.steps._shared import ToolCallFinisher, tool_call_record
+from dex_agents.application.steps._shared import HistoryReader, ToolCallFinisher, tool_call_record
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.contract import broken, check_usage
 from dex_agents.domain.errors import DeliveryLedgerUnavailableError, ToolExecutionError
@@ -110,9 +107,7 @@ class _ToolCallStep(Wired):
     events: AgentEventWriter
     heartbeat: HeartbeatFn
     cancel_request: CancelRequestStore
-    messages: MessageLog
-    summaries: HistorySummaryStore
-    run_state: RunStateStore
+    history: HistoryReader
 
     async def execute(self, call: StepCall, tool_call_id: str) -> Next:
         """Run the call once and record its result."""
@@ -187,12 +182,7 @@ class _ToolCallStep(Wired):
         window = record.history_window
         if window is None:
             return None
-        summary = None if window.summary_number is None else self.summaries.get(window.summary_number)
-        return ToolCallHistory(
-            messages=self.messages.read(window.sequences),
-            summary=summary,
-            framework_run_state=self.run_state.get(),
-        )
+        return self.history.read(window)
 
     def _bounded(self, text: str, what: str) -> str:
         return cap_text(sanitize_output_text(text), self.options.max_tool_output_bytes, what=what)

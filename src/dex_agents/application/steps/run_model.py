@@ -50,9 +50,7 @@ from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.policies import policy_resolver
 from dex_agents.application.ports import (
     Clock,
-    HistorySummaryStore,
     InterruptStore,
-    MessageLog,
     RunStateStore,
     SessionStateStore,
     SteeredMessageStore,
@@ -65,7 +63,7 @@ from dex_agents.application.runner import (
     HeartbeatFn,
     TurnFailedError,
 )
-from dex_agents.application.steps._shared import UsageMeter, start_tool_call
+from dex_agents.application.steps._shared import HistoryReader, UsageMeter, start_tool_call
 from dex_agents.application.steps._turn_control import TurnCloser
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
@@ -90,8 +88,7 @@ class RunModel(Wired):
     runner: AgentFrameworkRunner
     options: AgentSessionOptions
     session_state: SessionStateStore
-    messages: MessageLog
-    summaries: HistorySummaryStore
+    history: HistoryReader
     run_state: RunStateStore
     tool_calls: ToolCallStore
     interrupts: InterruptStore
@@ -112,17 +109,16 @@ class RunModel(Wired):
         if cancelled is not None:
             return cancelled
         records = self.tool_calls.all()
-        window = state.model_window()
-        summary = None if window.summary_number is None else self.summaries.get(window.summary_number)
+        history = self.history.read(state.model_window())
         steered = self.steered.get()
         context = AgentTurnContext(
             flow_id=call.flow_id,
             turn_id=turn_id,
             attempt=call.attempt,
             step_execution_id=call.step_execution_id,
-            messages=self.messages.read(window.sequences),
-            summary=summary,
-            framework_run_state=self.run_state.get(),
+            messages=history.messages,
+            summary=history.summary,
+            framework_run_state=history.framework_run_state,
             tool_calls={record.tool_call_id: record for record in records},
             events=self.events,
             heartbeat=self.heartbeat,
