@@ -14,7 +14,6 @@ Tools: ``find_order`` (read), ``refund_order`` (idempotent write, approval),
 ``Edit``, ``Write`` and ``Bash`` working in ``$SAGENT_TEST_STATE/files``.
 """
 
-import os
 from pathlib import Path
 from typing import cast
 
@@ -25,7 +24,7 @@ from sagent.types.tools import Tool
 
 from dex_agents import AgentSessionFlow, AgentSessionOptions, CompactionPolicy, ToolEffect, ToolPolicy
 from dex_agents.adapters.sagent import deferred_tool_idempotency_key, sagent_session_flow
-from dex_agents.testing import FileGate, InvocationLog
+from tests.integration.case_state import case_state
 from tests.sagent.scripted_model import ModelCall, ScriptedModel
 
 STATE_ENV = "SAGENT_TEST_STATE"
@@ -51,22 +50,13 @@ TOOL_POLICIES = {
 """``Bash`` has none: sagent's classifier decides (a read-only command is a read)."""
 
 
-def state_dir() -> Path:
-    return Path(os.environ[STATE_ENV])
+state_dir, invocations, gate = case_state(STATE_ENV)
 
 
 def files_dir() -> Path:
     path = state_dir() / "files"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def invocations() -> InvocationLog:
-    return InvocationLog(state_dir() / "invocations.jsonl")
-
-
-def gate(name: str) -> FileGate:
-    return FileGate(state_dir() / "gates", name)
 
 
 async def before_response(model_call: ModelCall) -> None:
