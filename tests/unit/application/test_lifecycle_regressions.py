@@ -50,3 +50,25 @@ def test_a_message_steered_into_a_failing_turn_and_then_withdrawn_never_reaches_
         stored = [m.text for m in backend.run(backend.observe()).history]
         assert ("m2" in stored) is not sent[1].withdrawn, f"after {steps_before_withdrawal} steps: {stored}"
         backend.close()
+
+
+def test_a_steered_message_withdrawn_after_two_engine_steps_behind_a_failed_turn_never_reaches_a_model_call() -> None:
+    backend, sent = MemoryBackend(), list[Sent]()
+    backend.run(backend.advance(0))
+    backend.run(backend.advance(0))
+    send(backend, sent, "m1 ", MessageDelivery.QUEUE)
+    send(backend, sent, "m2 c,c!", MessageDelivery.QUEUE)  # two crashing tools, then its last model call fails
+    backend.run(backend.advance(0))
+    send(backend, sent, "m3 ", MessageDelivery.QUEUE)
+    for _ in range(3):
+        backend.run(backend.advance(0))
+    send(backend, sent, "m4 ", MessageDelivery.QUEUE)
+    for _ in range(2):
+        backend.run(backend.advance(0))
+    send(backend, sent, "m5 ", MessageDelivery.STEER)
+    for _ in range(2):
+        backend.run(backend.advance(0))
+    sent[4].withdrawn = backend.run(backend.withdraw("id-m5"))
+
+    settle_and_check(backend, sent)
+    backend.close()

@@ -108,16 +108,30 @@ async def test_a_steered_message_the_turn_ends_before_taking_starts_the_next_tur
     assert host.messages.all[2].client_message_id == "s1"
 
 
-async def test_a_failed_turn_hands_back_the_steered_messages_its_model_never_saw() -> None:
+async def test_a_turn_whose_resume_failed_hands_back_the_steered_messages_its_model_never_saw() -> None:
     host = two_call_turn()
     await host.start("look it up")
     await host.run_model()
     host.steered.set([AgentUserMessage(text="late", delivery=STEER)])
 
-    await host.record_turn_failure(recovery_error="the model is down")
+    await host.record_turn_failure(recovery_error="the resume failed", step=StepName.RECORD_RESUME_FAILURE)
 
     assert host.steered.get() == ()
     assert host.steering.pending() == (AgentUserMessage(text="late", delivery=STEER),)
+
+
+async def test_a_turn_whose_model_step_failed_stores_the_steered_messages_its_failed_attempts_were_given() -> None:
+    host = two_call_turn()
+    await host.start("look it up")
+    await host.run_model()
+    host.steered.set([AgentUserMessage(text="late", delivery=STEER, client_message_id="s1")])
+
+    await host.record_turn_failure(recovery_error="the model is down")
+
+    assert host.steered.get() == ()
+    assert host.steering.pending() == (), "a model was sent it: it is not handed back to run (or be withdrawn) again"
+    assert await host.withdraw_user_message("s1") is False
+    assert "late" in [m.text for m in host.messages.all], "stored with the failed turn"
 
 
 # -- the queue -------------------------------------------------------------------------

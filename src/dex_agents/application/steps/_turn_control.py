@@ -95,8 +95,12 @@ class TurnCloser(Wired):
         self.events.write(ev.turn_cancelled(request.reason, finished_tool_calls=len(final)))
         return GoTo(step=StepName.AWAIT_USER_MESSAGE)
 
-    def fail(self, state: AgentState, error: str) -> Next:
+    def fail(self, state: AgentState, error: str, *, model_had_taken: bool) -> Next:
         """End the active turn as failed with ``error`` (already capped); ``AwaitUserMessage`` next.
+
+        ``model_had_taken``: the turn's model Step failed, and every one of its attempts was given the
+        steered messages the turn took since its last model call; they count as seen (a withdrawal must
+        not remove what a model was sent). Otherwise (``ResumeTurn`` failed) they are handed back.
 
         Stores the steered messages a model call of it saw (`store_seen_steered`); when it has final
         tool-call records, stores one turn-failure note (a user message built by the runner; a runner
@@ -107,6 +111,9 @@ class TurnCloser(Wired):
         turn_id = state.active_turn_id
         assert turn_id is not None
         records = self.tool_calls.all()
+        if model_had_taken and self.steered.get():
+            self.steered.set_seen([*self.steered.seen(), *self.steered.get()])
+            self.steered.set(())
         state = self.store_seen_steered(state)
         note = build_turn_failure_note(records)
         if note is not None:

@@ -7,7 +7,9 @@ Reached with the failed Step's input: nothing from ``RunModel`` and
 ``last_turn_error`` from the engine's recovery detail (cut to 8 KiB):
 
 - a running turn: stores the steered messages a model call of it saw
-  (`TurnCloser.fail`, `TurnCloser.store_seen_steered`); when it has final tool-call records, stores one
+  (`TurnCloser.fail`, `TurnCloser.store_seen_steered`), counting as seen, after ``RunModel``, the ones
+  its failed attempts were given (a withdrawal cannot take back what a model was sent); when it has
+  final tool-call records, stores one
   turn-failure note (a user message built by the runner) so the next turn's
   model does not repeat a write, then clears the turn's records, run state
   and pending interrupts, and hands back steered messages no model call saw
@@ -64,11 +66,21 @@ class RecordTurnFailure(Wired):
                 return GoTo(step=StepName.AWAIT_USER_MESSAGE)
         if state.active_turn_id is None:
             return self.turn_opener.fail_new(state.start_turn(), error)
-        return self.turn_closer.fail(state, error)
+        return self.turn_closer.fail(state, error, model_had_taken=self.after_model_step)
+
+    @property
+    def after_model_step(self) -> bool:
+        """Whether the failed Step was ``RunModel``, whose attempts were all given the turn's taken steered messages."""
+        return True
 
 
 class RecordResumeFailure(RecordTurnFailure):
-    """Ends a turn whose ``ResumeTurn`` failed for good (the same record as `RecordTurnFailure`)."""
+    """Ends a turn whose ``ResumeTurn`` failed for good (the same record; the steered messages it took go back)."""
+
+    @property
+    def after_model_step(self) -> bool:
+        """``False``: no model call was given what the failed ``ResumeTurn`` took."""
+        return False
 
 
 class RecordStartFailure(RecordTurnFailure):

@@ -159,7 +159,9 @@ class RunModel(Wired):
         """Fail the turn at once, as ``RecordTurnFailure`` would, after counting what the failed call used."""
         if failure.usage is not None and not failure.usage.is_zero:
             self.usage_meter.add(failure.usage)
-        return self.turn_closer.fail(state, cap_text(failure.message, ERROR_TEXT_BYTES, what="the error"))
+        return self.turn_closer.fail(
+            state, cap_text(failure.message, ERROR_TEXT_BYTES, what="the error"), model_had_taken=True
+        )
 
     def _defer(self, state: AgentState, turn_id: str, outcome: ToolCallsRequested, earlier: int) -> Next:
         self.run_state.set(outcome.framework_run_state)

@@ -30,7 +30,11 @@ from dex_agents.application.steps.call_tool import CallSingleAttemptTool, CallTo
 from dex_agents.application.steps.compact_history import CompactHistory, RecordCompactionFailure
 from dex_agents.application.steps.reconcile_tool_call import ReconcileToolCall
 from dex_agents.application.steps.record_tool_failure import RecordToolFailure, RecordToolOutcomeUnknown
-from dex_agents.application.steps.record_turn_failure import RecordTurnFailure
+from dex_agents.application.steps.record_turn_failure import (
+    RecordResumeFailure,
+    RecordStartFailure,
+    RecordTurnFailure,
+)
 from dex_agents.application.steps.resume_turn import ResumeTurn
 from dex_agents.application.steps.run_model import RunModel
 from dex_agents.application.steps.start_agent_session import StartAgentSession
@@ -72,6 +76,13 @@ FLOW_ID = "session-1"
 
 
 StepUseCaseT = TypeVar("StepUseCaseT", bound=Wired)
+
+
+_FAILURE_RECORDS: dict[StepName, type[RecordTurnFailure]] = {
+    StepName.RECORD_TURN_FAILURE: RecordTurnFailure,
+    StepName.RECORD_RESUME_FAILURE: RecordResumeFailure,
+    StepName.RECORD_START_FAILURE: RecordStartFailure,
+}
 
 
 class InMemorySessionSteps:
@@ -320,10 +331,11 @@ class InMemorySessionSteps:
     ) -> Next:
         call = self.step_call(step)
         self._ran(step, start)
+        use_case = _FAILURE_RECORDS[step]  # as the Dex binding: the record of the Step that failed
         with self.attempt(step, call, start) as events:
-            return await RecordTurnFailure.wired(
-                self.ports, self.agent, events=events, heartbeat=self.heartbeat
-            ).execute(recovery_error=recovery_error, start=start)
+            return await use_case.wired(self.ports, self.agent, events=events, heartbeat=self.heartbeat).execute(
+                recovery_error=recovery_error, start=start
+            )
 
     async def compact_history(
         self, reason: str = "policy", *, attempt: int = 1, step_execution_id: str | None = None
