@@ -126,6 +126,8 @@ class _Zygote:
         except subprocess.TimeoutExpired:
             self._process.kill()
             self._process.wait()
+        self._reader.join(timeout=5)  # it ends at the zygote's end of output
+        self._stdout.close()
 
 
 _zygote: _Zygote | None = None
