@@ -302,3 +302,9 @@ async def test_steering_withdraw_and_cancel_refuse_bad_input_before_sending_anyt
         await sessions.cancel_turn("s", "r" * 300_000)
     assert (refused.value.problem, refused.value.field) == (InputProblem.TOO_LARGE, "reason")
     assert fake.calls == []
+
+
+def test_a_negative_no_worker_wait_is_refused_when_the_client_is_made() -> None:
+    flow = AgentSessionFlow(ScriptedRunner(), flow_type="ClientTest")
+    with pytest.raises(ValueError, match="no_worker_wait must not be negative"):
+        AgentSessionClient(cast(dex.AsyncClient, FakeDexClient({})), flow, no_worker_wait=timedelta(seconds=-1))

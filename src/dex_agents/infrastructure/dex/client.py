@@ -113,7 +113,12 @@ class AgentSessionClient(SessionWaits, SessionAnswers):
         With ``session_index``, `start_session` records each session there (for the
         console). ``no_worker_wait`` is how long a call keeps asking while Dex answers
         that no Worker is available (a Worker restarting), before it raises `NoWorkerError`.
+
+        Raises:
+            ValueError: ``no_worker_wait`` is negative.
         """
+        if no_worker_wait < timedelta(0):
+            raise ValueError(f"no_worker_wait must not be negative, got {no_worker_wait}")
         self._client = client
         self._flow = flow
         self._no_worker_wait = no_worker_wait
