@@ -4,7 +4,7 @@ import asyncio
 import contextlib
 import dataclasses
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 
 import attrs
@@ -103,6 +103,8 @@ class InProcessStack:
     fake: DevServer
     flow: AgentSessionFlow
     sessions: AgentSessionClient
+    client: dex.AsyncClient
+    """The Dex client under ``sessions`` (for a client of another Flow type on the same engine)."""
 
 
 @contextlib.asynccontextmanager
@@ -113,12 +115,14 @@ async def in_process_stack(
     dispatch_wait: timedelta | None = None,
     no_worker_wait: timedelta = NO_WORKER_WAIT,
     worker_delay: timedelta | None = None,
+    other_flows: Sequence[AgentSessionFlow] = (),
 ) -> AsyncIterator[InProcessStack]:
     """The embedded dev server and, unless ``serve`` is false, a listening Worker serving ``flow``, in this process.
 
     ``dispatch_wait``: how long the server waits for a Worker before it fails a task (10 s by default).
     ``no_worker_wait``: how long the session client asks again after that (`AgentSessionClient`).
     ``worker_delay``: start the Worker this long after the stack is up (a Worker that restarts), not waiting for it.
+    ``other_flows``: more Flow types the client knows and the Worker serves (``stack.client`` reaches them).
     """
     config = DevServerConfig(retry_delay_scale=TEST_RETRY_DELAY_SCALE)
     if dispatch_wait is not None:
@@ -126,7 +130,7 @@ async def in_process_stack(
     with tempfile.TemporaryDirectory(prefix="lifecycle-cache-") as cache:
         async with DevServer(config) as fake:
             container = AgentContainer.build(
-                flows=[flow],
+                flows=[flow, *other_flows],
                 server_address=fake.address,
                 worker_mode=WorkerMode.LISTEN,
                 listen_address=free_loopback_address(),
@@ -138,7 +142,9 @@ async def in_process_stack(
             try:
                 if serving is not None and worker_delay is None:
                     await wait_worker_serving(worker, serving)
-                yield InProcessStack(fake, flow, AgentSessionClient(client, flow, no_worker_wait=no_worker_wait))
+                yield InProcessStack(
+                    fake, flow, AgentSessionClient(client, flow, no_worker_wait=no_worker_wait), client
+                )
             finally:
                 if serving is not None:
                     await worker.stop()

@@ -1,6 +1,6 @@
 """What the public client answers at its edges, on the embedded dev server: waits that time out, a start of an
-ID that exists and the idempotent start, a session no Worker serves, event payloads read as the spec's
-JSON objects, and a runner that returns what its contract forbids.
+ID that exists, the idempotent start and an ID that a Flow of another type holds, a session no Worker serves,
+event payloads read as the spec's JSON objects, and a runner that returns what its contract forbids.
 """
 
 import json
@@ -14,6 +14,7 @@ import pytest
 
 from dex_agents import (
     AgentEventType,
+    AgentSessionClient,
     AgentSessionFlow,
     DexAgentsError,
     NoWorkerError,
@@ -21,10 +22,14 @@ from dex_agents import (
     TurnStatus,
 )
 from dex_agents.testing import wait_for_agent_snapshot
+from dex_agents.ui import vercel_ai_app
+from tests.integration.console.support import asgi_request
 from tests.lifecycle.runner import LifecycleRunner, lifecycle_options
 from tests.lifecycle.stack import FLOW_TYPE, InProcessStack, in_process_stack, lifecycle_flow
 
 pytestmark = pytest.mark.integration
+
+JSON_BODY = {"content-type": "application/json"}
 
 
 @pytest.fixture
@@ -79,6 +84,27 @@ async def test_starting_an_id_that_exists_raises_session_already_exists_and_ensu
     await sessions.stop_session("conversation-1")
     ended = await sessions.ensure_session("conversation-1")
     assert (ended.created, ended.running) == (False, False)
+
+
+async def test_an_id_that_a_flow_of_another_type_holds_is_refused_by_ensure_session_and_the_chat_backend() -> None:
+    other_flow = AgentSessionFlow(LifecycleRunner(), flow_type="OtherAgent", options=lifecycle_options())
+    async with in_process_stack(lifecycle_flow(), other_flows=[other_flow]) as stack:
+        await stack.sessions.start_session("taken")
+        await _refused_by_another_type(stack, AgentSessionClient(stack.client, other_flow))
+
+
+async def _refused_by_another_type(stack: InProcessStack, other: AgentSessionClient) -> None:
+    with pytest.raises(SessionAlreadyExistsError, match=f"belongs to a Flow of type {FLOW_TYPE!r}"):
+        await other.ensure_session("taken")
+
+    body = {"id": "taken", "messages": [{"role": "user", "id": "u1", "parts": [{"type": "text", "text": "hi"}]}]}
+    answer = await asgi_request(
+        vercel_ai_app(other), "POST", "/api/chat", headers=JSON_BODY, body=json.dumps(body).encode()
+    )
+    assert answer.status == 409, answer.text
+    assert f"belongs to a Flow of type {FLOW_TYPE!r}" in json.loads(answer.body)["error"]
+    snapshot = await stack.sessions.wait_until_idle("taken", timeout=30)
+    assert not snapshot.messages, "the other agent's message never reached this session"
 
 
 async def test_a_snapshot_of_a_session_no_worker_serves_says_so_in_one_line() -> None:
