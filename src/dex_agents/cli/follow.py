@@ -41,7 +41,7 @@ from dex_agents.domain.events import (
     TurnStartedPayload,
 )
 from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
-from dex_agents.domain.session import turn_number
+from dex_agents.domain.session import turn_number_or_zero
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus, call_digest
 from dex_agents.infrastructure.dex.client import AgentEventMessage, AgentSessionClient, MessageReceipt
@@ -123,16 +123,6 @@ def os_user() -> str:
         return getpass.getuser()
     except (OSError, KeyError):
         return f"uid {os.getuid()}"
-
-
-def turn_number_or_zero(turn_id: str | None) -> int:
-    """Return ``n`` of ``turn-<n>`` (`dex_agents.domain.session.turn_number`), 0 for anything else."""
-    if turn_id is None:
-        return 0
-    try:
-        return turn_number(turn_id)
-    except ValueError:
-        return 0
 
 
 def is_idle(snapshot: AgentSnapshot, *, min_turns: int = 0) -> bool:

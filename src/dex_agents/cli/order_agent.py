@@ -28,7 +28,6 @@ found, or ``not_applied`` when there is none.
 
 import asyncio
 import json
-import os
 from collections.abc import AsyncIterator
 
 from pydantic_ai import Agent, RunContext
@@ -42,16 +41,9 @@ from dex_agents.adapters.pydantic_ai import (
     reconcile_probe,
 )
 from dex_agents.application.runner import ReconcileResult
+from dex_agents.cli import shop
 from dex_agents.cli.order_plan import Reply, ToolSeen, chunk_delay, plan
-from dex_agents.cli.shop import (
-    CRASH_ENV,
-    ORDERS,
-    find_email,
-    invocations,
-    issue_refund,
-    refund_gate,
-    send_email,
-)
+from dex_agents.cli.shop import find_email, invocations
 from dex_agents.domain.tools import ToolEffect, ToolPolicy
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 
@@ -113,35 +105,17 @@ def build_order_agent() -> Agent[None, str]:
     @agent.tool_plain
     def find_order(order_id: str) -> str:
         """Return the status of an order."""
-        invocations().record("tool", "find_order", order_id=order_id)
-        order = ORDERS.get(order_id)
-        return order.describe() if order is not None else f"unknown order {order_id}"
+        return shop.find_order(order_id)
 
     @agent.tool
     async def refund_order(ctx: RunContext[None], order_id: str) -> str:
         """Refund an order."""
-        key = deferred_tool_idempotency_key(ctx) or f"order-{order_id}"
-        invocations().record("tool", "refund_order", key=key)
-        order = ORDERS.get(order_id)
-        if order is None:
-            return f"unknown order {order_id}"
-        refund, again = issue_refund(order, key)
-        gate = refund_gate()
-        if os.environ.get(CRASH_ENV) and not gate.is_reached():
-            # The refund is booked; the Worker is killed here, before the Step can report it.
-            await gate.wait_for_release(timeout=60)
-        booked = " (booked before under the same key)" if again else ""
-        return f"Refund {refund.refund_id} of {refund.amount} issued for order {order_id}{booked}"
+        return await shop.refund_order(order_id, key=deferred_tool_idempotency_key(ctx))
 
     @agent.tool(metadata=reconcile_probe(email_sent))
     def email_customer(ctx: RunContext[None], order_id: str, text: str) -> str:
         """Email the customer who placed an order."""
-        invocations().record("tool", "email_customer", order_id=order_id)
-        order = ORDERS.get(order_id)
-        if order is None:
-            return f"unknown order {order_id}"
-        send_email(order.customer, text, key=deferred_tool_idempotency_key(ctx))
-        return f"emailed {order.customer}"
+        return shop.email_customer(order_id, text, key=deferred_tool_idempotency_key(ctx))
 
     del find_order, refund_order, email_customer
     return agent

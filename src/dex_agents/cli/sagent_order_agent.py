@@ -14,7 +14,6 @@ probes, so an ``email_customer`` call whose Worker died mid-call stays
 """
 
 import asyncio
-import os
 from collections.abc import Callable, Sequence
 from typing import cast
 
@@ -35,9 +34,9 @@ from sagent.types.tools import Tool
 
 from dex_agents.adapters.sagent import deferred_tool_idempotency_key, sagent_session_flow
 from dex_agents.adapters.sagent.runner import NOT_APPROVED
+from dex_agents.cli import shop
 from dex_agents.cli.order_agent import TOOL_POLICIES
 from dex_agents.cli.order_plan import Reply, ToolSeen, chunk_delay, plan
-from dex_agents.cli.shop import CRASH_ENV, ORDERS, invocations, issue_refund, refund_gate, send_email
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 
 FLOW_TYPE = "SagentOrderAgent"
@@ -93,37 +92,19 @@ class ScriptedOrderModel(MockModelCaps):
 @tool
 def find_order(order_id: str) -> str:
     """Return the status of an order."""
-    invocations().record("tool", "find_order", order_id=order_id)
-    order = ORDERS.get(order_id)
-    return order.describe() if order is not None else f"unknown order {order_id}"
+    return shop.find_order(order_id)
 
 
 @tool
 async def refund_order(order_id: str) -> str:
     """Refund an order."""
-    key = deferred_tool_idempotency_key() or f"order-{order_id}"
-    invocations().record("tool", "refund_order", key=key)
-    order = ORDERS.get(order_id)
-    if order is None:
-        return f"unknown order {order_id}"
-    refund, again = issue_refund(order, key)
-    gate = refund_gate()
-    if os.environ.get(CRASH_ENV) and not gate.is_reached():
-        # The refund is booked; the Worker is killed here, before the Step can report it.
-        await gate.wait_for_release(timeout=60)
-    booked = " (booked before under the same key)" if again else ""
-    return f"Refund {refund.refund_id} of {refund.amount} issued for order {order_id}{booked}"
+    return await shop.refund_order(order_id, key=deferred_tool_idempotency_key())
 
 
 @tool
 def email_customer(order_id: str, text: str) -> str:
     """Email the customer who placed an order."""
-    invocations().record("tool", "email_customer", order_id=order_id)
-    order = ORDERS.get(order_id)
-    if order is None:
-        return f"unknown order {order_id}"
-    send_email(order.customer, text, key=deferred_tool_idempotency_key())
-    return f"emailed {order.customer}"
+    return shop.email_customer(order_id, text, key=deferred_tool_idempotency_key())
 
 
 def build_order_agent() -> Agent:

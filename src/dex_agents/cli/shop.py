@@ -4,8 +4,10 @@ The order agent's tools run in a Worker process and the demo reads what they
 did from another, so the shop lives in files under one directory
 (``$DEX_AGENTS_DEMO_STATE``, else a temporary directory per process). The
 refund ledger is keyed by the call's idempotency key: a retried refund finds
-the entry its first attempt booked. This module does not import Pydantic AI,
-so the demo can start its Worker before it loads the agent.
+the entry its first attempt booked. The order agent's tools are written here
+once (`find_order`, `refund_order`, `email_customer`) and wrapped by each
+framework's agent. This module does not import Pydantic AI, so the demo can
+start its Worker before it loads the agent.
 """
 
 import atexit
@@ -167,3 +169,39 @@ def find_email(key: str, directory: Path | None = None) -> dict[str, str] | None
 def tool_runs(name: str, directory: Path | None = None) -> list[dict[str, Any]]:
     """Return every logged run of tool ``name``, oldest first (each with the ``pid`` that ran it)."""
     return [entry for entry in invocations(directory).entries() if entry["kind"] == "tool" and entry["name"] == name]
+
+
+def find_order(order_id: str) -> str:
+    """The ``find_order`` tool: the status of an order."""
+    invocations().record("tool", "find_order", order_id=order_id)
+    order = ORDERS.get(order_id)
+    return order.describe() if order is not None else f"unknown order {order_id}"
+
+
+async def refund_order(order_id: str, *, key: str | None) -> str:
+    """The ``refund_order`` tool: refund an order once per idempotency ``key`` (default: one per order).
+
+    In crash mode (``$DEX_AGENTS_DEMO_CRASH``) the first run parks at the refund gate once the refund is booked.
+    """
+    key = key or f"order-{order_id}"
+    invocations().record("tool", "refund_order", key=key)
+    order = ORDERS.get(order_id)
+    if order is None:
+        return f"unknown order {order_id}"
+    refund, again = issue_refund(order, key)
+    gate = refund_gate()
+    if os.environ.get(CRASH_ENV) and not gate.is_reached():
+        # The refund is booked; the Worker is killed here, before the Step can report it.
+        await gate.wait_for_release(timeout=60)
+    booked = " (booked before under the same key)" if again else ""
+    return f"Refund {refund.refund_id} of {refund.amount} issued for order {order_id}{booked}"
+
+
+def email_customer(order_id: str, text: str, *, key: str | None) -> str:
+    """The ``email_customer`` tool: email the customer who placed an order, under the call's idempotency ``key``."""
+    invocations().record("tool", "email_customer", order_id=order_id)
+    order = ORDERS.get(order_id)
+    if order is None:
+        return f"unknown order {order_id}"
+    send_email(order.customer, text, key=key)
+    return f"emailed {order.customer}"

@@ -48,18 +48,8 @@ from dex_agents.domain.events import (
     UserMessageSteeredPayload,
 )
 from dex_agents.domain.json_values import JsonValue
-from dex_agents.domain.session import turn_number
+from dex_agents.domain.session import turn_number_or_zero
 from dex_agents.launch.output import visible
-
-
-def turn_number_or_zero(turn_id: str | None) -> int:
-    """Return ``n`` of ``turn-<n>``, 0 for ``None`` or anything else."""
-    if turn_id is None:
-        return 0
-    try:
-        return turn_number(turn_id)
-    except ValueError:
-        return 0
 
 
 def skip_event(event: AgentEvent, *, shown_turns: int) -> bool:

@@ -80,20 +80,29 @@ def describe_tool_call_outcome(record: AgentToolCall) -> str:
             raise ValueError(f"tool call {record.tool_call_id!r} has no outcome yet (status {record.status.value!r})")
 
 
+def final_in_deferral_order(records: Iterable[AgentToolCall]) -> list[AgentToolCall]:
+    """Return the final records among ``records``, in ``deferral_order``: the calls a note lists."""
+    return sorted((r for r in records if r.is_final), key=lambda r: r.deferral_order)
+
+
+def ran_call_lines(final: Iterable[AgentToolCall]) -> list[str]:
+    """Return a note's line for each of ``final`` (arguments and outcome cut), then its closing line."""
+    lines = [
+        f"- {r.tool_name} {cap_text(r.arguments, NOTE_ARGUMENTS_BYTES, what='the arguments')}"
+        f" -> {r.status.value}: {cap_text(describe_tool_call_outcome(r), NOTE_OUTCOME_BYTES, what='the outcome')}"
+        for r in final
+    ]
+    lines.append(TURN_FAILURE_NOTE_FOOTER)
+    return lines
+
+
 def build_turn_failure_note(records: Iterable[AgentToolCall]) -> str | None:
     """Return the turn-failure note for a failed turn's records, or ``None``.
 
     Only final records are listed, in ``deferral_order``; with none, there is
     no note.
     """
-    final = sorted((r for r in records if r.is_final), key=lambda r: r.deferral_order)
+    final = final_in_deferral_order(records)
     if not final:
         return None
-    lines = [TURN_FAILURE_NOTE_HEADER]
-    lines.extend(
-        f"- {r.tool_name} {cap_text(r.arguments, NOTE_ARGUMENTS_BYTES, what='the arguments')}"
-        f" -> {r.status.value}: {cap_text(describe_tool_call_outcome(r), NOTE_OUTCOME_BYTES, what='the outcome')}"
-        for r in final
-    )
-    lines.append(TURN_FAILURE_NOTE_FOOTER)
-    return "\n".join(lines)
+    return "\n".join([TURN_FAILURE_NOTE_HEADER, *ran_call_lines(final)])

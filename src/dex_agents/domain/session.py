@@ -96,6 +96,16 @@ def turn_number(turn_id: str) -> int:
     return int(number)
 
 
+def turn_number_or_zero(turn_id: str | None) -> int:
+    """Return ``n`` of ``turn-<n>`` (`turn_number`), 0 for ``None`` or anything else."""
+    if turn_id is None:
+        return 0
+    try:
+        return turn_number(turn_id)
+    except ValueError:
+        return 0
+
+
 @attrs.frozen(kw_only=True)
 class AgentState:
     """The session's durable state (Attribute ``AGENT_STATE``)."""

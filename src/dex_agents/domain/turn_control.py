@@ -25,12 +25,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from dex_agents.domain.failure_note import (
-    NOTE_ARGUMENTS_BYTES,
-    NOTE_OUTCOME_BYTES,
-    TURN_FAILURE_NOTE_FOOTER,
-    describe_tool_call_outcome,
-)
+from dex_agents.domain.failure_note import final_in_deferral_order, ran_call_lines
 from dex_agents.domain.limits import cap_text
 from dex_agents.domain.tools import AgentToolCall
 
@@ -72,17 +67,10 @@ def build_turn_cancelled_note(reason: str | None, records: Iterable[AgentToolCal
     """Return the note stored when a turn is cancelled, listing its final records in ``deferral_order``."""
     said = _reason(reason)
     header = TURN_CANCELLED_NOTE_HEADER + ("." if said is None else f" (reason: {said}).")
-    final = sorted((r for r in records if r.is_final), key=lambda r: r.deferral_order)
+    final = final_in_deferral_order(records)
     if not final:
         return f"{header}\nNo tool call of it ran."
-    lines = [header, "These tool calls of it finished:"]
-    lines.extend(
-        f"- {r.tool_name} {cap_text(r.arguments, NOTE_ARGUMENTS_BYTES, what='the arguments')}"
-        f" -> {r.status.value}: {cap_text(describe_tool_call_outcome(r), NOTE_OUTCOME_BYTES, what='the outcome')}"
-        for r in final
-    )
-    lines.append(TURN_FAILURE_NOTE_FOOTER)
-    return "\n".join(lines)
+    return "\n".join([header, "These tool calls of it finished:", *ran_call_lines(final)])
 
 
 @attrs.frozen(kw_only=True)
