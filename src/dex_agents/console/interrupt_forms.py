@@ -21,15 +21,7 @@ def approval_form(session_id: str, interrupt: AgentInterrupt, *, csrf: str, retu
         '<form method="post" action="/sessions/{qsid}/approvals" class="inline reject">{fields}'
         '<input name="reason" placeholder="Reason (sent to the model)"> '
         '<button name="decision" value="reject" type="submit">Reject</button></form></div>',
-        iid=interrupt.interrupt_id,
-        tool=interrupt.tool_name,
-        sid=session_id,
-        qsid=quote(session_id, safe=""),
-        turn=interrupt.turn_id,
-        call=interrupt.tool_call_id,
-        raised=when(interrupt.raised_at),
-        deadline=f", expires {when(interrupt.deadline)}" if interrupt.deadline else "",
-        args=_pretty_json(interrupt.arguments),
+        **_described(session_id, interrupt),
         fields=render(
             '{csrf}<input type="hidden" name="interrupt_id" value="{iid}">'
             '<input type="hidden" name="call_digest" value="{digest}">'
@@ -55,15 +47,7 @@ def result_form(session_id: str, interrupt: AgentInterrupt, *, csrf: str, return
         '<form method="post" action="/sessions/{qsid}/results" class="inline submit-error">{fields}'
         '<input name="error" placeholder="Error (sent to the model)"> '
         '<button type="submit">Submit error</button></form></div>',
-        iid=interrupt.interrupt_id,
-        tool=interrupt.tool_name,
-        sid=session_id,
-        qsid=quote(session_id, safe=""),
-        turn=interrupt.turn_id,
-        call=interrupt.tool_call_id,
-        raised=when(interrupt.raised_at),
-        deadline=f", expires {when(interrupt.deadline)}" if interrupt.deadline else "",
-        args=_pretty_json(interrupt.arguments),
+        **_described(session_id, interrupt),
         fields=render(
             '{csrf}<input type="hidden" name="tool_call_id" value="{call}">'
             '<input type="hidden" name="return_to" value="{return_to}">',
@@ -101,6 +85,21 @@ def approvals_page(
         forms=approval_list(pending, csrf=csrf),
     )
     return page("Approvals", body, flow_type=flow_type, notice=notice)
+
+
+def _described(session_id: str, interrupt: AgentInterrupt) -> dict[str, object]:
+    """The values both forms show of ``interrupt``: its IDs, tool, turn, times and arguments."""
+    return {
+        "iid": interrupt.interrupt_id,
+        "tool": interrupt.tool_name,
+        "sid": session_id,
+        "qsid": quote(session_id, safe=""),
+        "turn": interrupt.turn_id,
+        "call": interrupt.tool_call_id,
+        "raised": when(interrupt.raised_at),
+        "deadline": f", expires {when(interrupt.deadline)}" if interrupt.deadline else "",
+        "args": _pretty_json(interrupt.arguments),
+    }
 
 
 def _pretty_json(text: str) -> str:

@@ -63,6 +63,12 @@ class _Env:
     def flow_id(self, name: str) -> str:
         return f"{self.prefix}-{name}"
 
+    async def start(self, name: str, step: str) -> str:
+        """Start a probe Flow at ``step`` under the ID of ``name``; return that ID."""
+        flow_id = self.flow_id(name)
+        await self.client.start_flow(self.flow, flow_id, step)
+        return flow_id
+
 
 def _holds(assumption: str) -> Finding:
     return Finding(assumption, Verdict.HOLDS)

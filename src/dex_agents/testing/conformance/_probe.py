@@ -61,8 +61,7 @@ LOCK_BACK_OFF = "a Step keeps its lock through its retry back-off"
 
 
 async def probe_lock_during_back_off(env: _Env) -> Finding:
-    flow_id = env.flow_id("backoff")
-    await env.client.start_flow(env.flow, flow_id, "flaky")
+    flow_id = await env.start("backoff", "flaky")
     await _wait_event(event(FAILED_ONCE, flow_id), 30, "the first attempt's failure")
     await asyncio.sleep(0.3)  # the failure reaches the server
     try:
@@ -79,6 +78,12 @@ async def _settle_parked(env: _Env, flow_id: str) -> None:
     """Feed the Parked Step until the Flow completes (retrying lock conflicts)."""
     await _locked_write(env, flow_id, "done")
     await _output(env, flow_id)
+
+
+async def _publish_extras(env: _Env, flow_id: str, *values: str) -> None:
+    """Publish ``values`` to the EXTRA Channel, one RPC each, in order."""
+    for value in values:
+        await env.client.invoke_rpc(env.flow.publish_extra, flow_id, value)
 
 
 async def _locked_write(env: _Env, flow_id: str, value: str) -> None:
@@ -98,8 +103,7 @@ LOCK_CONFLICT = "an RPC needing a lock a Step holds fails at once with RpcLockCo
 
 
 async def probe_lock_conflict(env: _Env) -> Finding:
-    flow_id = env.flow_id("conflict")
-    await env.client.start_flow(env.flow, flow_id, "hold")
+    flow_id = await env.start("conflict", "hold")
     await _wait_event(event(HOLDING, flow_id), 30, "the Step taking its lock")
     started = time.monotonic()
     try:
@@ -118,8 +122,7 @@ CLOSED_QUERY = "a query-only RPC with an AttributeMap load answers for a closed 
 
 
 async def probe_closed_query(env: _Env) -> Finding:
-    flow_id = env.flow_id("closed")
-    await env.client.start_flow(env.flow, flow_id, "items")
+    flow_id = await env.start("closed", "items")
     await _output(env, flow_id)
     keys = await env.client.invoke_rpc(env.flow.item_keys, flow_id)
     if list(keys) == ["a"]:
@@ -204,8 +207,7 @@ HISTORY = "history has flow_started, step_execute_completed and flow_closed even
 
 
 async def probe_history(env: _Env) -> Finding:
-    flow_id = env.flow_id("history")
-    await env.client.start_flow(env.flow, flow_id, "plain")
+    flow_id = await env.start("history", "plain")
     await _output(env, flow_id)
     events = await read_history_events(env.address, flow_id)
     seen = {kind for kind in (e.WhichOneof("payload") for e in events) if kind}
@@ -219,8 +221,7 @@ CLOSING = "a CANCEL closes asynchronously; requests while it closes get FlowClos
 
 
 async def probe_flow_closing(env: _Env) -> Finding:
-    flow_id = env.flow_id("closing")
-    await env.client.start_flow(env.flow, flow_id, "park")
+    flow_id = await env.start("closing", "park")
     await asyncio.sleep(0.5)
     await env.client.stop_flow(flow_id, dex.StopFlowOptions(type=dex.StopType.CANCEL, reason="probe"))
     try:
@@ -242,8 +243,7 @@ EARLY_SKIP = "skip_timer for a Step that does not wait yet is rejected (INVALID_
 
 
 async def probe_early_skip(env: _Env) -> Finding:
-    flow_id = env.flow_id("early-skip")
-    await env.client.start_flow(env.flow, flow_id, "park")
+    flow_id = await env.start("early-skip", "park")
     try:
         await env.client.skip_timer(flow_id, dex.StepExecutionId("Timed", 1), dex.TimerId(condition_index=0))
     except dex.DexServiceError as error:
@@ -273,10 +273,8 @@ GATHER = "a wait all_of(for_one, at_most(n)) takes the messages queued by then w
 
 
 async def probe_gather(env: _Env) -> Finding:
-    flow_id = env.flow_id("gather")
-    await env.client.start_flow(env.flow, flow_id, "gather")
-    for value in ("a", "b"):
-        await env.client.invoke_rpc(env.flow.publish_extra, flow_id, value)
+    flow_id = await env.start("gather", "gather")
+    await _publish_extras(env, flow_id, "a", "b")
     await _locked_write(env, flow_id, "x")
     output = await _output(env, flow_id)
     if output == "x|a,b":
@@ -288,10 +286,8 @@ WITHDRAW = "an RPC lists a Channel's pending messages (load_channels) and delete
 
 
 async def probe_withdraw(env: _Env) -> Finding:
-    flow_id = env.flow_id("withdraw")
-    await env.client.start_flow(env.flow, flow_id, "park")
-    for value in ("a", "b"):
-        await env.client.invoke_rpc(env.flow.publish_extra, flow_id, value)
+    flow_id = await env.start("withdraw", "park")
+    await _publish_extras(env, flow_id, "a", "b")
     removed = await env.client.invoke_rpc(env.flow.withdraw_extra, flow_id, "a")
     again = await env.client.invoke_rpc(env.flow.withdraw_extra, flow_id, "a")
     pending = await env.client.invoke_rpc(env.flow.pending_extra, flow_id)
