@@ -30,19 +30,29 @@ class ServiceError(Exception):
 
     def to_status(self) -> Any:
         """Return the ``grpc.Status`` carrying the packed ``ServiceErrorResponse``."""
-        response = pb.ServiceErrorResponse(
-            detail=self.detail,
-            sub_status=self.sub_status,  # type: ignore[arg-type]
-            dispatch_task_error_reason=self.dispatch_reason,  # type: ignore[arg-type]
+        response = service_error_response(
+            self.detail, self.sub_status, worker_error=self.worker_error, dispatch_reason=self.dispatch_reason
         )
-        if self.worker_error is not None:
-            response.original_worker_error_detail = self.worker_error.detail
-            response.original_worker_error_type = self.worker_error.error_type
-            response.original_worker_error_status = self.worker_error.grpc_status
-            response.original_worker_error_stack_trace = self.worker_error.stack_trace
         packed = any_pb2.Any()
         packed.Pack(response)
         return rpc_status.to_status(status_pb2.Status(code=self.code.value[0], message=self.detail, details=[packed]))
+
+
+def service_error_response(
+    detail: str, sub_status: int, *, worker_error: pb.WorkerErrorResponse | None = None, dispatch_reason: int = 0
+) -> pb.ServiceErrorResponse:
+    """The ``ServiceErrorResponse`` of a failure, with the Worker's own error when there is one."""
+    response = pb.ServiceErrorResponse(
+        detail=detail,
+        sub_status=sub_status,  # type: ignore[arg-type]
+        dispatch_task_error_reason=dispatch_reason,  # type: ignore[arg-type]
+    )
+    if worker_error is not None:
+        response.original_worker_error_detail = worker_error.detail
+        response.original_worker_error_type = worker_error.error_type
+        response.original_worker_error_status = worker_error.grpc_status
+        response.original_worker_error_stack_trace = worker_error.stack_trace
+    return response
 
 
 def flow_not_found(flow_id: str) -> ServiceError:

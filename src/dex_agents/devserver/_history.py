@@ -12,7 +12,7 @@ from dex.dexpb import dex_pb2 as pb
 from google.protobuf import duration_pb2, timestamp_pb2  # type: ignore[import-untyped]
 
 from dex_agents.devserver._attempts import Completed, Failed, Method
-from dex_agents.devserver._errors import invalid_argument
+from dex_agents.devserver._errors import invalid_argument, service_error_response
 from dex_agents.devserver._state import Execution, Run
 from dex_agents.devserver._workers import AttemptError
 
@@ -43,14 +43,11 @@ def method_failure(error: AttemptError, attempt: int) -> pb.StepMethodFailure:
     return pb.StepMethodFailure(
         backend_error=error.detail,
         attempt=attempt,
-        details=pb.ServiceErrorResponse(
-            detail=error.detail,
-            sub_status=pb.ERROR_SUB_STATUS_WORKER_API_ERROR,
-            original_worker_error_detail=error.detail,
-            original_worker_error_type=error.error_type,
-            original_worker_error_status=error.grpc_status,
-            original_worker_error_stack_trace=error.stack_trace,
-            dispatch_task_error_reason=error.dispatch_reason,  # type: ignore[arg-type]
+        details=service_error_response(
+            error.detail,
+            pb.ERROR_SUB_STATUS_WORKER_API_ERROR,
+            worker_error=error.worker_error(),
+            dispatch_reason=error.dispatch_reason,
         ),
     )
 

@@ -210,33 +210,15 @@ class AgentState:
 
     def complete_turn(self) -> "AgentState":
         """Return the state after the active turn completed."""
-        return attrs.evolve(
-            self._moved(SessionAction.COMPLETE_TURN),
-            active_turn_id=None,
-            last_turn_error=None,
-            last_turn_cancelled=False,
-            turn_traceparent=None,
-        )
+        return self._turn_ended(SessionAction.COMPLETE_TURN)
 
     def fail_turn(self, error: str) -> "AgentState":
         """Return the state after the active turn failed with ``error``."""
-        return attrs.evolve(
-            self._moved(SessionAction.FAIL_TURN),
-            active_turn_id=None,
-            last_turn_error=error,
-            last_turn_cancelled=False,
-            turn_traceparent=None,
-        )
+        return self._turn_ended(SessionAction.FAIL_TURN, error=error)
 
     def cancel_turn(self) -> "AgentState":
         """Return the state after the active turn was cancelled at a person's request."""
-        return attrs.evolve(
-            self._moved(SessionAction.CANCEL_TURN),
-            active_turn_id=None,
-            last_turn_error=None,
-            last_turn_cancelled=True,
-            turn_traceparent=None,
-        )
+        return self._turn_ended(SessionAction.CANCEL_TURN, cancelled=True)
 
     def with_messages_stored(self, messages: Iterable[AgentMessage]) -> "AgentState":
         """Return the state after ``messages`` were stored at the next sequences, large ones indexed."""
@@ -255,6 +237,16 @@ class AgentState:
         if count < 0:
             raise ValueError(f"cannot append {count!r} messages")
         return attrs.evolve(self, message_count=self.message_count + count)
+
+    def _turn_ended(self, action: SessionAction, *, error: str | None = None, cancelled: bool = False) -> "AgentState":
+        """Return the state after ``action`` ended the active turn, recording how (``last_turn_*``)."""
+        return attrs.evolve(
+            self._moved(action),
+            active_turn_id=None,
+            last_turn_error=error,
+            last_turn_cancelled=cancelled,
+            turn_traceparent=None,
+        )
 
     def _moved(self, action: SessionAction) -> "AgentState":
         sources, to = SESSION_ACTIONS[action]
