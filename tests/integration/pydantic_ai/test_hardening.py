@@ -7,7 +7,7 @@ import pytest
 from dex_agents import AgentSessionFlow, AgentUserMessage, InputProblem, InvalidInputError
 from dex_agents.testing import AgentTestStack
 from tests.integration.pydantic_ai.order_agent import invocations
-from tests.integration.pydantic_ai.test_sessions import answer, idle
+from tests.integration.runner_conformance import answer, idle
 from tests.unit.adapters.pydantic_ai.scripted_model import call, script
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ import pytest
 from dex_agents import AgentSessionFlow, AgentSnapshot, MessageRole
 from dex_agents.testing import AgentTestStack
 from tests.integration.pydantic_ai.order_agent import PLAIN_FLOW_TYPE, gate, invocations
-from tests.integration.pydantic_ai.test_sessions import executed, idle
+from tests.integration.runner_conformance import executed, idle
 from tests.unit.adapters.pydantic_ai.scripted_model import call, script
 
 pytestmark = pytest.mark.integration

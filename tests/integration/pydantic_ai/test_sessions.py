@@ -1,8 +1,10 @@
 """A real Pydantic AI agent as a durable session, with the Worker in a child process.
 
-Each test states its invariant through the `InvocationLog` (real model and
-tool calls across every Worker process) and the Step shape from the Flow's
-history.
+`TestPydanticAISessions` runs the scenarios every adapter passes
+(`tests.integration.runner_conformance`); the cases below are the Pydantic AI
+agent's own. Each test states its invariant through the `InvocationLog` (real
+model and tool calls across every Worker process) and the Step shape from the
+Flow's history.
 """
 
 import json
@@ -11,60 +13,38 @@ from pathlib import Path
 import pytest
 from pydantic_ai.messages import ModelMessagesTypeAdapter, ToolReturnPart
 
-from dex_agents import (
-    OUTCOME_UNKNOWN_TOOL_RESULT,
-    AgentSessionFlow,
-    AgentSnapshot,
-    MessageRole,
-    ToolCallStatus,
-)
+from dex_agents import AgentSessionFlow, AgentSnapshot, MessageRole, ToolCallStatus
 from dex_agents.adapters.pydantic_ai._results import ASKED_FOR_APPROVAL
-from dex_agents.domain.events import ReasoningDeltaPayload, TextDeltaPayload, ToolCallDeferredPayload
+from dex_agents.domain.events import ToolCallDeferredPayload
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE
-from dex_agents.testing import (
-    EXECUTE_COMPLETED_EVENT,
-    AgentTestStack,
-    session_is_idle,
-    wait_for_agent_snapshot,
-)
+from dex_agents.testing import AgentTestStack
 from tests.integration.pydantic_ai.conftest import WORKER_MODULE
 from tests.integration.pydantic_ai.order_agent import DEADLINE_ENV, STATE_ENV, build_flows, gate, invocations
+from tests.integration.runner_conformance import (
+    RunnerKit,
+    SessionConformance,
+    ToolResults,
+    answer,
+    approve_until_idle,
+    call,
+    executed,
+    idle,
+    script,
+)
 from tests.integration.stacks import agent_test_stack
-from tests.unit.adapters.pydantic_ai.scripted_model import call, script
 
 pytestmark = pytest.mark.integration
 
 
-async def idle(stack: AgentTestStack, flow: AgentSessionFlow, session_id: str, turns: int = 1) -> AgentSnapshot:
-    def done(snapshot: AgentSnapshot) -> AgentSnapshot | None:
-        state = snapshot.state
-        return snapshot if state and state.turn_count == turns and state.active_turn_id is None else None
-
-    return await wait_for_agent_snapshot(stack.sessions(flow), session_id, done, description=f"turn {turns} to end")
-
-
-async def executed(stack: AgentTestStack, session_id: str) -> list[str]:
-    history = await stack.read_step_history(session_id)
-    return [entry.step_type for entry in history if entry.event_type == EXECUTE_COMPLETED_EVENT]
-
-
-async def approve_until_idle(
-    stack: AgentTestStack, flow: AgentSessionFlow, session_id: str, *, rejection: str | None = None
-) -> AgentSnapshot:
-    """Answer every approval as it appears (approve, or reject with ``rejection``) until the turn ends."""
-    sessions = stack.sessions(flow)
-
-    def next_step(snapshot: AgentSnapshot) -> AgentSnapshot | None:
-        return snapshot if snapshot.pending_interrupts or session_is_idle(snapshot) else None
-
-    while True:
-        snapshot = await wait_for_agent_snapshot(sessions, session_id, next_step, description="an approval or idle")
-        if session_is_idle(snapshot) is not None:
-            return snapshot
-        for interrupt in snapshot.pending_interrupts:
-            await sessions.resolve_interrupt(
-                session_id, interrupt.interrupt_id, approved=rejection is None, rejection_message=rejection
-            )
+def results(snapshot: AgentSnapshot) -> ToolResults:
+    """Every tool return the model was given: ``{call ID: (outcome, text)}``."""
+    found: ToolResults = {}
+    for message in snapshot.messages:
+        if message.role is MessageRole.TOOL:
+            for part in ModelMessagesTypeAdapter.validate_json(message.framework_item)[0].parts:
+                if isinstance(part, ToolReturnPart):
+                    found[part.tool_call_id] = (part.outcome, part.model_response_str(wrap_if_error=False))
+    return found
 
 
 def tool_returns(snapshot: AgentSnapshot) -> dict[str, str]:
@@ -78,122 +58,26 @@ def tool_returns(snapshot: AgentSnapshot) -> dict[str, str]:
     }
 
 
-def answer(snapshot: AgentSnapshot) -> str:
-    text = snapshot.messages[-1].text
-    assert text is not None
-    return text
-
-
-async def test_the_order_example_finds_refunds_after_approval_and_emails_the_customer(
-    stack: AgentTestStack, flow: AgentSessionFlow
-) -> None:
-    await stack.start_worker()
-    await stack.sessions(flow).start_session(
-        "s",
-        script(
-            [call("f1", "find_order", order_id="7")],
-            [call("r1", "refund_order", order_id="7")],
-            [call("e1", "email_customer", order_id="7", text="Your refund is on its way.")],
-            "Order 7 is refunded and the customer knows.",
-            name="order",
-        ),
+class TestPydanticAISessions(SessionConformance):
+    kit = RunnerKit(
+        invocations=invocations, gate=gate, ok="success", failed="failed", results=results, deltas_coalesced=True
     )
-    snapshot = await approve_until_idle(stack, flow, "s")
-    assert answer(snapshot) == "Order 7 is refunded and the customer knows."
-    assert await executed(stack, "s") == [
-        "StartAgentSession",
-        "RunModel",
-        "CallTool",
-        "ResumeTurn",
-        "RunModel",
-        "AwaitToolApproval",
-        "CallTool",
-        "ResumeTurn",
-        "RunModel",
-        "AwaitToolApproval",
-        "CallSingleAttemptTool",
-        "ResumeTurn",
-        "RunModel",
-    ]
-    assert [invocations().count("model", "order", step=n) for n in range(4)] == [1, 1, 1, 1]
-    tools = [(e["name"], e["key"]) for e in invocations().entries() if e["kind"] == "tool"]
-    assert tools == [("find_order", "s/turn-1/f1"), ("refund_order", "s/turn-1/r1"), ("email_customer", "s/turn-1/e1")]
-    assert snapshot.usage.model_calls == 4
-    assert snapshot.tool_calls == ()
-    roles = [(m.role, m.tool_call_id) for m in snapshot.messages]
-    assert roles == [
-        (MessageRole.USER, None),
-        (MessageRole.USER, None),  # the opening request with the system prompt
-        (MessageRole.ASSISTANT, "f1"),
-        (MessageRole.TOOL, "f1"),
-        (MessageRole.ASSISTANT, "r1"),
-        (MessageRole.TOOL, "r1"),
-        (MessageRole.ASSISTANT, "e1"),
-        (MessageRole.TOOL, "e1"),
-        (MessageRole.ASSISTANT, None),
-    ]
-    for message in snapshot.messages:
-        assert len(ModelMessagesTypeAdapter.validate_json(message.framework_item)) == 1
-    refund_return = ModelMessagesTypeAdapter.validate_json(snapshot.messages[5].framework_item)[0]
-    assert "refund of 7 with key s/turn-1/r1" in str(refund_return.parts[0])
 
-
-async def test_worker_killed_during_a_model_step_repeats_only_that_model_call(
-    stack: AgentTestStack, flow: AgentSessionFlow
-) -> None:
-    worker = await stack.start_worker()
-    await stack.sessions(flow).start_session(
-        "s", script([call("c1", "read_tool")], {"gate": "m1", "text": "@summary"}, name="kill")
-    )
-    await gate("m1").wait_until_reached()
-    worker.kill()
-    await stack.start_worker()
-    gate("m1").release()
-    snapshot = await idle(stack, flow, "s")
-    assert answer(snapshot) == "read_tool[success]=read done"
-    assert invocations().count("model", "kill", step=0) == 1
-    assert invocations().count("model", "kill", step=1) == 2
-    assert invocations().count("tool", "read_tool") == 1
-    history = await stack.read_step_history("s")
-    run_model = [e for e in history if e.step_type == "RunModel" and e.event_type == EXECUTE_COMPLETED_EVENT]
-    # The repeat is the same RunModel execution (redelivered, or a second attempt), not a new model Step.
-    assert [e.step_execution_id for e in run_model] == ["RunModel-1", "RunModel-2"]
-
-
-async def test_worker_killed_during_each_tool_effect_repeats_only_the_calls_whose_effect_allows_it(
-    stack: AgentTestStack, flow: AgentSessionFlow
-) -> None:
-    worker = await stack.start_worker()
-    sessions = stack.sessions(flow)
-    effects = ["read_tool", "idempotent_write", "write", "unclassified_write"]
-    await sessions.start_session("s", script([call(f"c{i}", name, gate=name) for i, name in enumerate(effects)]))
-    interrupt = await wait_for_agent_snapshot(
-        sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="the unclassified approval"
-    )
-    assert interrupt.tool_name == "unclassified_write"
-    await sessions.resolve_interrupt("s", interrupt.interrupt_id, approved=True)
-    for name in effects:
-        await gate(name).wait_until_reached()
-    worker.kill()
-    await stack.start_worker()
-    for name in effects:
-        gate(name).release()
-    snapshot = await idle(stack, flow, "s")
-    assert tool_returns(snapshot) == {
-        "read_tool[success]": "read done",
-        "idempotent_write[success]": "written with key s/turn-1/c1",
-        "write[failed]": OUTCOME_UNKNOWN_TOOL_RESULT,
-        "unclassified_write[failed]": OUTCOME_UNKNOWN_TOOL_RESULT,
-    }
-    keys = {name: [e["key"] for e in invocations().entries() if e["name"] == name] for name in effects}
-    assert keys == {
-        "read_tool": ["s/turn-1/c0", "s/turn-1/c0"],
-        "idempotent_write": ["s/turn-1/c1", "s/turn-1/c1"],
-        "write": ["s/turn-1/c2"],
-        "unclassified_write": ["s/turn-1/c3"],
-    }
-    assert (await executed(stack, "s")).count("RecordToolOutcomeUnknown") == 2
-    assert invocations().count("model") == 2
+    def check_order_session(self, first: AgentSnapshot, second: AgentSnapshot) -> None:
+        roles = [(m.role, m.tool_call_id) for m in first.messages]
+        assert roles == [
+            (MessageRole.USER, None),
+            (MessageRole.USER, None),  # the opening request with the system prompt
+            (MessageRole.ASSISTANT, "f1"),
+            (MessageRole.TOOL, "f1"),
+            (MessageRole.ASSISTANT, "r1"),
+            (MessageRole.TOOL, "r1"),
+            (MessageRole.ASSISTANT, "e1"),
+            (MessageRole.TOOL, "e1"),
+            (MessageRole.ASSISTANT, None),
+        ]
+        for message in second.messages:
+            assert len(ModelMessagesTypeAdapter.validate_json(message.framework_item)) == 1
 
 
 async def test_every_row_of_the_tool_table_is_recorded_as_the_spec_says(
@@ -372,49 +256,3 @@ async def test_a_wrapper_agent_runs_every_step_through_its_own_run(
     assert answer(snapshot) == "find_order[success]=order 7 delivered"
     assert invocations().count("wrapper_run") == 3
     assert invocations().count("tool", "find_order", key="w/turn-1/f1") == 1
-
-
-async def test_text_and_reasoning_stream_live_from_model_steps(stack: AgentTestStack, flow: AgentSessionFlow) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session(
-        "s",
-        script(
-            {
-                "think": "Let me check.",
-                "text": "Checking the order.",
-                "calls": [call("f1", "find_order", order_id="7")],
-            },
-            "All good.",
-        ),
-    )
-    await idle(stack, flow, "s")
-    pieces: list[tuple[str, str, str]] = []
-    token = ""
-    while True:
-        message = await sessions.read_agent_event("s", token)
-        token = message.resume_token
-        event = message.event
-        if isinstance(event.payload, TextDeltaPayload | ReasoningDeltaPayload):
-            pieces.append((event.type.value, event.payload.text, event.step_execution_id))
-        if event.type == "turn_completed":
-            break
-    first, second = sorted({execution for _, _, execution in pieces})
-    # Each kind's pieces arrive joined per Step attempt (delta coalescing), in the order written.
-    assert [(kind, text) for kind, text, execution in pieces if execution == first] == [
-        ("reasoning_delta", "Let me check."),
-        ("text_delta", "Checking the order."),
-    ]
-    assert [(kind, text) for kind, text, execution in pieces if execution == second] == [("text_delta", "All good.")]
-
-
-async def test_call_ids_may_repeat_across_turns(stack: AgentTestStack, flow: AgentSessionFlow) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", script([call("c1", "find_order", order_id="1")]))
-    await idle(stack, flow, "s")
-    await sessions.send_user_message("s", script([call("c1", "find_order", order_id="2")]))
-    snapshot = await idle(stack, flow, "s", turns=2)
-    assert answer(snapshot) == "find_order[success]=order 2 delivered"
-    assert [e["key"] for e in invocations().entries() if e["kind"] == "tool"] == ["s/turn-1/c1", "s/turn-2/c1"]
-    assert snapshot.tool_calls == ()
