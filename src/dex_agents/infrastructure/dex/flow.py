@@ -6,20 +6,24 @@ The Steps live in `dex_agents.infrastructure.dex.steps`. The RPCs are here:
 ``list_agent_messages``, ``get_agent_message_index`` and
 ``get_agent_message_count``. The query RPCs read only the ``AGENT_MESSAGES``
 instances the caller loads, so `AgentSessionClient` loads exactly the messages
-they return. Every RPC builds its use case with the use case's ``wired``
-factory over `dex_session_ports`.
+they return. Each RPC's decorator (`session_rpc`: loads, locks,
+transactionality) comes from its `RpcDeclaration`
+(`dex_agents.application.declarations`), and every RPC builds its use case
+the same way: its ``wired`` factory over `dex_session_ports`.
 """
 
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import dex
 
+from dex_agents.application.declarations import RPC_DECLARATIONS, RpcDeclaration, RpcName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.policies import HEARTBEAT_INTERVAL
 from dex_agents.application.ports import Clock
 from dex_agents.application.rpcs.cancel_turn import CancelTurn
+from dex_agents.application.rpcs.get_agent_message_index import GetAgentMessageCount, GetAgentMessageIndex
 from dex_agents.application.rpcs.get_agent_snapshot import GetAgentSnapshot
 from dex_agents.application.rpcs.list_agent_messages import ListAgentMessages
 from dex_agents.application.rpcs.resolve_interrupt import ResolveInterrupt
@@ -27,7 +31,7 @@ from dex_agents.application.rpcs.send_user_message import SendUserMessage
 from dex_agents.application.rpcs.submit_tool_result import SubmitToolResult
 from dex_agents.application.rpcs.withdraw_user_message import WithdrawUserMessage
 from dex_agents.application.runner import AgentFrameworkRunner
-from dex_agents.application.wiring import AgentSetup
+from dex_agents.application.wiring import AgentSetup, Wired
 from dex_agents.domain.events import AgentEvent
 from dex_agents.domain.interrupts import ResolveInterruptRequest, SubmitToolResultRequest
 from dex_agents.domain.messages import AgentUserMessage
@@ -35,6 +39,7 @@ from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAge
 from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.turn_control import CancelTurnRequest
 from dex_agents.infrastructure.dex.deliveries import DexDeliveryLedger, UncheckedDeliveries
+from dex_agents.infrastructure.dex.options import session_rpc
 from dex_agents.infrastructure.dex.persistence import (
     AGENT_HISTORY_SUMMARIES,
     AGENT_MESSAGES,
@@ -55,8 +60,10 @@ from dex_agents.infrastructure.dex.persistence import (
 )
 from dex_agents.infrastructure.dex.session_step import SessionStep, StepDependencies
 from dex_agents.infrastructure.dex.steps import STEP_CLASSES
-from dex_agents.infrastructure.dex.stores import DexSessionStateStore, SystemClock, dex_session_ports
+from dex_agents.infrastructure.dex.stores import SystemClock, dex_session_ports
 from dex_agents.infrastructure.step_tracing import step_tracer
+
+RpcUseCaseT = TypeVar("RpcUseCaseT", bound=Wired)
 
 
 class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
@@ -143,59 +150,62 @@ class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
             self.events_stream,
         )
 
-    @dex.rpc(is_transactional=True)
+    def _wired(self, use_case: type[RpcUseCaseT], context: dex.Context) -> RpcUseCaseT:
+        """Build an RPC's use case over the session's ports, reading the messages the caller loaded if declared."""
+        declaration = _RPC_OF[use_case]
+        ports = dex_session_ports(context, loaded_messages_only=declaration.loaded().caller_messages)
+        return use_case.wired(ports, self._agent)
+
+    @session_rpc(RpcName.SEND_USER_MESSAGE)
     async def send_user_message(self, context: dex.Context, message: AgentUserMessage) -> dex.RPCResult[bool]:
         """Queue a user message; ``False`` for blank or refused text (`text_refusal`)."""
-        accepted = await SendUserMessage.wired(dex_session_ports(context), self._agent).execute(message)
-        return dex.RPCResult(accepted)
+        return dex.RPCResult(await self._wired(SendUserMessage, context).execute(message))
 
-    @dex.rpc(is_transactional=True, load_channels=(QUEUED_USER_MESSAGES, STEERED_USER_MESSAGES))
+    @session_rpc(RpcName.WITHDRAW_USER_MESSAGE)
     async def withdraw_user_message(self, context: dex.Context, client_message_id: str) -> dex.RPCResult[bool]:
         """Remove the waiting message with this client message ID; ``False`` when no turn-free message has it."""
-        withdrawn = await WithdrawUserMessage.wired(dex_session_ports(context), self._agent).execute(client_message_id)
-        return dex.RPCResult(withdrawn)
+        return dex.RPCResult(await self._wired(WithdrawUserMessage, context).execute(client_message_id))
 
-    @dex.rpc(lock_attributes=(PENDING_INTERRUPTS.lock(), TURN_CANCEL_REQUEST.lock()))
+    @session_rpc(RpcName.CANCEL_TURN)
     async def cancel_turn(self, context: dex.Context, request: CancelTurnRequest) -> dex.RPCResult[bool]:
         """Request the active turn's cancel and reject its pending approvals; ``False`` when no turn runs."""
-        accepted = await CancelTurn.wired(dex_session_ports(context), self._agent).execute(request)
-        return dex.RPCResult(accepted)
+        return dex.RPCResult(await self._wired(CancelTurn, context).execute(request))
 
-    @dex.rpc(lock_attributes=(PENDING_INTERRUPTS.lock(),))
+    @session_rpc(RpcName.RESOLVE_INTERRUPT)
     async def resolve_interrupt(self, context: dex.Context, request: ResolveInterruptRequest) -> dex.RPCResult[bool]:
         """Answer a pending interrupt; ``False`` when not pending (answered, cancelled, or expired)."""
-        accepted = await ResolveInterrupt.wired(dex_session_ports(context), self._agent).execute(request)
-        return dex.RPCResult(accepted)
+        return dex.RPCResult(await self._wired(ResolveInterrupt, context).execute(request))
 
-    @dex.rpc(lock_attributes=(PENDING_INTERRUPTS.lock(),), load_attribute_maps=(AGENT_TOOL_CALLS,))
+    @session_rpc(RpcName.SUBMIT_TOOL_RESULT)
     async def submit_tool_result(self, context: dex.Context, request: SubmitToolResultRequest) -> dex.RPCResult[str]:
         """Submit the outside result of a call waiting for it; the answer is a `SubmitToolResultAnswer` value."""
-        answer = await SubmitToolResult.wired(dex_session_ports(context), self._agent).execute(request)
+        answer = await self._wired(SubmitToolResult, context).execute(request)
         return dex.RPCResult(answer.value)
 
-    @dex.rpc(load_attribute_maps=(AGENT_TOOL_CALLS,), load_channels=(QUEUED_USER_MESSAGES, STEERED_USER_MESSAGES))
+    @session_rpc(RpcName.GET_AGENT_SNAPSHOT)
     async def get_agent_snapshot(self, context: dex.Context) -> dex.RPCResult[AgentSnapshot]:
         """Return the snapshot, with the loaded messages among the latest 200."""
-        ports = dex_session_ports(context, loaded_messages_only=True)
-        snapshot = await GetAgentSnapshot.wired(ports, self._agent).execute()
-        return dex.RPCResult(snapshot)
+        return dex.RPCResult(await self._wired(GetAgentSnapshot, context).execute())
 
-    @dex.rpc()
+    @session_rpc(RpcName.LIST_AGENT_MESSAGES)
     async def list_agent_messages(
         self, context: dex.Context, request: ListAgentMessagesRequest
     ) -> dex.RPCResult[AgentMessagesPage]:
         """Return one page of messages, oldest first, from the loaded ones."""
-        ports = dex_session_ports(context, loaded_messages_only=True)
-        page = await ListAgentMessages.wired(ports, self._agent).execute(request)
-        return dex.RPCResult(page)
+        return dex.RPCResult(await self._wired(ListAgentMessages, context).execute(request))
 
-    @dex.rpc()
+    @session_rpc(RpcName.GET_AGENT_MESSAGE_INDEX)
     async def get_agent_message_index(self, context: dex.Context) -> dex.RPCResult[MessageIndex]:
         """Return the message count and the sizes of large messages, to plan what a snapshot or page loads."""
-        return dex.RPCResult(MessageIndex.of(DexSessionStateStore(context).get()))
+        return dex.RPCResult(await self._wired(GetAgentMessageIndex, context).execute())
 
-    @dex.rpc()
+    @session_rpc(RpcName.GET_AGENT_MESSAGE_COUNT)
     async def get_agent_message_count(self, context: dex.Context) -> dex.RPCResult[int]:
         """Return how many messages the session stored (0 before it started)."""
-        state = DexSessionStateStore(context).get()
-        return dex.RPCResult(0 if state is None else state.message_count)
+        return dex.RPCResult(await self._wired(GetAgentMessageCount, context).execute())
+
+
+_RPC_OF: dict[type[Wired], RpcDeclaration] = {
+    declaration.use_case: declaration for declaration in RPC_DECLARATIONS.values()
+}
+"""The declaration of every RPC, by its use case."""

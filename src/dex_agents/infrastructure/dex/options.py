@@ -1,4 +1,9 @@
-"""Dex `StepOptions` for every Step, mapped from the application's Step policies.
+"""Dex `StepOptions` for every Step and the decorator of every RPC, derived from their declarations.
+
+Everything here is read off `dex_agents.application.declarations`: a Step's
+retries, timeouts and failure route (its `StepPolicy`), its locks, and its
+loads (`dex_loads` maps a declared `Load`, resolved for a movement, onto whole
+AttributeMaps, map instances and Channels). Nothing here names a Step's loads.
 
 Every Step persists ``wait_for`` and ``execute`` results synchronously, set
 explicitly so that ``FlowConfig(step_durability=ASYNC)`` never replays a Step.
@@ -14,11 +19,14 @@ shared: the SDK asks a Step for them on every movement to it.
 """
 
 import functools
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any, TypeVar
 
 import dex
 
+from dex_agents.application.declarations import RPC_DECLARATIONS, STEP_DECLARATIONS, Load, Loaded, Lock, RpcName
 from dex_agents.application.next import StepName
 from dex_agents.application.policies import STEP_POLICIES, StepPolicy
 from dex_agents.domain.history import ModelWindow, summary_key
@@ -29,8 +37,13 @@ from dex_agents.infrastructure.dex.persistence import (
     AGENT_TOOL_CALLS,
     FRAMEWORK_RUN_STATES,
     PENDING_INTERRUPTS,
+    QUEUED_USER_MESSAGES,
     RUN_STATE_KEY,
+    STEERED_USER_MESSAGES,
+    TURN_CANCEL_REQUEST,
 )
+
+CallableT = TypeVar("CallableT", bound=Callable[..., Any])
 
 RUN_STATE_LOAD = FRAMEWORK_RUN_STATES.load(RUN_STATE_KEY)
 """The run state's one map instance: loaded by ``RunModel`` and ``CompactHistory``, and by the tool Step of a call
@@ -39,23 +52,75 @@ that reads the turn's history."""
 SYNC = dex.StepOptions(wait_for_durability=dex.StepDurability.SYNC, execute_durability=dex.StepDurability.SYNC)
 """Synchronous durability for both methods."""
 
-PER_CALL_STEPS = frozenset(
-    {
-        StepName.AWAIT_TOOL_APPROVAL,
-        StepName.CALL_TOOL,
-        StepName.CALL_SINGLE_ATTEMPT_TOOL,
-        StepName.RECORD_TOOL_FAILURE,
-        StepName.RECORD_TOOL_OUTCOME_UNKNOWN,
-        StepName.RECONCILE_TOOL_CALL,
-    }
-)
+PER_CALL_STEPS = frozenset(name for name, step in STEP_DECLARATIONS.items() if step.takes_tool_call)
 """Steps whose input is a tool-call ID and that load only that call's record."""
 
-HISTORY_TOOL_STEPS = frozenset({StepName.CALL_TOOL, StepName.CALL_SINGLE_ATTEMPT_TOOL})
+HISTORY_TOOL_STEPS = frozenset(name for name, step in STEP_DECLARATIONS.items() if Load.CALL_HISTORY in step.loads)
 """Per-call Steps that load the turn's history for a call that reads it (`AgentToolCall.history_window`)."""
 
-WINDOW_STEPS = frozenset({StepName.RUN_MODEL, StepName.COMPACT_HISTORY})
+WINDOW_STEPS = frozenset(name for name, step in STEP_DECLARATIONS.items() if Load.WINDOW in step.loads)
 """Steps that read the model's window: a movement to one loads exactly the window's messages and summary."""
+
+LOCKS: dict[Lock, dex.AttributeLock] = {
+    Lock.INTERRUPTS: PENDING_INTERRUPTS.lock(),
+    Lock.CANCEL_REQUEST: TURN_CANCEL_REQUEST.lock(),
+}
+"""The Dex lock of every declared `Lock`."""
+
+WAITING_MESSAGE_CHANNELS = (QUEUED_USER_MESSAGES, STEERED_USER_MESSAGES)
+"""The Channels whose messages `Load.WAITING_MESSAGES` loads."""
+
+
+def dex_loads(loaded: Loaded) -> tuple[tuple["dex.AttributeMap[Any]", ...], tuple[dex.AttributeMapLoad, ...]]:
+    """Return the whole maps and the map instances a handler that may read ``loaded`` loads.
+
+    A query RPC's own messages (`Loaded.caller_messages`) are the caller's to load, so none is listed.
+    """
+    maps: list[dex.AttributeMap[Any]] = []
+    instances: list[dex.AttributeMapLoad] = []
+    if loaded.tool_calls is not None:
+        instances.extend(AGENT_TOOL_CALLS.load(tool_call_id) for tool_call_id in sorted(loaded.tool_calls))
+    if loaded.messages is None:
+        if not loaded.caller_messages:
+            maps.append(AGENT_MESSAGES)
+    else:
+        instances.extend(AGENT_MESSAGES.load(message_sequence_key(sequence)) for sequence in loaded.messages)
+    if loaded.run_state:
+        instances.append(RUN_STATE_LOAD)
+    if loaded.summaries is None:
+        maps.append(AGENT_HISTORY_SUMMARIES)
+    else:
+        instances.extend(AGENT_HISTORY_SUMMARIES.load(summary_key(number)) for number in sorted(loaded.summaries))
+    if loaded.tool_calls is None:
+        maps.append(AGENT_TOOL_CALLS)
+    return tuple(maps), tuple(instances)
+
+
+def dex_locks(locks: frozenset[Lock]) -> tuple[dex.AttributeLock, ...]:
+    """Return the Dex locks of ``locks``, in `Lock` order."""
+    return tuple(LOCKS[lock] for lock in Lock if lock in locks)
+
+
+def session_rpc(name: RpcName) -> Callable[[CallableT], CallableT]:
+    """Return the ``dex.rpc`` decorator of RPC ``name``: its declared loads, locks and transactionality."""
+    declaration = RPC_DECLARATIONS[name]
+    loaded = declaration.loaded()
+    maps, instances = dex_loads(loaded)
+    return dex.rpc(
+        name=name.value,
+        is_transactional=declaration.transactional,
+        lock_attributes=dex_locks(declaration.locks),
+        load_attribute_maps=maps,
+        load_attribute_map_instances=instances,
+        load_channels=WAITING_MESSAGE_CHANNELS if loaded.waiting_messages else (),
+    )
+
+
+def _with_loads(options: dex.StepOptions, loaded: Loaded) -> dex.StepOptions:
+    maps, instances = dex_loads(loaded)
+    if not maps and not instances and not options.execute_load_attribute_maps:
+        return options
+    return replace(options, execute_load_attribute_maps=maps, execute_load_attribute_map_instances=instances)
 
 
 def whole_seconds(duration: timedelta) -> timedelta:
@@ -83,35 +148,15 @@ def _with_policy(options: dex.StepOptions, policy: StepPolicy) -> dex.StepOption
 
 @functools.cache
 def _base(step: StepName) -> dex.StepOptions:
-    """Options of ``step`` without its failure route."""
-    options = _with_policy(SYNC, STEP_POLICIES[step])
-    match step:
-        case StepName.RUN_MODEL:
-            # Used only by a movement that names no window: every message, as before windows.
-            everything = (AGENT_MESSAGES, AGENT_HISTORY_SUMMARIES, AGENT_TOOL_CALLS)
-            return replace(
-                options, execute_load_attribute_maps=everything, execute_load_attribute_map_instances=(RUN_STATE_LOAD,)
-            )
-        case StepName.COMPACT_HISTORY:
-            # The turn's tool-call records too: a cancelled turn ends there (`TurnCloser.end_cancelled` clears them).
-            everything = (AGENT_MESSAGES, AGENT_HISTORY_SUMMARIES, AGENT_TOOL_CALLS)
-            return replace(
-                options, execute_load_attribute_maps=everything, execute_load_attribute_map_instances=(RUN_STATE_LOAD,)
-            )
-        case (
-            StepName.RESUME_TURN
-            | StepName.RECORD_TURN_FAILURE
-            | StepName.RECORD_RESUME_FAILURE
-            | StepName.RECORD_START_FAILURE
-            | StepName.RECORD_COMPACTION_FAILURE
-        ):
-            return replace(options, execute_load_attribute_maps=(AGENT_TOOL_CALLS,))
-        case StepName.AWAIT_TOOL_APPROVAL:
-            # Expiring an interrupt rewrites PENDING_INTERRUPTS; the lock keeps a
-            # concurrent resolve_interrupt (or another expiry) from being overwritten.
-            return replace(options, execute_lock_attributes=(PENDING_INTERRUPTS.lock(),))
-        case _:
-            return options
+    """Options of ``step`` without its failure route: its policy, and the loads of a movement that names nothing.
+
+    A window Step moved to without a window loads every message and summary.
+    """
+    declaration = STEP_DECLARATIONS[step]
+    options = _with_loads(_with_policy(SYNC, declaration.policy), declaration.loaded())
+    if declaration.locks:
+        options = replace(options, execute_lock_attributes=dex_locks(declaration.locks))
+    return options
 
 
 class StepOptionsTable:
@@ -138,19 +183,10 @@ class StepOptionsTable:
     def for_window(self, step: StepName, window: ModelWindow) -> dex.StepOptions:
         """Return the options of a movement to a window Step: exactly the window's messages and summary loaded.
 
-        The rest repeats the Step's own options (Dex replaces them); both also
-        load the run state and every tool-call record of the turn (``RunModel`` gives them to the
-        runner; either may end a cancelled turn, which clears them).
+        The rest repeats the Step's own options (Dex replaces them) and its declared loads.
         """
         assert step in WINDOW_STEPS, f"{step} reads no window"
-        loads = [AGENT_MESSAGES.load(message_sequence_key(sequence)) for sequence in window.sequences]
-        loads.append(RUN_STATE_LOAD)
-        if window.summary_number is not None:
-            loads.append(AGENT_HISTORY_SUMMARIES.load(summary_key(window.summary_number)))
-        maps = (AGENT_TOOL_CALLS,)
-        options = replace(
-            _base(step), execute_load_attribute_maps=maps, execute_load_attribute_map_instances=tuple(loads)
-        )
+        options = _with_loads(_base(step), STEP_DECLARATIONS[step].loaded(window=window))
         route = STEP_POLICIES[step].failure_route
         if route is None:
             return options
@@ -163,17 +199,11 @@ class StepOptionsTable:
         also loads the window's messages, its summary and the run state; its failure route does not.
         """
         assert step in PER_CALL_STEPS, f"{step} takes no tool-call ID"
-        own = (AGENT_TOOL_CALLS.load(tool_call_id),)
-        loads: tuple[dex.AttributeMapLoad, ...] = own
-        if window is not None and step in HISTORY_TOOL_STEPS:
-            history = [AGENT_MESSAGES.load(message_sequence_key(sequence)) for sequence in window.sequences]
-            history.append(RUN_STATE_LOAD)
-            if window.summary_number is not None:
-                history.append(AGENT_HISTORY_SUMMARIES.load(summary_key(window.summary_number)))
-            loads = (*own, *history)
-        options = replace(_base(step), execute_load_attribute_map_instances=loads)
-        if step is StepName.AWAIT_TOOL_APPROVAL:
-            options = replace(options, wait_for_load_attribute_map_instances=own)
+        declaration = STEP_DECLARATIONS[step]
+        options = _with_loads(_base(step), declaration.loaded(window=window, step_input=tool_call_id))
+        if declaration.wait_loads:
+            _, waits = dex_loads(declaration.wait_loaded(step_input=tool_call_id))
+            options = replace(options, wait_for_load_attribute_map_instances=waits)
         route = STEP_POLICIES[step].failure_route
         if route is None:
             return options

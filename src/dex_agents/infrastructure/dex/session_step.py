@@ -2,8 +2,9 @@
 
 `StepDependencies` holds what the Steps of one agent Flow type share (the
 agent's setup, its Stream, its Step classes and their options) and maps a use
-case's `Next` to a Dex decision. `SessionStep` builds a use case over
-`dex_session_ports` with the use case's own ``wired`` factory.
+case's `Next` to a Dex decision. `SessionStep` builds its Step's declared use
+case (`dex_agents.application.declarations`) over `dex_session_ports` with the
+use case's own ``wired`` factory; its options come from the same declaration.
 
 `SessionStep` is the one typing shim for the SDK: dex 1.23 types
 ``Step.execute`` / ``wait_for`` as plain methods taking ``Context``, while its
@@ -22,6 +23,7 @@ from typing import Any, ClassVar, Generic, TypeVar, assert_never
 import attrs
 import dex
 
+from dex_agents.application.declarations import STEP_DECLARATIONS
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
 from dex_agents.application.next import End, GoTo, GoToMany, Next, StepName, WaitAgain
@@ -244,7 +246,8 @@ class SessionStep(_SdkStep, Generic[InputT]):  # type: ignore[misc]  # the one t
         *,
         heartbeat: HeartbeatFn | None = None,
     ) -> UseCaseT:
-        """Build ``use_case`` over the session's ports in this handler's context."""
+        """Build ``use_case`` over the session's ports in this handler's context: the Step's declared use case."""
+        assert use_case is STEP_DECLARATIONS[self.name].use_case, f"{self.name} declares another use case"
         ports = dex_session_ports(context)
         if heartbeat is None:
             return use_case.wired(ports, self.deps.agent, events=events)

@@ -5,13 +5,18 @@ from collections import deque
 from dex_agents.domain.interrupts import AgentInterruptResolution
 from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.tools import ToolCallCompleted
+from dex_agents.testing.memory._loads import OPEN, LoadGate
 
 
 class InMemoryUserMessageQueue:
-    """``QUEUED_USER_MESSAGES`` (or ``STEERED_USER_MESSAGES``): a first-in, first-out queue."""
+    """``QUEUED_USER_MESSAGES`` (or ``STEERED_USER_MESSAGES``): a first-in, first-out queue.
 
-    def __init__(self) -> None:
+    As on Dex, `pending` is empty and `withdraw` refused in a handler that did not load the messages.
+    """
+
+    def __init__(self, *, gate: LoadGate = OPEN) -> None:
         self._queue: deque[AgentUserMessage] = deque()
+        self._gate = gate
 
     def publish(self, message: AgentUserMessage) -> None:
         self._queue.append(message)
@@ -20,9 +25,12 @@ class InMemoryUserMessageQueue:
         return len(self._queue)
 
     def pending(self) -> tuple[AgentUserMessage, ...]:
+        if not self._gate.loaded.waiting_messages:
+            return ()
         return tuple(self._queue)
 
     def withdraw(self, client_message_id: str) -> bool:
+        self._gate.refuse("the waiting messages", "waiting", allowed=self._gate.loaded.waiting_messages)
         for message in self._queue:
             if message.client_message_id == client_message_id:
                 self._queue.remove(message)

@@ -44,7 +44,14 @@ class InMemorySessionHost(InMemorySessionSteps):
             ready.extend(movements(decision))
 
     async def deliver(self, move: GoTo) -> Next | None:
-        """Run ``move`` if what it waits for is there; ``None`` when it must keep waiting."""
+        """Run ``move`` if what it waits for is there; ``None`` when it must keep waiting.
+
+        What the Step may read is its declaration's loads for this movement (`moving`).
+        """
+        with self.moving(move):
+            return await self._deliver(move)
+
+    async def _deliver(self, move: GoTo) -> Next | None:
         match move.step:
             case StepName.AWAIT_USER_MESSAGE:
                 steered = self.steering.take_one()
@@ -74,26 +81,23 @@ class InMemorySessionHost(InMemorySessionSteps):
                     move, lambda _attempt, _execution: self.resume_turn(delivered, steered_in)
                 )
             case StepName.RUN_MODEL:
-                with self.messages.loading(move.window):
-                    return await self._with_retries(
-                        move, lambda attempt, execution: self.run_model(attempt=attempt, step_execution_id=execution)
-                    )
+                return await self._with_retries(
+                    move, lambda attempt, execution: self.run_model(attempt=attempt, step_execution_id=execution)
+                )
             case StepName.COMPACT_HISTORY:
                 reason = str(move.input)
-                with self.messages.loading(move.window):
-                    return await self._with_retries(
-                        move,
-                        lambda attempt, execution: self.compact_history(
-                            reason, attempt=attempt, step_execution_id=execution
-                        ),
-                    )
+                return await self._with_retries(
+                    move,
+                    lambda attempt, execution: self.compact_history(
+                        reason, attempt=attempt, step_execution_id=execution
+                    ),
+                )
             case StepName.CALL_TOOL | StepName.CALL_SINGLE_ATTEMPT_TOOL | StepName.RECONCILE_TOOL_CALL:
                 assert isinstance(move.input, str)
                 tool_call_id = move.input
-                with self.messages.loading(move.window):
-                    return await self._with_retries(
-                        move, lambda attempt, execution: self._tool_step(move.step, tool_call_id, attempt, execution)
-                    )
+                return await self._with_retries(
+                    move, lambda attempt, execution: self._tool_step(move.step, tool_call_id, attempt, execution)
+                )
             case _:
                 raise AssertionError(f"the driver does not start {move.step.value}")
 

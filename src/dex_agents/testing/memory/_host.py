@@ -12,11 +12,19 @@ from collections.abc import Iterator, Sequence
 from itertools import count
 from typing import TypeVar
 
+from dex_agents.application.declarations import (
+    EVERYTHING,
+    RPC_DECLARATIONS,
+    STEP_DECLARATIONS,
+    Loaded,
+    RpcName,
+)
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
-from dex_agents.application.next import Next, StepName
+from dex_agents.application.next import GoTo, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.rpcs.cancel_turn import CancelTurn
+from dex_agents.application.rpcs.get_agent_message_index import GetAgentMessageCount, GetAgentMessageIndex
 from dex_agents.application.rpcs.get_agent_snapshot import GetAgentSnapshot
 from dex_agents.application.rpcs.list_agent_messages import ListAgentMessages
 from dex_agents.application.rpcs.resolve_interrupt import ResolveInterrupt
@@ -40,6 +48,7 @@ from dex_agents.application.steps.run_model import RunModel
 from dex_agents.application.steps.start_agent_session import StartAgentSession
 from dex_agents.application.tracing import StepTrace
 from dex_agents.application.wiring import AgentSetup, SessionPorts, Wired
+from dex_agents.domain.history import ModelWindow
 from dex_agents.domain.interrupts import (
     AgentInterruptResolution,
     ResolveInterruptRequest,
@@ -47,7 +56,7 @@ from dex_agents.domain.interrupts import (
     SubmitToolResultRequest,
 )
 from dex_agents.domain.messages import AgentUserMessage, MessageDelivery
-from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest
+from dex_agents.domain.snapshot import AgentMessagesPage, AgentSnapshot, ListAgentMessagesRequest, MessageIndex
 from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.tools import ToolCallCompleted
 from dex_agents.domain.turn_control import CancelTurnRequest
@@ -59,6 +68,7 @@ from dex_agents.testing.memory._channels import (
 )
 from dex_agents.testing.memory._clock import ManualClock
 from dex_agents.testing.memory._deliveries import InMemoryDeliveryLedger
+from dex_agents.testing.memory._loads import LoadGate
 from dex_agents.testing.memory._stores import (
     InMemoryCancelRequestStore,
     InMemoryHistorySummaryStore,
@@ -103,17 +113,19 @@ class InMemorySessionSteps:
         self.options = AgentSessionOptions() if options is None else options
         self.clock = ManualClock() if clock is None else clock
         self.flow_id = flow_id
+        self.gate = LoadGate()
+        """What the running Step or RPC declared it reads; the ports refuse the rest within it."""
         self.state = InMemorySessionStateStore()
-        self.messages = InMemoryMessageLog()
-        self.run_state = InMemoryRunStateStore()
-        self.tool_calls = InMemoryToolCallStore()
+        self.messages = InMemoryMessageLog(gate=self.gate)
+        self.run_state = InMemoryRunStateStore(gate=self.gate)
+        self.tool_calls = InMemoryToolCallStore(gate=self.gate)
         self.interrupts = InMemoryInterruptStore()
         self.usage = InMemoryUsageStore()
-        self.queue = InMemoryUserMessageQueue()
+        self.queue = InMemoryUserMessageQueue(gate=self.gate)
         self.resolutions = InMemoryResolutionPublisher()
         self.results = InMemoryToolResultPublisher()
-        self.summaries = InMemoryHistorySummaryStore()
-        self.steering = InMemoryUserMessageQueue()
+        self.summaries = InMemoryHistorySummaryStore(gate=self.gate)
+        self.steering = InMemoryUserMessageQueue(gate=self.gate)
         self.steered = InMemorySteeredMessageStore()
         self.cancel_request = InMemoryCancelRequestStore()
         self.sink = RecordingEventSink()
@@ -125,6 +137,7 @@ class InMemorySessionSteps:
         self.executed: list[tuple[StepName, object, int]] = []
         """Every Step attempt run so far: (Step, input, attempt)."""
         self._executions = count(1)
+        self._window: ModelWindow | _Unset | None = _UNSET
 
     @property
     def scripted(self) -> ScriptedRunner:
@@ -183,23 +196,55 @@ class InMemorySessionSteps:
         return writer
 
     @contextlib.contextmanager
+    def moving(self, move: GoTo) -> Iterator[None]:
+        """Within the block, Steps run as the movement ``move`` started them (its window loaded)."""
+        self._window = move.window
+        try:
+            yield
+        finally:
+            self._window = _UNSET
+
+    def loaded(self, step: StepName, step_input: object) -> Loaded:
+        """What an attempt of ``step`` may read: its declaration, for the movement running (`moving`).
+
+        Called outside a movement (a test runs the Step directly), a tool Step loads the history its
+        call reads, as the movement the model's Step started it with does.
+        """
+        declaration = STEP_DECLARATIONS[step]
+        tool_call_id = step_input if isinstance(step_input, str) and declaration.takes_tool_call else None
+        window = self._window
+        if isinstance(window, _Unset):
+            with self.gate.loading(EVERYTHING, "the host"):
+                record = None if tool_call_id is None else self.tool_calls.get(tool_call_id)
+            window = None if record is None else record.history_window
+        return declaration.loaded(window=window, step_input=tool_call_id)
+
+    @contextlib.contextmanager
     def attempt(
         self, step: StepName, call: StepCall, step_input: object, *, turn_id: str | None = None
     ) -> Iterator[AgentEventWriter]:
-        """One Step attempt's writer, closed when the block ends; in the attempt's span when the session is traced."""
-        if self.tracer is None:
-            events = self.writer(call, turn_id=turn_id)
-            try:
-                yield events
-            finally:
-                events.close()
-            return
-        with self.tracer.attempt(step, call, self.ports, step_input) as trace:
-            events = self.writer(call, turn_id=turn_id, trace=trace)
-            try:
-                yield events
-            finally:
-                events.close()
+        """One Step attempt's writer, closed when the block ends; in the attempt's span when the session is traced.
+
+        Within the block the ports refuse what the Step's declaration does not load.
+        """
+        with self.gate.loading(self.loaded(step, step_input), step.value):
+            if self.tracer is None:
+                events = self.writer(call, turn_id=turn_id)
+                try:
+                    yield events
+                finally:
+                    events.close()
+                return
+            with self.tracer.attempt(step, call, self.ports, step_input) as trace:
+                events = self.writer(call, turn_id=turn_id, trace=trace)
+                try:
+                    yield events
+                finally:
+                    events.close()
+
+    def rpc(self, name: RpcName) -> "contextlib.AbstractContextManager[None]":
+        """The block of one RPC call: the ports refuse what its declaration does not load."""
+        return self.gate.loading(RPC_DECLARATIONS[name].loaded(), name.value)
 
     def _ran(self, step: StepName, step_input: object, call: StepCall | None = None) -> None:
         self.executed.append((step, step_input, 1 if call is None else call.attempt))
@@ -227,10 +272,12 @@ class InMemorySessionSteps:
         """Run what ``AwaitUserMessage`` does before it waits (its ``wait_for``)."""
         call = self.step_call(StepName.AWAIT_USER_MESSAGE)
         events = self.writer(call, turn_id=None)
+        waiting = STEP_DECLARATIONS[StepName.AWAIT_USER_MESSAGE].wait_loaded()
         try:
-            AwaitUserMessage.wired(
-                self.ports, self.agent, events=events, heartbeat=self.heartbeat
-            ).announce_finished_turn()
+            with self.gate.loading(waiting, "AwaitUserMessage.wait_for"):
+                AwaitUserMessage.wired(
+                    self.ports, self.agent, events=events, heartbeat=self.heartbeat
+                ).announce_finished_turn()
         finally:
             events.close()
 
@@ -252,7 +299,9 @@ class InMemorySessionSteps:
     def plan_approval(self, tool_call_id: str) -> ApprovalWait | None:
         use_case, events = self.approval()
         events.close()
-        return use_case.plan_wait(tool_call_id, engine_now=self.clock.now())
+        waiting = STEP_DECLARATIONS[StepName.AWAIT_TOOL_APPROVAL].wait_loaded(step_input=tool_call_id)
+        with self.gate.loading(waiting, "AwaitToolApproval.wait_for"):
+            return use_case.plan_wait(tool_call_id, engine_now=self.clock.now())
 
     async def await_tool_approval(
         self,
@@ -364,15 +413,18 @@ class InMemorySessionSteps:
     async def send_user_message(
         self, text: str, *, client_message_id: str | None = None, delivery: MessageDelivery = MessageDelivery.QUEUE
     ) -> bool:
-        return await SendUserMessage.wired(self.ports, self.agent).execute(
-            AgentUserMessage(text=text, client_message_id=client_message_id, delivery=delivery)
-        )
+        with self.rpc(RpcName.SEND_USER_MESSAGE):
+            return await SendUserMessage.wired(self.ports, self.agent).execute(
+                AgentUserMessage(text=text, client_message_id=client_message_id, delivery=delivery)
+            )
 
     async def withdraw_user_message(self, client_message_id: str) -> bool:
-        return await WithdrawUserMessage.wired(self.ports, self.agent).execute(client_message_id)
+        with self.rpc(RpcName.WITHDRAW_USER_MESSAGE):
+            return await WithdrawUserMessage.wired(self.ports, self.agent).execute(client_message_id)
 
     async def cancel_turn(self, reason: str | None = None) -> bool:
-        return await CancelTurn.wired(self.ports, self.agent).execute(CancelTurnRequest(reason=reason))
+        with self.rpc(RpcName.CANCEL_TURN):
+            return await CancelTurn.wired(self.ports, self.agent).execute(CancelTurnRequest(reason=reason))
 
     async def resolve_interrupt(
         self,
@@ -390,19 +442,38 @@ class InMemorySessionSteps:
             approver=approver,
             call_digest=call_digest,
         )
-        return await ResolveInterrupt.wired(self.ports, self.agent).execute(request)
+        with self.rpc(RpcName.RESOLVE_INTERRUPT):
+            return await ResolveInterrupt.wired(self.ports, self.agent).execute(request)
 
     async def submit_tool_result(
         self, tool_call_id: str, *, result: str | None = None, error: str | None = None
     ) -> SubmitToolResultAnswer:
         """The ``submit_tool_result`` RPC; ``result`` is JSON text, as the client sends it."""
         request = SubmitToolResultRequest(tool_call_id=tool_call_id, result=result, error=error)
-        return await SubmitToolResult.wired(self.ports, self.agent).execute(request)
+        with self.rpc(RpcName.SUBMIT_TOOL_RESULT):
+            return await SubmitToolResult.wired(self.ports, self.agent).execute(request)
 
     async def get_agent_snapshot(self) -> AgentSnapshot:
-        return await GetAgentSnapshot.wired(self.ports, self.agent).execute()
+        with self.rpc(RpcName.GET_AGENT_SNAPSHOT):
+            return await GetAgentSnapshot.wired(self.ports, self.agent).execute()
 
     async def list_agent_messages(self, *, after_sequence: int = 0, limit: int = 50) -> AgentMessagesPage:
-        return await ListAgentMessages.wired(self.ports, self.agent).execute(
-            ListAgentMessagesRequest(after_sequence=after_sequence, limit=limit)
-        )
+        with self.rpc(RpcName.LIST_AGENT_MESSAGES):
+            return await ListAgentMessages.wired(self.ports, self.agent).execute(
+                ListAgentMessagesRequest(after_sequence=after_sequence, limit=limit)
+            )
+
+    async def get_agent_message_index(self) -> MessageIndex:
+        with self.rpc(RpcName.GET_AGENT_MESSAGE_INDEX):
+            return await GetAgentMessageIndex.wired(self.ports, self.agent).execute()
+
+    async def get_agent_message_count(self) -> int:
+        with self.rpc(RpcName.GET_AGENT_MESSAGE_COUNT):
+            return await GetAgentMessageCount.wired(self.ports, self.agent).execute()
+
+
+class _Unset:
+    """No movement is running: a test runs a Step directly."""
+
+
+_UNSET = _Unset()

@@ -2,6 +2,8 @@
 
 A real host stages writes and commits them with the Step's decision; these
 fakes apply every write at once, which is what a committed Step looks like.
+The ports of AttributeMaps refuse, within a Step attempt or RPC call, a read its
+declaration does not cover (`LoadGate`), as Dex does.
 """
 
 import contextlib
@@ -14,6 +16,7 @@ from dex_agents.domain.session import AgentState
 from dex_agents.domain.tools import AgentToolCall
 from dex_agents.domain.turn_control import TurnCancelRequest
 from dex_agents.domain.usage import AgentUsage
+from dex_agents.testing.memory._loads import OPEN, LoadGate
 
 
 class InMemorySessionStateStore:
@@ -38,15 +41,21 @@ class InMemorySessionStateStore:
 class InMemoryMessageLog:
     """``AGENT_MESSAGES``; refuses to overwrite a sequence, which no Step may do."""
 
-    def __init__(self, messages: Sequence[AgentMessage] = ()) -> None:
+    def __init__(self, messages: Sequence[AgentMessage] = (), *, gate: LoadGate = OPEN) -> None:
         self._by_sequence: dict[int, AgentMessage] = {}
         self.reads: list[tuple[int, ...]] = []
         self._loaded: range | None = None
+        self._gate = gate
         for message in messages:
             self.append(message)
 
     def read(self, sequences: Sequence[int]) -> tuple[AgentMessage, ...]:
         self.reads.append(tuple(sequences))
+        loaded = self._gate.loaded
+        if loaded.caller_messages:
+            sequences = [s for s in sequences if loaded.allows_message(s)]
+        for sequence in sequences:
+            self._gate.refuse(f"message {sequence}", ("message", sequence), allowed=loaded.allows_message(sequence))
         if self._loaded is not None:
             outside = [s for s in sequences if s not in self._loaded]
             if outside:
@@ -65,6 +74,7 @@ class InMemoryMessageLog:
     def append(self, message: AgentMessage) -> None:
         if message.sequence in self._by_sequence:
             raise AssertionError(f"message sequence {message.sequence} is already stored")
+        self._gate.wrote(("message", message.sequence))
         self._by_sequence[message.sequence] = message
 
     @property
@@ -81,32 +91,41 @@ class InMemoryMessageLog:
 class InMemoryRunStateStore:
     """``FRAMEWORK_RUN_STATE``."""
 
-    def __init__(self, run_state: str | None = None) -> None:
+    def __init__(self, run_state: str | None = None, *, gate: LoadGate = OPEN) -> None:
         self.value = run_state
+        self._gate = gate
 
     def get(self) -> str | None:
+        self._gate.refuse("the run state", "run_state", allowed=self._gate.loaded.run_state)
         return self.value
 
     def set(self, run_state: str | None) -> None:
+        self._gate.wrote("run_state")
         self.value = run_state
 
 
 class InMemoryToolCallStore:
     """``AGENT_TOOL_CALLS``, keyed by tool-call ID."""
 
-    def __init__(self, records: Sequence[AgentToolCall] = ()) -> None:
+    def __init__(self, records: Sequence[AgentToolCall] = (), *, gate: LoadGate = OPEN) -> None:
         self._by_id = {record.tool_call_id: record for record in records}
+        self._gate = gate
 
     def get(self, tool_call_id: str) -> AgentToolCall | None:
+        allowed = self._gate.loaded.allows_tool_call(tool_call_id)
+        self._gate.refuse(f"the tool call {tool_call_id!r}", ("tool_call", tool_call_id), allowed=allowed)
         return self._by_id.get(tool_call_id)
 
     def all(self) -> tuple[AgentToolCall, ...]:
+        self._gate.refuse("every tool call", "tool_calls", allowed=self._gate.loaded.tool_calls is None)
         return tuple(sorted(self._by_id.values(), key=lambda record: record.deferral_order))
 
     def put(self, record: AgentToolCall) -> None:
+        self._gate.wrote(("tool_call", record.tool_call_id))
         self._by_id[record.tool_call_id] = record
 
     def delete(self, tool_call_id: str) -> None:
+        self._gate.wrote(("tool_call", tool_call_id))
         self._by_id.pop(tool_call_id, None)
 
     def __getitem__(self, tool_call_id: str) -> AgentToolCall:
@@ -147,13 +166,16 @@ class InMemoryUsageStore:
 class InMemoryHistorySummaryStore:
     """``AGENT_HISTORY_SUMMARIES``: one summary per compaction number."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, gate: LoadGate = OPEN) -> None:
         self.by_number: dict[int, HistorySummary] = {}
+        self._gate = gate
 
     def get(self, number: int) -> HistorySummary | None:
+        self._gate.refuse(f"summary {number}", ("summary", number), allowed=self._gate.loaded.allows_summary(number))
         return self.by_number.get(number)
 
     def put(self, summary: HistorySummary) -> None:
+        self._gate.wrote(("summary", summary.number))
         self.by_number[summary.number] = summary
 
 
