@@ -6,7 +6,6 @@ from dex_agents.application.next import GoTo, StepName
 from dex_agents.domain import events as ev
 from dex_agents.domain.events import AgentEventType
 from dex_agents.domain.failure_note import OUTCOME_UNKNOWN_TOOL_RESULT
-from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import FrameworkMessage, MessageRole
 from dex_agents.domain.session import AgentStatus
 from dex_agents.domain.tools import ToolEffect, ToolPolicy
@@ -19,6 +18,7 @@ from dex_agents.testing import (
     tool_calls_requested,
 )
 from dex_agents.testing.memory import InMemorySessionHost
+from tests.builders import make_interrupt
 
 NOTE = (
     "[Dex] The previous turn failed after these tool calls ran:\n"
@@ -107,12 +107,8 @@ async def test_a_failed_turn_whose_records_are_unfinished_appends_no_note() -> N
 async def test_a_failed_turn_clears_only_its_own_interrupts() -> None:
     session = await failed_after_tools()
     raised = datetime(2026, 1, 1, tzinfo=UTC)
-    mine = AgentInterrupt(
-        interrupt_id="turn-1.c9", turn_id="turn-1", tool_call_id="c9", tool_name="x", arguments="{}", raised_at=raised
-    )
-    other = AgentInterrupt(
-        interrupt_id="turn-0.c9", turn_id="turn-0", tool_call_id="c9", tool_name="x", arguments="{}", raised_at=raised
-    )
+    mine = make_interrupt("c9", "x", raised_at=raised)
+    other = make_interrupt("c9", "x", turn_id="turn-0", raised_at=raised)
     session.interrupts.set([mine, other])
 
     await session.record_turn_failure(recovery_error="boom")

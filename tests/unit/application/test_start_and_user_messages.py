@@ -11,6 +11,7 @@ from dex_agents.domain.session import AgentState, AgentStatus
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.testing import ScriptedRunner, framework_message
 from dex_agents.testing.memory import InMemorySessionHost
+from tests.builders import make_interrupt
 
 
 async def test_a_non_blank_initial_message_starts_the_first_turn() -> None:
@@ -144,11 +145,4 @@ async def test_sending_user_messages_queues_them_in_order() -> None:
 
 
 def _stale_interrupt() -> AgentInterrupt:
-    return AgentInterrupt(
-        interrupt_id="turn-9.c1",
-        turn_id="turn-9",
-        tool_call_id="c1",
-        tool_name="refund",
-        arguments="{}",
-        raised_at=InMemorySessionHost().clock.now(),
-    )
+    return make_interrupt(turn_id="turn-9", raised_at=InMemorySessionHost().clock.now())

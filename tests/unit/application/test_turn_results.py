@@ -1,7 +1,5 @@
 """How a finished turn is read: `turn_result` from a snapshot, and ``turn_committed`` once the end is committed."""
 
-from datetime import UTC, datetime
-
 import attrs
 import pytest
 
@@ -18,10 +16,10 @@ from dex_agents import (
 )
 from dex_agents.domain import events as ev
 from dex_agents.domain.events import AgentEventType
-from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.session import turn_number
 from dex_agents.testing import ScriptedRunner, assistant_message
 from dex_agents.testing.memory import InMemorySessionHost
+from tests.builders import make_interrupt
 
 
 def message(sequence: int, turn_id: str, role: MessageRole, text: str | None = None) -> AgentMessage:
@@ -109,14 +107,7 @@ def test_a_session_is_idle_once_started_with_no_turn_running_nothing_queued_and_
 
 
 def test_a_session_with_an_approval_pending_is_not_idle() -> None:
-    interrupt = AgentInterrupt(
-        interrupt_id="turn-1.c1",
-        turn_id="turn-1",
-        tool_call_id="c1",
-        tool_name="refund",
-        arguments="{}",
-        raised_at=datetime(2026, 1, 1, tzinfo=UTC),
-    )
+    interrupt = make_interrupt()
     snapshot = attrs.evolve(snapshot_of(AgentState(turn_count=1)), pending_interrupts=(interrupt,))
     assert not snapshot.is_idle
 

@@ -27,6 +27,7 @@ from dex_agents.cli.render import EventExtras, EventRenderer
 from dex_agents.cli.views import render_snapshot
 from dex_agents.domain.tools import call_digest
 from dex_agents.testing import make_tool_call
+from tests.builders import make_interrupt
 from tests.unit.cli.events import ASSISTANT, YOU, event, text
 
 REFUND = make_tool_call(
@@ -232,14 +233,7 @@ def _refund_raised() -> AgentEvent:
 
 
 def _refund_interrupt(arguments: str) -> AgentInterrupt:
-    return AgentInterrupt(
-        interrupt_id="turn-1.call-2",
-        turn_id="turn-1",
-        tool_call_id="call-2",
-        tool_name="refund_order",
-        arguments=arguments,
-        raised_at=datetime.now(UTC),
-    )
+    return make_interrupt("call-2", "refund_order", arguments, raised_at=datetime.now(UTC))
 
 
 def test_approval_lines_say_whether_the_approval_is_still_pending_and_how_it_was_answered() -> None:
@@ -295,16 +289,7 @@ def test_snapshot_shows_state_messages_tool_outcomes_pending_approvals_and_usage
             message(2, MessageRole.ASSISTANT, "Looking.", tool="find_order"),
             message(3, MessageRole.TOOL, None, tool="find_order"),
         ),
-        pending_interrupts=(
-            AgentInterrupt(
-                interrupt_id="turn-1.call-2",
-                turn_id="turn-1",
-                tool_call_id="call-2",
-                tool_name="refund_order",
-                arguments='{"order_id":"7"}',
-                raised_at=datetime.now(UTC),
-            ),
-        ),
+        pending_interrupts=(make_interrupt("call-2", "refund_order", '{"order_id":"7"}', raised_at=datetime.now(UTC)),),
         tool_calls=(REFUND,),
         usage=AgentUsage(model_calls=2, input_tokens=100, output_tokens=40),
         queued_message_count=0,

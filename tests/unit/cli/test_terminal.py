@@ -10,21 +10,14 @@ from typing import TextIO
 import pytest
 from rich.console import Console
 
-from dex_agents import AgentInterrupt
 from dex_agents.cli.demo import choose_approver
 from dex_agents.cli.follow import ApprovalDecision, ApprovalRequest
 from dex_agents.cli.terminal import TERMINAL_REJECTION, PromptApprover, ScriptedLines, TerminalLines, parse_yes
+from tests.builders import make_interrupt
 
 REQUEST = ApprovalRequest.of(
     "s",
-    AgentInterrupt(
-        interrupt_id="turn-1.call-2",
-        turn_id="turn-1",
-        tool_call_id="call-2",
-        tool_name="refund_order",
-        arguments='{"order_id":"7"}',
-        raised_at=datetime.now(UTC),
-    ),
+    make_interrupt("call-2", "refund_order", '{"order_id":"7"}', raised_at=datetime.now(UTC)),
 )
 
 

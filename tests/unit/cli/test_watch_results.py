@@ -1,13 +1,12 @@
 """`watch` and a call waiting for its result from outside: how it is drawn, and the ``result`` commands."""
 
 import io
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
 from rich.console import Console
 
-from dex_agents import AgentEventType, AgentInterrupt, AgentUsage
+from dex_agents import AgentEventType, AgentUsage
 from dex_agents.cli.render import EventExtras, EventRenderer
 from dex_agents.cli.terminal import TerminalLines
 from dex_agents.cli.watch import Watch, WatchCommand, parse_watch_command, print_pending
@@ -15,17 +14,10 @@ from dex_agents.domain.errors import ToolResultAlreadySubmittedError
 from dex_agents.domain.interrupts import EXPIRED_RESULT_MESSAGE, InterruptKind
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.launch.errors import CliError, UsageError
+from tests.builders import make_interrupt
 from tests.unit.cli.events import event
 
-WAITING = AgentInterrupt(
-    interrupt_id="turn-1.c1.result",
-    turn_id="turn-1",
-    tool_call_id="c1",
-    tool_name="inventory",
-    arguments='{"sku": "A-7"}',
-    raised_at=datetime(2026, 1, 1, tzinfo=UTC),
-    kind=InterruptKind.TOOL_RESULT,
-)
+WAITING = make_interrupt("c1", "inventory", '{"sku": "A-7"}', kind=InterruptKind.TOOL_RESULT)
 
 
 @pytest.mark.parametrize(

@@ -17,12 +17,12 @@ from dex_agents.domain.events import (
     turn_committed,
     user_message_steered,
 )
-from dex_agents.domain.interrupts import AgentInterrupt
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage, MessageDelivery, MessageRole
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.domain.tools import ToolCallStatus
 from dex_agents.domain.usage import AgentUsage
+from tests.builders import make_interrupt
 
 
 def _event(body: object, *, turn: str | None = "turn-2", step: str = "RunModel-4", attempt: int = 1) -> AgentEvent:
@@ -191,12 +191,10 @@ def test_a_cancelled_turn_is_a_lasting_note_with_the_reason() -> None:
 
 
 def test_invisible_and_bidi_characters_show_as_marks_on_pages_and_in_live_updates() -> None:
-    interrupt = AgentInterrupt(
-        interrupt_id="turn-1.call-1",
-        turn_id="turn-1",
-        tool_call_id="call-1",
-        tool_name="transfer",
-        arguments='{"to": "alice\u202e001$\u202c", "note": "\x1b[8mhidden"}',
+    interrupt = make_interrupt(
+        "call-1",
+        "transfer",
+        '{"to": "alice\u202e001$\u202c", "note": "\x1b[8mhidden"}',
         raised_at=datetime.now(UTC),
     )
     form = views.approval_form("s-1", interrupt, csrf="c" * 64, return_to="/approvals")

@@ -17,7 +17,6 @@ from dex_agents.domain.errors import (
     ToolExecutionError,
 )
 from dex_agents.domain.interrupts import (
-    AgentInterrupt,
     AgentInterruptResolution,
     ResolveInterruptRequest,
     interrupt_id_for,
@@ -33,6 +32,7 @@ from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.tools import ToolEffect, ToolPolicy
 from dex_agents.domain.turns import DeferredToolCall, ToolCallsRequested, TurnCompleted
 from dex_agents.domain.usage import AgentUsage
+from tests.builders import make_interrupt
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -211,15 +211,7 @@ def test_interrupt_ids_differ_across_turns_even_when_call_ids_repeat() -> None:
 
 
 def test_an_interrupt_expires_at_its_deadline_and_never_without_one() -> None:
-    interrupt = AgentInterrupt(
-        interrupt_id="turn-1.c1",
-        turn_id="turn-1",
-        tool_call_id="c1",
-        tool_name="refund",
-        arguments="{}",
-        raised_at=NOW,
-        deadline=NOW + timedelta(seconds=30),
-    )
+    interrupt = make_interrupt(raised_at=NOW, deadline=NOW + timedelta(seconds=30))
     assert not interrupt.is_expired(NOW + timedelta(seconds=29, microseconds=999999))
     assert interrupt.is_expired(NOW + timedelta(seconds=30))
     assert not attrs.evolve(interrupt, deadline=None).is_expired(NOW + timedelta(days=365))

@@ -36,6 +36,7 @@ from dex_agents.domain.messages import MessageDelivery
 from dex_agents.domain.snapshot import MessageIndex
 from dex_agents.domain.turn_control import CancelTurnRequest, TurnCancelRequest
 from dex_agents.infrastructure.dex.codec import WIRE_TYPES
+from tests.builders import make_interrupt
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
 RECORD = AgentToolCall(
@@ -49,15 +50,7 @@ RECORD = AgentToolCall(
     rejection_message="not today",
     interrupt_id="turn-1.c1",
 )
-INTERRUPT = AgentInterrupt(
-    interrupt_id="turn-1.c1",
-    turn_id="turn-1",
-    tool_call_id="c1",
-    tool_name="refund",
-    arguments="{}",
-    raised_at=NOW,
-    deadline=NOW,
-)
+INTERRUPT = make_interrupt(raised_at=NOW, deadline=NOW)
 STATE = AgentState(
     status=AgentStatus.RUNNING_TOOLS,
     turn_count=2,
