@@ -8,9 +8,10 @@ the Worker about 2.5 ms per tool Step, several times the tool call itself
 but validate the arguments and call the function, the Step does what that
 run's ``CallToolsNode`` does, with the same Pydantic AI code:
 
-- ``ToolManager.for_run_step`` over the agent's function toolset offering
-  only the called tool, built from the definition the model Step prepared
-  (``FunctionToolset.tool_for_tool_def``: ``prepare`` does not run again), then
+- ``ToolManager.for_run_step`` over the agent's function toolset: the called
+  tool built from the definition the model Step prepared
+  (``FunctionToolset.tool_for_tool_def``: ``prepare`` does not run again), the
+  others as declared (as the full run's tool Step lists them), then
   ``ToolManager.handle_call``: argument validation (the tool's schema and its
   ``args_validator``), the call, ``ModelRetry`` and validation errors turned
   into a ``retried`` return within the tool's retry budget (past it, the same
@@ -142,17 +143,21 @@ def _plain_tool(tool: Tool[Any], *, prepared: bool) -> bool:
 
 @dataclass
 class _OneToolToolset(WrapperToolset[Any]):
-    """The agent's function toolset offering one tool, as the model Step prepared it, without ``prepare``."""
+    """The agent's function toolset without ``prepare``: the called tool as the model Step prepared it."""
 
     tool_name: str = ""
     definition_fields: PreparedFields | None = None
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        # Every tool is listed (the others as declared), so ``ctx.available_tool_names`` is a run's.
         toolset = cast(FunctionToolset[Any], self.wrapped)
-        tool_def = toolset.tools[self.tool_name].tool_def
-        if self.definition_fields is not None:
-            tool_def = self.definition_fields.apply(tool_def)
-        return {self.tool_name: toolset.tool_for_tool_def(tool_def, ctx=ctx)}
+        listed: dict[str, ToolsetTool[Any]] = {}
+        for name, tool in toolset.tools.items():
+            tool_def = tool.tool_def
+            if name == self.tool_name and self.definition_fields is not None:
+                tool_def = self.definition_fields.apply(tool_def)
+            listed[name] = toolset.tool_for_tool_def(tool_def, ctx=ctx)
+        return listed
 
 
 @dataclass(frozen=True)

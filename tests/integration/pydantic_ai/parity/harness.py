@@ -24,6 +24,7 @@ for ``events``, the events an event stream handler saw.
 import asyncio
 import contextlib
 import difflib
+import os
 import pprint
 import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -78,6 +79,12 @@ def _no_external(call: ToolCallPart) -> object:
 VARIANTS = ("durable", "fast", "events")
 """Every scenario runs in each (see the module docstring)."""
 
+DIFF_LINES = int(os.environ.get("PARITY_DIFF_LINES", "80"))
+"""How many lines of a difference a failure shows (``PARITY_DIFF_LINES``, when debugging a scenario)."""
+
+DIFF_CONTEXT = int(os.environ.get("PARITY_DIFF_CONTEXT", "2"))
+"""How many unchanged lines surround each changed one in a failure (``PARITY_DIFF_CONTEXT``)."""
+
 TURN_TIMEOUT = 60.0
 """Seconds one session turn may take."""
 
@@ -95,6 +102,9 @@ class Scenario:
     """Each turn's user prompt."""
     deps: object = None
     """The agent's deps: given to the plain run, and returned by the session's ``deps_factory``."""
+    fresh_deps: Callable[[], object] | None = None
+    """Deps the tools change (instead of ``deps``): one new value for the plain run's turns, and one per
+    session (the session's ``deps_factory`` returns the same value to every Step of the session)."""
     decide: Callable[[ToolCallPart], Decision] = field(default=lambda _call: True)
     """How each call that asks for approval is answered (in the plain run and in the session)."""
     tool_policies: Mapping[str, ToolPolicy] = field(default_factory=dict)
@@ -198,12 +208,21 @@ def build_case(case: Case) -> Built:
     scenario = case.build(probe)
     deps = scenario.deps
     fast = case.variant != "durable"
+    deps_factory: Callable[[str], object] | None = None if deps is None else (lambda _session_id: deps)
+    if scenario.fresh_deps is not None:
+        fresh, per_session = scenario.fresh_deps, dict[str, object]()
+
+        def deps_factory(session_id: str) -> object:
+            if session_id not in per_session:
+                per_session[session_id] = fresh()
+            return per_session[session_id]
+
     flow = pydantic_ai_session_flow(
         scenario.agent,
         flow_type=case.flow_type,
         tool_policies=scenario.tool_policies,
         default_tool_effect=ToolEffect.READ,
-        deps_factory=None if deps is None else (lambda _session_id: deps),
+        deps_factory=deps_factory,
         model=scenario.model,
         live_runs=fast,
         direct_tool_calls=fast,
@@ -274,6 +293,7 @@ async def run_plain(built: Built) -> Observation:
     usage = RunUsage()
     errors: list[str | None] = []
     replies: list[str | None] = []
+    deps = scenario.deps if scenario.fresh_deps is None else scenario.fresh_deps()
     for prompt in scenario.turns:
         messages = list(history)
         user_prompt: str | None = prompt
@@ -286,7 +306,7 @@ async def run_plain(built: Built) -> Observation:
                     user_prompt,
                     message_history=messages,
                     deferred_tool_results=results,
-                    deps=scenario.deps,
+                    deps=deps,
                     model=scenario.model,
                     usage=turn_usage,
                 )
@@ -472,9 +492,12 @@ async def check_parity(stack: ParityStack, case: Case) -> None:
 
 def _diff(plain: Any, session: Any) -> str:
     lines = difflib.unified_diff(
-        pprint.pformat(plain, width=120).splitlines(), pprint.pformat(session, width=120).splitlines(), lineterm="", n=2
+        pprint.pformat(plain, width=120).splitlines(),
+        pprint.pformat(session, width=120).splitlines(),
+        lineterm="",
+        n=int(__import__("os").environ.get("PARITY_DIFF_CONTEXT", "2")),
     )
-    return "\n".join(list(lines)[2:80])
+    return "\n".join(list(lines)[2:DIFF_LINES])
 
 
 @contextlib.asynccontextmanager

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Se
 from typing import Any
 
 from pydantic_ai import ModelMessagesTypeAdapter
+from pydantic_ai._instrumentation import get_instructions
 from pydantic_ai.capabilities import AbstractCapability, ProcessEventStream
 from pydantic_ai.messages import (
     AgentStreamEvent,
@@ -29,7 +30,10 @@ from pydantic_ai.messages import (
     ToolCallPart,
     UserPromptPart,
 )
+from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.models.function import AgentInfo, DeltaThinkingPart, DeltaToolCall, FunctionModel
+from pydantic_ai.models.test import TestModel
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
 from pydantic_core import to_jsonable_python
 
@@ -124,7 +128,9 @@ class Probe:
         """Record that a tool ran, with what it saw."""
         self.invocations.append(normalize({"tool": tool_name, **details}))
 
-    def model(self, respond: Respond, *, name: str = "scripted") -> FunctionModel:
+    def model(
+        self, respond: Respond, *, name: str = "scripted", settings: ModelSettings | None = None
+    ) -> FunctionModel:
         """A ``FunctionModel`` answering with ``respond`` and recording what each request saw.
 
         It streams only for a variant that watches events (the plain run then streams too): a
@@ -153,12 +159,41 @@ class Probe:
                         raise AssertionError(f"the scripted stream cannot send {part!r}")
 
         if self.watch_events:
-            return FunctionModel(answer, stream_function=stream, model_name=name)
-        return FunctionModel(answer, model_name=name)
+            return FunctionModel(answer, stream_function=stream, model_name=name, settings=settings)
+        return FunctionModel(answer, model_name=name, settings=settings)
+
+    def test_model(self, **options: Any) -> TestModel:
+        """A ``TestModel`` (built with ``options``) recording what each request saw, as `model` does."""
+        return _RecordingTestModel(self.requests, **options)
 
     async def _record_events(self, ctx: RunContext[Any], stream: AsyncIterable[AgentStreamEvent]) -> None:
         async for event in stream:
             self.events.append({"run_step": ctx.run_step, "event": type(event).__name__, **normalize(event)})
+
+
+class _RecordingTestModel(TestModel):
+    """A ``TestModel`` appending what each request saw to ``requests`` (streamed or not)."""
+
+    def __init__(self, requests: list[Any], **options: Any) -> None:
+        super().__init__(**options)
+        self._requests = requests
+
+    def _request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        info = AgentInfo(
+            function_tools=model_request_parameters.declared_function_tools,
+            allow_text_output=model_request_parameters.allow_text_output,
+            output_tools=model_request_parameters.output_tools,
+            model_settings=model_settings,
+            model_request_parameters=model_request_parameters,
+            instructions=get_instructions(messages, model_request_parameters),
+        )
+        self._requests.append(_request_seen(messages, info))
+        return super()._request(messages, model_settings, model_request_parameters)
 
 
 def _request_seen(messages: list[ModelMessage], info: AgentInfo) -> Any:

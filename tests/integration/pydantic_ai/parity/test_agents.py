@@ -7,16 +7,28 @@ as a session, compared by `check_parity`. One stack serves the whole module.
 
 import json
 from collections.abc import AsyncIterator
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
 import pytest
 import pytest_asyncio
 from pydantic import BaseModel
-from pydantic_ai import Agent, DeferredToolRequests, ModelRetry, NativeOutput, PromptedOutput, RunContext, ToolOutput
+from pydantic_ai import (
+    Agent,
+    DeferredToolRequests,
+    DocumentUrl,
+    ExternalToolset,
+    ModelRetry,
+    NativeOutput,
+    PromptedOutput,
+    RunContext,
+    ToolOutput,
+    UploadedFile,
+)
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo
+from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import CombinedToolset, FunctionToolset
 
@@ -26,6 +38,17 @@ from tests.integration.pydantic_ai.parity.probe import Probe, calls, last_prompt
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 SCENARIOS = ScenarioSet()
+
+STREAMED_USAGE = (
+    "a model that can stream (TestModel) is streamed in a session's model Step, for live text, where agent.run "
+    "makes a non-streamed request: TestModel estimates a streamed response's usage differently"
+)
+
+DEPS_CHANGED_TOOLS = (
+    "a tool changed the deps a dynamic toolset reads: a session's tool Step resolves the toolset again with the "
+    "changed deps (a plain run calls every tool of the response from the tools it resolved before), and the "
+    "next model Step's run does not know the tools the last one offered (no 'now available' part)"
+)
 
 TRIMMED = (
     "a history processor's result replaces a plain run's history (all_messages() keeps only what it returned); "
@@ -383,6 +406,248 @@ def one_flow_per_model(probe: Probe) -> Scenario:
         return text
 
     return Scenario(agent=agent, turns=["go"], model=probe.model(other, name="other"))
+
+
+# The agents below are those of Pydantic AI's durable-execution suites (``test_temporal.py``,
+# ``test_dbos.py``, ``test_prefect.py``), scripted with a FunctionModel or a TestModel in place of
+# their recorded provider answers.
+
+
+class Deps(BaseModel):
+    country: str
+
+
+@dataclass
+class Answer:
+    label: str
+    answer: str
+
+
+@dataclass
+class Response:
+    answers: list[Answer]
+
+
+def _complex_agent(probe: Probe, *, sequential: bool) -> Scenario:
+    """The suites' ``complex_agent``: deps, a toolset with an ID, an external toolset, structured output.
+
+    Its MCP server's ``get_product_name`` is a function tool here (MCP in sessions: ``test_mcp.py``).
+    """
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = turn_step(messages)
+        if step == 0:
+            return calls(("c1", "get_country", {}), ("c2", "get_product_name", {}))
+        if step == 1:
+            return calls(("c3", "get_weather", {"city": _returns(messages)[0]}))
+        country, product = _returns(messages[:-2])
+        answers = [
+            {"label": "Capital of the country", "answer": country},
+            {"label": "Weather in the capital", "answer": _returns(messages)[0]},
+            {"label": "Product Name", "answer": product},
+        ]
+        return _output(info, {"answers": answers})
+
+    class WeatherArgs(BaseModel):
+        city: str
+
+    def get_country(ctx: RunContext[Deps]) -> str:
+        probe.invoked("get_country", deps=ctx.deps.country)
+        return "Mexico City" if ctx.deps.country == "Mexico" else "unknown"
+
+    def get_product_name() -> str:
+        probe.invoked("get_product_name")
+        return "Pydantic AI"
+
+    def get_weather(args: WeatherArgs) -> str:
+        probe.invoked("get_weather", city=args.city)
+        return "sunny" if args.city == "Mexico City" else "unknown"
+
+    agent = Agent(
+        probe.model(respond),
+        deps_type=Deps,
+        output_type=Response,
+        toolsets=[
+            FunctionToolset[Deps](tools=[get_country], id="country", sequential=sequential),
+            FunctionToolset[Deps](tools=[get_product_name], id="mcp", sequential=sequential),
+            ExternalToolset(tool_defs=[ToolDefinition(name="external")], id="external"),
+        ],
+        tools=[get_weather],
+        name="complex_agent",
+        capabilities=probe.capabilities,
+    )
+    return Scenario(
+        agent=agent,
+        turns=["Tell me: the capital of the country; the weather there; the product name"],
+        deps=Deps(country="Mexico"),
+        ordered_invocations=sequential,
+    )
+
+
+@SCENARIOS.scenario()
+def the_complex_agent(probe: Probe) -> Scenario:
+    return _complex_agent(probe, sequential=False)
+
+
+@SCENARIOS.scenario()
+def the_complex_agent_with_sequential_toolsets(probe: Probe) -> Scenario:
+    return _complex_agent(probe, sequential=True)
+
+
+class CustomModelSettings(ModelSettings, total=False):
+    custom_setting: str
+
+
+@SCENARIOS.scenario()
+def settings_of_the_model_reach_it(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return text(str(info.model_settings))
+
+    settings = CustomModelSettings(max_tokens=123, custom_setting="custom_value")
+    agent = Agent(probe.model(respond, settings=settings), name="settings_agent", capabilities=probe.capabilities)
+    return Scenario(agent=agent, turns=["Give me those settings"])
+
+
+@dataclass
+class DynamicToolsetDeps:
+    user_name: str
+
+
+@SCENARIOS.scenario(xfail={"durable": STREAMED_USAGE})
+def a_dynamic_toolset_reads_the_deps(probe: Probe) -> Scenario:
+    agent = Agent(
+        probe.test_model(),
+        name="dynamic_toolset_agent",
+        deps_type=DynamicToolsetDeps,
+        capabilities=probe.capabilities,
+    )
+
+    @agent.toolset(id="my_dynamic_tools")
+    def my_dynamic_toolset(ctx: RunContext[DynamicToolsetDeps]) -> FunctionToolset[DynamicToolsetDeps]:
+        toolset = FunctionToolset[DynamicToolsetDeps](id="dynamic_weather")
+
+        @toolset.tool_plain
+        def get_dynamic_weather(location: str) -> str:
+            """Get the weather for a location."""
+            probe.invoked("get_dynamic_weather", location=location, user=ctx.deps.user_name)
+            return f"Weather in {location} for {ctx.deps.user_name}: sunny."
+
+        return toolset
+
+    return Scenario(agent=agent, turns=["What is the weather?"], deps=DynamicToolsetDeps(user_name="Alice"))
+
+
+@dataclass
+class ToggleableDeps:
+    active: Literal["weather", "datetime"]
+
+    def toggle(self) -> None:
+        self.active = "datetime" if self.active == "weather" else "weather"
+
+
+@SCENARIOS.scenario(xfail=DEPS_CHANGED_TOOLS)
+def a_dynamic_toolset_follows_deps_a_tool_changed(probe: Probe) -> Scenario:
+    def temperature_celsius(city: str) -> float:
+        return 21.0
+
+    def temperature_fahrenheit(city: str) -> float:
+        return 69.8
+
+    def conditions(ctx: RunContext[ToggleableDeps], city: str) -> str:
+        return "It's sunny" if ctx.run_step % 2 == 0 else "It's raining"
+
+    def now() -> str:
+        return "2026-12-02T00:00:00"
+
+    weather: FunctionToolset[ToggleableDeps] = FunctionToolset(
+        tools=[temperature_celsius, temperature_fahrenheit, conditions]
+    )
+    datetime_toolset: FunctionToolset[ToggleableDeps] = FunctionToolset(tools=[now])
+
+    agent = Agent(probe.test_model(), name="dynamic_agent", deps_type=ToggleableDeps, capabilities=probe.capabilities)
+
+    @agent.toolset
+    def toggleable_toolset(ctx: RunContext[ToggleableDeps]) -> FunctionToolset[ToggleableDeps]:
+        return weather if ctx.deps.active == "weather" else datetime_toolset
+
+    # Sequential (the suites' is not) so that it runs before the other calls in every variant.
+    @agent.tool(sequential=True)
+    def toggle(ctx: RunContext[ToggleableDeps]) -> None:
+        probe.invoked("toggle", was=ctx.deps.active)
+        ctx.deps.toggle()
+
+    return Scenario(
+        agent=agent,
+        turns=["Toggle the toolset", "Toggle the toolset"],
+        fresh_deps=lambda: ToggleableDeps("weather"),
+    )
+
+
+@SCENARIOS.scenario()
+def toolsets_and_functions_give_instructions(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(("c1", "noop", {}))
+        return text(info.instructions or "<no instructions>")
+
+    agent = Agent(probe.model(respond), name="instructions_agent", capabilities=probe.capabilities)
+
+    @agent.instructions
+    def sync_instructions_fn() -> str:
+        return "You are a helpful assistant."
+
+    @agent.toolset(id="dynamic_instruction_toolset", per_run_step=False)
+    def instruction_only(ctx: RunContext[None]) -> FunctionToolset[None]:
+        return FunctionToolset(instructions="SENTINEL_INSTRUCTION_FROM_DYNAMIC_TOOLSET", id="instruction-only-toolset")
+
+    @agent.toolset(id="multi_step_instruction_toolset")
+    def by_step(ctx: RunContext[None]) -> FunctionToolset[None]:
+        toolset = FunctionToolset[None](instructions=f"INSTRUCTIONS_FOR_STEP_{ctx.run_step}", id="step-instructions")
+
+        @toolset.tool_plain
+        def noop() -> str:
+            probe.invoked("noop")
+            return "noop"
+
+        return toolset
+
+    return Scenario(agent=agent, turns=["hello", "again"])
+
+
+@SCENARIOS.scenario()
+def a_document_url_as_the_output(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return _output(info, {"url": "https://example.com/doc/12345", "media_type": "application/pdf"})
+
+    agent = Agent(probe.model(respond), output_type=DocumentUrl, capabilities=probe.capabilities)
+    return Scenario(agent=agent, turns=["Return a document"])
+
+
+@SCENARIOS.scenario()
+def an_uploaded_file_as_the_output(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        data = {"file_id": "file-abc123", "provider_name": "openai", "media_type": "image/png", "identifier": "file-1"}
+        return _output(info, data)
+
+    agent = Agent(probe.model(respond), output_type=UploadedFile, capabilities=probe.capabilities)
+    return Scenario(agent=agent, turns=["Return a file"])
+
+
+@SCENARIOS.scenario(xfail={"durable": STREAMED_USAGE, "fast": STREAMED_USAGE})
+def a_test_model_calls_every_tool(probe: Probe) -> Scenario:
+    agent = Agent(probe.test_model(), name="simple_agent", capabilities=probe.capabilities)
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        probe.invoked("get_weather", city=city)
+        return "sunny"
+
+    @agent.tool
+    def get_country(ctx: RunContext[None]) -> str:
+        probe.invoked("get_country", run_step=ctx.run_step)
+        return "Mexico"
+
+    return Scenario(agent=agent, turns=["What is the capital of Mexico?", "and its weather?"])
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

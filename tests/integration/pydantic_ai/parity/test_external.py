@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-from pydantic_ai import Agent, CallDeferred, DeferredToolRequests, ExternalToolset
+from pydantic_ai import Agent, ApprovalRequired, CallDeferred, DeferredToolRequests, ExternalToolset, RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.tools import ToolDefinition
@@ -32,6 +32,12 @@ SCENARIOS = ScenarioSet()
 SPLIT = (
     "stored history: a plain run stores the returns of the calls that ran in a request of their own, "
     "before the request with the deferred results; a session stores one request (the model sees the same)"
+)
+
+
+APPROVAL_IN_A_TOOL_STEP = (
+    "a tool raising ApprovalRequired while it runs is recorded failed (ASKED_FOR_APPROVAL): a session asks "
+    "approval before a tool Step (ToolPolicy requires_approval, requires_approval=True), not from inside one"
 )
 
 
@@ -113,6 +119,52 @@ def a_tool_raising_call_deferred_waits_for_its_result(probe: Probe) -> Scenario:
 @SCENARIOS.scenario(xfail=SPLIT)
 def a_call_deferred_beside_a_call_that_ran(probe: Probe) -> Scenario:
     return _deferring(probe, beside=True)
+
+
+def _hitl(probe: Probe, *, approve: bool) -> Scenario:
+    """The durable suites' ``hitl_agent``: a tool asking approval itself beside a tool raising ``CallDeferred``."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(("c1", "delete_file", {"path": ".env"}), ("c2", "create_file", {"path": "test.txt"}))
+        return text(_seen(messages))
+
+    agent = Agent(
+        probe.model(respond),
+        name="hitl_agent",
+        output_type=[str, DeferredToolRequests],
+        instructions="Just call tools without asking for confirmation.",
+        capabilities=probe.capabilities,
+    )
+
+    @agent.tool
+    async def create_file(ctx: RunContext[None], path: str) -> None:
+        probe.invoked("create_file", path=path)
+        raise CallDeferred
+
+    @agent.tool
+    async def delete_file(ctx: RunContext[None], path: str) -> bool:
+        probe.invoked("delete_file", path=path, approved=ctx.tool_call_approved)
+        if not ctx.tool_call_approved:
+            raise ApprovalRequired
+        return True
+
+    return Scenario(
+        agent=agent,
+        turns=["Delete the file `.env` and create `test.txt`"],
+        decide=lambda _call: True if approve else "Not that file.",
+        external=lambda _call: "Success",
+    )
+
+
+@SCENARIOS.scenario(xfail=APPROVAL_IN_A_TOOL_STEP)
+def a_tool_asking_approval_itself_beside_a_deferred_call(probe: Probe) -> Scenario:
+    return _hitl(probe, approve=True)
+
+
+@SCENARIOS.scenario(xfail=APPROVAL_IN_A_TOOL_STEP)
+def a_tool_asking_approval_itself_denied(probe: Probe) -> Scenario:
+    return _hitl(probe, approve=False)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -13,9 +13,19 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from pydantic import BaseModel
-from pydantic_ai import Agent, BinaryContent, DocumentUrl, ModelRetry, RunContext, ToolFailed, ToolReturn
+from pydantic_ai import (
+    Agent,
+    BinaryContent,
+    BinaryImage,
+    DocumentUrl,
+    ModelRetry,
+    RunContext,
+    TextContent,
+    ToolFailed,
+    ToolReturn,
+)
 from pydantic_ai.capabilities import PrepareTools
-from pydantic_ai.messages import ModelMessage, ModelResponse, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, MultiModalContent, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.tools import ToolDefinition
 
@@ -311,6 +321,81 @@ def prepare_tools_sees_the_retries(probe: Probe) -> Scenario:
         return "finally"
 
     return Scenario(agent=agent, turns=["go"], ordered_invocations=True)
+
+
+@SCENARIOS.scenario()
+def multimodal_content_nested_and_tagged_in_tool_returns(probe: Probe) -> Scenario:
+    """The durable suites' multimodal agents: a list, a mapping and tagged text holding files and URLs."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(
+                ("c1", "get_multimodal_content", {}),
+                ("c2", "get_nested_multimodal_content", {}),
+                ("c3", "tagged", {}),
+                ("c4", "analyze_data", {}),
+            )
+        return text(repr([type(part.content).__name__ for part in _returns(messages)]))
+
+    agent = Agent(probe.model(respond), capabilities=probe.capabilities)
+
+    @agent.tool
+    def get_multimodal_content(ctx: RunContext[None]) -> list[str | MultiModalContent]:
+        return [
+            "test",
+            BinaryImage(data=b"\x89PNG", media_type="image/png"),
+            # The URL does not hint at the media type: it is given.
+            DocumentUrl(url="https://example.com/doc/12345", media_type="application/pdf"),
+        ]
+
+    @agent.tool
+    def get_nested_multimodal_content(ctx: RunContext[None]) -> dict[str, str | MultiModalContent]:
+        return {
+            "caption": "see attached",
+            "attachment": BinaryImage(data=b"\x89PNG", media_type="image/png"),
+            "source": DocumentUrl(url="https://example.com/doc/12345", media_type="application/pdf"),
+        }
+
+    @agent.tool_plain
+    def tagged() -> TextContent:
+        return TextContent("for the model", metadata={"for": "the application"})
+
+    @agent.tool_plain
+    def analyze_data() -> ToolReturn:
+        return ToolReturn(
+            return_value="analysis result", content="extra content for model", metadata={"key": "value", "count": 42}
+        )
+
+    return Scenario(agent=agent, turns=["inspect attachment"])
+
+
+@SCENARIOS.scenario()
+def tools_see_the_agent_and_the_tools_available(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(("c1", "report_run_context", {}))
+        return text(str(_returns(messages)[0].content))
+
+    agent = Agent(probe.model(respond), name="ctx_agent_test", capabilities=probe.capabilities)
+
+    @agent.tool
+    def report_run_context(ctx: RunContext[None]) -> dict[str, Any]:
+        """Report what a tool sees on its run context."""
+        report = {
+            "agent": (ctx.agent.name or "unnamed") if ctx.agent else "unknown",
+            "has_conversation_id": ctx.conversation_id is not None,
+            "available_tool_names": sorted(ctx.available_tool_names),
+            "tool_call_approved": ctx.tool_call_approved,
+            "called_as": ctx.tool_name,
+        }
+        probe.invoked("report_run_context", **report)
+        return report
+
+    @agent.tool_plain
+    def other() -> str:
+        return "other"
+
+    return Scenario(agent=agent, turns=["What did I ask?"])
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
