@@ -5,9 +5,10 @@ the handler's context, the in-memory host from its in-memory ports) and an
 `AgentSetup` once per agent; every use case derives from `Wired`, whose one
 ``wired`` factory fills each of the use case's fields by its name, or, for a
 field whose type is itself a `Wired` collaborator (such as the turn closer),
-builds that collaborator the same way. Adding a port to a use case touches that
-use case only: its field. A unit test compares every use case's field types
-with what the hosts give under that name.
+builds that collaborator the same way. Adding a port to a use case is its field
+and, when it reads loaded state, the `Load` in its Step's declaration
+(`dex_agents.application.declarations`). A unit test compares every use case's
+field types with what the hosts give under that name.
 """
 
 from typing import Self, cast
@@ -94,7 +95,7 @@ class Wired:
     `AgentSetup` (``runner``, ``options``, ``clock``, ``deliveries``), the Step attempt's
     ``events`` and ``heartbeat``, or a collaborator that is itself `Wired`
     (any name; built from the same). So adding a port to a use case is adding
-    the field, and no host changes.
+    the field (and its declared load), and no host changes.
     """
 
     @classmethod

@@ -11,7 +11,9 @@ from dex_agents.application.next import End, GoTo, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.policies import tool_step_name
 from dex_agents.application.ports import (
+    Clock,
     HistorySummaryStore,
+    InterruptStore,
     MessageLog,
     RunStateStore,
     SessionStateStore,
@@ -211,3 +213,55 @@ def start_tool_call(
     )
     events.write(ev.interrupt_raised(record.interrupt_id, record.tool_call_id, record.tool_name, deadline))
     return GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=record.tool_call_id), interrupt
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallStarter(Wired):
+    """Stores tool-call records and starts them: the movement to each one's Step, and its interrupt raised.
+
+    One `starting` batch per Step: the records are stored and started one at a time (so each call's events
+    stay in order), and the pending interrupts are written once at the end.
+    """
+
+    options: AgentSessionOptions
+    clock: Clock
+    tool_calls: ToolCallStore
+    interrupts: InterruptStore
+    events: AgentEventWriter
+
+    def starting(self) -> "ToolCallStart":
+        """Open a batch: the start time and the pending interrupts are read once, now."""
+        return ToolCallStart(starter=self, now=self.clock.now(), pending=list(self.interrupts.get()))
+
+
+@attrs.define(kw_only=True)
+class ToolCallStart:
+    """One Step's starting of tool calls (`ToolCallStarter.starting`)."""
+
+    starter: ToolCallStarter
+    now: datetime
+    pending: list[AgentInterrupt]
+    raised: int = 0
+
+    def store(self, record: AgentToolCall) -> None:
+        """Store ``record``."""
+        self.starter.tool_calls.put(record)
+
+    def start(self, record: AgentToolCall) -> GoTo:
+        """Return the movement that starts ``record`` (`start_tool_call`); its interrupt joins the pending ones."""
+        movement, interrupt = start_tool_call(
+            record, now=self.now, options=self.starter.options, events=self.starter.events
+        )
+        if interrupt is not None:
+            self.pending.append(interrupt)
+            self.raised += 1
+        return movement
+
+    def store_interrupts(self, *, unchanged_too: bool) -> None:
+        """Write the pending interrupts: always when ``unchanged_too``, else only when one was raised.
+
+        Unlocked: every started call of the turn is final, or none had started, so no interrupt of the
+        turn is pending for an RPC to remove; a cancel committed meanwhile is applied by AwaitToolApproval.
+        """
+        if unchanged_too or self.raised:
+            self.starter.interrupts.set(self.pending)

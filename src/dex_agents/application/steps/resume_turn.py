@@ -38,13 +38,11 @@ from dex_agents.application.next import GoTo, GoToMany, Next, StepName, WaitAgai
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import (
     CancelRequestStore,
-    Clock,
-    InterruptStore,
     SessionStateStore,
     SteeredMessageStore,
     ToolCallStore,
 )
-from dex_agents.application.steps._shared import UsageMeter, start_tool_call
+from dex_agents.application.steps._shared import ToolCallStarter, UsageMeter
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.messages import AgentUserMessage
@@ -63,10 +61,9 @@ class ResumeTurn(Wired):
     options: AgentSessionOptions
     steered: SteeredMessageStore
     events: AgentEventWriter
-    interrupts: InterruptStore
-    clock: Clock
     cancel_request: CancelRequestStore
     usage_meter: UsageMeter
+    tool_starter: ToolCallStarter
 
     async def execute(self, delivered: Sequence[ToolCallCompleted], steered: Sequence[AgentUserMessage] = ()) -> Next:
         """Go on to the model, or wait for the results still missing; keep ``steered`` for the next model call."""
@@ -107,20 +104,13 @@ class ResumeTurn(Wired):
 
     def _start(self, wave: Sequence[AgentToolCall]) -> Next:
         """Start the next wave of queued calls, and wait for their results."""
-        now = self.clock.now()
-        pending = list(self.interrupts.get())
+        starting = self.tool_starter.starting()
         movements: list[GoTo] = []
         for queued in wave:
             record = release(queued)
-            self.tool_calls.put(record)
-            movement, interrupt = start_tool_call(record, now=now, options=self.options, events=self.events)
-            movements.append(movement)
-            if interrupt is not None:
-                pending.append(interrupt)
-        if len(pending) != len(self.interrupts.get()):
-            # Unlocked, as RunModel's write: every started call of the turn is final, so no interrupt of it
-            # is pending for an RPC to remove; a cancel committed meanwhile is applied by AwaitToolApproval.
-            self.interrupts.set(pending)
+            starting.store(record)
+            movements.append(starting.start(record))
+        starting.store_interrupts(unchanged_too=False)
         movements.append(GoTo(step=StepName.RESUME_TURN, input=len(wave)))
         return GoToMany(movements=movements)
 

@@ -38,6 +38,7 @@ A turn with a `TurnCancelRequest` ends here, before the model is called
   ``queued``, and ``ResumeTurn`` counts only the first wave's calls.
 """
 
+from collections.abc import Sequence
 from typing import assert_never
 
 import attrs
@@ -49,8 +50,6 @@ from dex_agents.application.next import GoTo, GoToMany, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.policies import policy_resolver
 from dex_agents.application.ports import (
-    Clock,
-    InterruptStore,
     RunStateStore,
     SessionStateStore,
     SteeredMessageStore,
@@ -63,7 +62,7 @@ from dex_agents.application.runner import (
     HeartbeatFn,
     TurnFailedError,
 )
-from dex_agents.application.steps._shared import HistoryReader, UsageMeter, start_tool_call
+from dex_agents.application.steps._shared import HistoryReader, ToolCallStarter, UsageMeter
 from dex_agents.application.steps._turn_control import TurnCloser
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
@@ -71,6 +70,7 @@ from dex_agents.domain.contract import check_turn_outcome
 from dex_agents.domain.history import ModelWindow
 from dex_agents.domain.interrupts import interrupt_id_for, result_interrupt_id_for
 from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text
+from dex_agents.domain.messages import AgentUserMessage
 from dex_agents.domain.session import AgentState
 from dex_agents.domain.tool_order import first_wave_size
 from dex_agents.domain.tools import (
@@ -82,22 +82,83 @@ from dex_agents.domain.turns import DeferredToolCall, ToolCallsRequested, TurnCo
 
 
 @attrs.frozen(kw_only=True)
-class RunModel(Wired):
-    """Runs one model call of the active turn."""
+class ModelCaller(Wired):
+    """Calls the runner's `run_model_step` once, with the turn's window, run state, records and steered messages."""
 
     runner: AgentFrameworkRunner
     options: AgentSessionOptions
-    session_state: SessionStateStore
     history: HistoryReader
-    run_state: RunStateStore
-    tool_calls: ToolCallStore
-    interrupts: InterruptStore
-    usage_meter: UsageMeter
     events: AgentEventWriter
     heartbeat: HeartbeatFn
-    clock: Clock
+
+    async def call(
+        self, call: StepCall, state: AgentState, records: Sequence[AgentToolCall], steered: Sequence[AgentUserMessage]
+    ) -> object:
+        """Return what the runner returned (unchecked); its errors propagate."""
+        assert state.active_turn_id is not None
+        history = self.history.read(state.model_window())
+        context = AgentTurnContext(
+            flow_id=call.flow_id,
+            turn_id=state.active_turn_id,
+            attempt=call.attempt,
+            step_execution_id=call.step_execution_id,
+            messages=history.messages,
+            summary=history.summary,
+            framework_run_state=history.framework_run_state,
+            tool_calls={record.tool_call_id: record for record in records},
+            events=self.events,
+            heartbeat=self.heartbeat,
+            policy_resolver=policy_resolver(self.options),
+            steered_messages=tuple(steered),
+        )
+        returned: object = await self.runner.run_model_step(context)
+        return returned
+
+
+@attrs.frozen(kw_only=True)
+class ToolCallDeferral(Wired):
+    """Stores what a model response that asked for tools decided: its run state, one record per call, the wait."""
+
+    session_state: SessionStateStore
+    run_state: RunStateStore
+    tool_starter: ToolCallStarter
+    events: AgentEventWriter
+
+    def defer(self, state: AgentState, turn_id: str, outcome: ToolCallsRequested, earlier: int) -> Next:
+        """Store the run state and records, start the first wave's calls, and wait for their results."""
+        self.run_state.set(outcome.framework_run_state)
+        starting = self.tool_starter.starting()
+        movements: list[GoTo] = []
+        first = first_wave_size([requested.sequential for requested in outcome.tool_calls])
+        window = state.model_window()
+        for index, requested in enumerate(outcome.tool_calls):
+            record = _record(turn_id, requested, earlier + index, queued=index >= first, window=window)
+            starting.store(record)
+            self.events.write(
+                ev.tool_call_deferred(
+                    requested.tool_call_id, requested.tool_name, requested.policy, arguments=requested.arguments
+                )
+            )
+            if record.status is ToolCallStatus.QUEUED:
+                continue
+            movements.append(starting.start(record))
+        starting.store_interrupts(unchanged_too=True)
+        self.session_state.set(state.wait_for_tools())
+        movements.append(GoTo(step=StepName.RESUME_TURN, input=first))
+        return GoToMany(movements=movements)
+
+
+@attrs.frozen(kw_only=True)
+class RunModel(Wired):
+    """Runs one model call of the active turn."""
+
+    session_state: SessionStateStore
+    tool_calls: ToolCallStore
     steered: SteeredMessageStore
+    model: ModelCaller
+    usage_meter: UsageMeter
     turn_closer: TurnCloser
+    deferral: ToolCallDeferral
 
     async def execute(self, call: StepCall) -> Next:
         """Run the model once and store what it decided."""
@@ -109,24 +170,9 @@ class RunModel(Wired):
         if cancelled is not None:
             return cancelled
         records = self.tool_calls.all()
-        history = self.history.read(state.model_window())
         steered = self.steered.get()
-        context = AgentTurnContext(
-            flow_id=call.flow_id,
-            turn_id=turn_id,
-            attempt=call.attempt,
-            step_execution_id=call.step_execution_id,
-            messages=history.messages,
-            summary=history.summary,
-            framework_run_state=history.framework_run_state,
-            tool_calls={record.tool_call_id: record for record in records},
-            events=self.events,
-            heartbeat=self.heartbeat,
-            policy_resolver=policy_resolver(self.options),
-            steered_messages=steered,
-        )
         try:
-            returned: object = await self.runner.run_model_step(context)
+            returned = await self.model.call(call, state, records, steered)
         except ContextOverflowError:
             if state.retry_after_overflow:
                 raise  # the history was already compacted for this call
@@ -151,7 +197,7 @@ class RunModel(Wired):
             case TurnCompleted():
                 return self.turn_closer.complete(state, outcome, records)
             case ToolCallsRequested():
-                return self._defer(state, turn_id, outcome, len(records))
+                return self.deferral.defer(state, turn_id, outcome, len(records))
             case _:
                 assert_never(outcome)
 
@@ -163,56 +209,28 @@ class RunModel(Wired):
             state, cap_text(failure.message, ERROR_TEXT_BYTES, what="the error"), model_had_taken=True
         )
 
-    def _defer(self, state: AgentState, turn_id: str, outcome: ToolCallsRequested, earlier: int) -> Next:
-        self.run_state.set(outcome.framework_run_state)
-        now = self.clock.now()
-        pending = list(self.interrupts.get())
-        movements: list[GoTo] = []
-        first = first_wave_size([requested.sequential for requested in outcome.tool_calls])
-        window = state.model_window()
-        for index, requested in enumerate(outcome.tool_calls):
-            record = self._record(turn_id, requested, earlier + index, queued=index >= first, window=window)
-            self.tool_calls.put(record)
-            self.events.write(
-                ev.tool_call_deferred(
-                    requested.tool_call_id, requested.tool_name, requested.policy, arguments=requested.arguments
-                )
-            )
-            if record.status is ToolCallStatus.QUEUED:
-                continue
-            movement, interrupt = start_tool_call(record, now=now, options=self.options, events=self.events)
-            movements.append(movement)
-            if interrupt is not None:
-                pending.append(interrupt)
-        self.interrupts.set(pending)
-        self.session_state.set(state.wait_for_tools())
-        movements.append(GoTo(step=StepName.RESUME_TURN, input=first))
-        return GoToMany(movements=movements)
 
-    @staticmethod
-    def _record(
-        turn_id: str, requested: DeferredToolCall, order: int, *, queued: bool, window: ModelWindow
-    ) -> AgentToolCall:
-        if queued:
-            status, needs_approval = ToolCallStatus.QUEUED, False
-        else:
-            needs_approval = is_approval_required(requested.policy)
-            status = ToolCallStatus.AWAITING_APPROVAL if needs_approval else ToolCallStatus.PENDING
-            if requested.external and not needs_approval:
-                status = ToolCallStatus.AWAITING_RESULT
-        return AgentToolCall(
-            tool_call_id=requested.tool_call_id,
-            turn_id=turn_id,
-            tool_name=requested.tool_name,
-            arguments=requested.arguments,
-            policy=requested.policy,
-            deferral_order=order,
-            status=status,
-            interrupt_id=interrupt_id_for(turn_id, requested.tool_call_id) if needs_approval else None,
-            framework_state=requested.framework_state,
-            sequential=requested.sequential,
-            result_interrupt_id=(
-                result_interrupt_id_for(turn_id, requested.tool_call_id) if requested.external else None
-            ),
-            history_window=window if requested.reads_history else None,
-        )
+def _record(
+    turn_id: str, requested: DeferredToolCall, order: int, *, queued: bool, window: ModelWindow
+) -> AgentToolCall:
+    if queued:
+        status, needs_approval = ToolCallStatus.QUEUED, False
+    else:
+        needs_approval = is_approval_required(requested.policy)
+        status = ToolCallStatus.AWAITING_APPROVAL if needs_approval else ToolCallStatus.PENDING
+        if requested.external and not needs_approval:
+            status = ToolCallStatus.AWAITING_RESULT
+    return AgentToolCall(
+        tool_call_id=requested.tool_call_id,
+        turn_id=turn_id,
+        tool_name=requested.tool_name,
+        arguments=requested.arguments,
+        policy=requested.policy,
+        deferral_order=order,
+        status=status,
+        interrupt_id=interrupt_id_for(turn_id, requested.tool_call_id) if needs_approval else None,
+        framework_state=requested.framework_state,
+        sequential=requested.sequential,
+        result_interrupt_id=(result_interrupt_id_for(turn_id, requested.tool_call_id) if requested.external else None),
+        history_window=window if requested.reads_history else None,
+    )

@@ -3,8 +3,11 @@
 Every Step reads the session through `dex_session_ports` over its handler's
 context, takes the agent's runner, options and clock from `StepDependencies`,
 and builds its use case with the use case's own ``wired`` factory, so adding a
-port to a use case changes nothing here. What a Step waits for (a user
-message, an approval with its deadline Timer, tool results) is declared here.
+port to a use case changes nothing here. What each Step is (its use case,
+loads, locks and what it waits on) is its declaration in
+`dex_agents.application.declarations`; here are the Dex conditions of its wait
+(a user message, an approval with its deadline Timer, tool results) and the
+Channel messages it hands its use case.
 Model and tool Steps heartbeat in the background while the runner works.
 Their base, `SessionStep`, and `StepDependencies` live in
 `dex_agents.infrastructure.dex.session_step`.

@@ -3,7 +3,7 @@
 Reads see the state Dex sent with the call plus the call's own staged writes;
 writes are staged and commit with the handler's decision. AttributeMap
 instances are readable only when the call loaded them: each Step and RPC
-declares its loads in `dex_agents.infrastructure.dex.flow`.
+declares its loads in `dex_agents.application.declarations`.
 """
 
 import asyncio
