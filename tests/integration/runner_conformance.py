@@ -18,12 +18,12 @@ the adapters' other cases too.
 """
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
 import attrs
 
-from dex_agents import OUTCOME_UNKNOWN_TOOL_RESULT, AgentSessionFlow, AgentSnapshot
+from dex_agents import OUTCOME_UNKNOWN_TOOL_RESULT, AgentSessionFlow, AgentSnapshot, MessageRole
 from dex_agents.domain.events import ReasoningDeltaPayload, TextDeltaPayload
 from dex_agents.testing import (
     EXECUTE_COMPLETED_EVENT,
@@ -33,6 +33,7 @@ from dex_agents.testing import (
     session_is_idle,
     wait_for_agent_snapshot,
 )
+from tests.integration.case_state import case_state
 
 
 def script(*steps: str | list[Any] | dict[str, Any], name: str = "turn") -> str:
@@ -49,22 +50,37 @@ ToolResults = dict[str, tuple[str, str]]
 """What the model was given for each call: ``{call ID: (outcome word, content)}``."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class RunnerKit:
     """What the scenarios need of one adapter's test agent."""
 
-    invocations: Callable[[], InvocationLog]
-    """The case's `InvocationLog` (the test agent's ``case_state``)."""
-    gate: Callable[[str], FileGate]
-    """The case's `FileGate` by name."""
-    ok: str
+    state_env: str
+    """The variable naming the case's state directory (the test agent's ``case_state``)."""
+    ok: str = attrs.field(kw_only=True)
     """The outcome word of a call that succeeded, in ``@summary`` answers and `results` (``name[ok]=text``)."""
-    failed: str
+    failed: str = attrs.field(kw_only=True)
     """The outcome word of a call that failed."""
-    results: Callable[[AgentSnapshot], ToolResults]
-    """Every tool result the snapshot's messages hold (a later one of a call ID wins)."""
-    deltas_coalesced: bool
+    decode_results: Callable[[str], Iterable[tuple[str, str, str]]] = attrs.field(kw_only=True)
+    """The tool results one tool message's framework item holds: ``(call ID, outcome word, content)``."""
+    deltas_coalesced: bool = attrs.field(kw_only=True)
     """Whether the adapter's deltas of one kind arrive joined per Step attempt (else they may come in pieces)."""
+
+    def invocations(self) -> InvocationLog:
+        """The case's `InvocationLog`."""
+        return case_state(self.state_env)[1]()
+
+    def gate(self, name: str) -> FileGate:
+        """The case's `FileGate` ``name``."""
+        return case_state(self.state_env)[2](name)
+
+    def results(self, snapshot: AgentSnapshot) -> ToolResults:
+        """Every tool result the snapshot's messages hold (a later one of a call ID wins)."""
+        return {
+            call_id: (outcome, content)
+            for message in snapshot.messages
+            if message.role is MessageRole.TOOL
+            for call_id, outcome, content in self.decode_results(message.framework_item)
+        }
 
 
 async def idle(stack: AgentTestStack, flow: AgentSessionFlow, session_id: str, turns: int = 1) -> AgentSnapshot:

@@ -1,10 +1,7 @@
-"""A real sagent agent as a durable session on the dev server, with the Worker in a child process.
+"""A real sagent agent as a durable session on the dev server, its Worker in a child process.
 
-`TestSagentSessions` runs the scenarios every adapter passes
-(`tests.integration.runner_conformance`); the cases below are the sagent
-agent's own. Each test states its invariant through the `InvocationLog` (real
-model and tool calls across every Worker process) and the Step shape from the
-Flow's history.
+`TestSagentSessions` runs the scenarios every adapter passes (`tests.integration.runner_conformance`)
+on sagent; below are sagent's own: parallel calls, waves over one file, steering, a cancel, compaction.
 """
 
 import json
@@ -21,32 +18,28 @@ from dex_agents.testing import AgentTestStack, wait_for_agent_snapshot
 from tests.integration.runner_conformance import (
     RunnerKit,
     SessionConformance,
-    ToolResults,
     answer,
     executed,
     idle,
 )
-from tests.sagent.order_agent import build_flows, gate, invocations
+from tests.sagent.order_agent import STATE_ENV, build_flows, gate, invocations
 from tests.sagent.scripted_model import call, script
 
 pytestmark = pytest.mark.integration
 
 
-def results(snapshot: AgentSnapshot) -> ToolResults:
-    """Every tool result the model was given: ``{call ID: ("error" or "ok", content)}``."""
-    found: ToolResults = {}
-    for message in snapshot.messages:
-        if message.role is MessageRole.TOOL:
-            entry = _codec.decode_entry(message.framework_item)
-            assert isinstance(entry, ToolResult)
-            found[entry.call_id] = ("error" if entry.is_error else "ok", entry.content)
-    return found
+def decode_result(framework_item: str) -> list[tuple[str, str, str]]:
+    """The one tool result a stored entry holds: ``(call ID, "error" or "ok", content)``."""
+    entry = _codec.decode_entry(framework_item)
+    assert isinstance(entry, ToolResult)
+    return [(entry.call_id, "error" if entry.is_error else "ok", entry.content)]
+
+
+KIT = RunnerKit(STATE_ENV, ok="ok", failed="error", decode_results=decode_result, deltas_coalesced=False)
 
 
 class TestSagentSessions(SessionConformance):
-    kit = RunnerKit(
-        invocations=invocations, gate=gate, ok="ok", failed="error", results=results, deltas_coalesced=False
-    )
+    kit = KIT
 
     def check_order_session(self, first: AgentSnapshot, second: AgentSnapshot) -> None:
         assert second.usage.input_tokens == 6 * 130
@@ -97,7 +90,7 @@ async def test_same_file_calls_run_one_after_another_and_the_tool_state_survives
     await stack.start_worker()
     gate("between").release()
     snapshot = await idle(stack, flow, "s")
-    assert results(snapshot)["w1"][0] == "ok", results(snapshot)["w1"]
+    assert KIT.results(snapshot)["w1"][0] == "ok", KIT.results(snapshot)["w1"]
     assert target.read_text() == "bye world\n"
     assert invocations().count("model", "files") == 2  # the Write's wave came without a model call
     await sessions.send_user_message(

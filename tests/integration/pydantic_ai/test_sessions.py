@@ -1,13 +1,12 @@
 """A real Pydantic AI agent as a durable session, with the Worker in a child process.
 
-`TestPydanticAISessions` runs the scenarios every adapter passes
-(`tests.integration.runner_conformance`); the cases below are the Pydantic AI
-agent's own. Each test states its invariant through the `InvocationLog` (real
-model and tool calls across every Worker process) and the Step shape from the
-Flow's history.
+`TestPydanticAISessions` runs the scenarios every adapter passes (`tests.integration.runner_conformance`)
+on Pydantic AI; below are its own: the tool table, rejected and expired approvals, a failed first
+turn, toolset metadata, tool search, a wrapper agent.
 """
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,11 +18,10 @@ from dex_agents.domain.events import ToolCallDeferredPayload
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE
 from dex_agents.testing import AgentTestStack
 from tests.integration.pydantic_ai.conftest import WORKER_MODULE
-from tests.integration.pydantic_ai.order_agent import DEADLINE_ENV, STATE_ENV, build_flows, gate, invocations
+from tests.integration.pydantic_ai.order_agent import DEADLINE_ENV, STATE_ENV, build_flows, invocations
 from tests.integration.runner_conformance import (
     RunnerKit,
     SessionConformance,
-    ToolResults,
     answer,
     approve_until_idle,
     call,
@@ -36,15 +34,11 @@ from tests.integration.stacks import agent_test_stack
 pytestmark = pytest.mark.integration
 
 
-def results(snapshot: AgentSnapshot) -> ToolResults:
-    """Every tool return the model was given: ``{call ID: (outcome, text)}``."""
-    found: ToolResults = {}
-    for message in snapshot.messages:
-        if message.role is MessageRole.TOOL:
-            for part in ModelMessagesTypeAdapter.validate_json(message.framework_item)[0].parts:
-                if isinstance(part, ToolReturnPart):
-                    found[part.tool_call_id] = (part.outcome, part.model_response_str(wrap_if_error=False))
-    return found
+def decode_returns(framework_item: str) -> Iterator[tuple[str, str, str]]:
+    """The tool returns of one stored request: ``(call ID, outcome, text)``."""
+    for part in ModelMessagesTypeAdapter.validate_json(framework_item)[0].parts:
+        if isinstance(part, ToolReturnPart):
+            yield part.tool_call_id, part.outcome, part.model_response_str(wrap_if_error=False)
 
 
 def tool_returns(snapshot: AgentSnapshot) -> dict[str, str]:
@@ -58,10 +52,11 @@ def tool_returns(snapshot: AgentSnapshot) -> dict[str, str]:
     }
 
 
+KIT = RunnerKit(STATE_ENV, ok="success", failed="failed", decode_results=decode_returns, deltas_coalesced=True)
+
+
 class TestPydanticAISessions(SessionConformance):
-    kit = RunnerKit(
-        invocations=invocations, gate=gate, ok="success", failed="failed", results=results, deltas_coalesced=True
-    )
+    kit = KIT
 
     def check_order_session(self, first: AgentSnapshot, second: AgentSnapshot) -> None:
         roles = [(m.role, m.tool_call_id) for m in first.messages]

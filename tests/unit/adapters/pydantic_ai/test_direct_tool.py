@@ -5,25 +5,19 @@ through an agent run (``direct_tool_calls=False``), and compares the Step's resu
 context-taking tool saw.
 """
 
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 from pydantic_ai import (
     Agent,
-    ApprovalRequired,
-    CallDeferred,
-    ModelRetry,
     RunContext,
     Tool,
-    ToolFailed,
     ToolReturn,
 )
 from pydantic_ai.agent import WrapperAgent
 from pydantic_ai.capabilities import Hooks
-from pydantic_ai.messages import ModelMessage, ModelResponse
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from dex_agents import ToolCallStatus, ToolExecutionError
@@ -31,15 +25,7 @@ from dex_agents.adapters.pydantic_ai import PydanticAIRunner, deferred_tool_idem
 from dex_agents.adapters.pydantic_ai._direct_tool import DirectToolCache
 from dex_agents.application.runner import ToolResultDeferredError
 from dex_agents.testing import make_tool_call, make_tool_execution
-
-
-def never_called(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    raise AssertionError("a tool Step must not call the model")
-
-
-@dataclass(frozen=True)
-class Deps:
-    session_id: str
+from tests.unit.adapters.pydantic_ai.tool_agents import Deps, add_outcome_tools, never_called
 
 
 class Receipt(BaseModel):
@@ -76,10 +62,6 @@ def build_agent() -> Agent[Deps, str]:
         return f"order {order_id}"
 
     @agent.tool_plain
-    def returns_structure() -> dict[str, int]:
-        return {"count": 2}
-
-    @agent.tool_plain
     def returns_model() -> Receipt:
         return Receipt(order_id=7, amount=12.5)
 
@@ -92,33 +74,10 @@ def build_agent() -> Agent[Deps, str]:
         return None
 
     @agent.tool_plain
-    def retry_me() -> str:
-        raise ModelRetry("please give an order ID")
-
-    @agent.tool_plain(retries=0)
-    def retry_without_budget() -> str:
-        raise ModelRetry("no budget left")
-
-    @agent.tool_plain
-    def fail_me() -> str:
-        raise ToolFailed("the order is locked")
-
-    @agent.tool_plain
-    def ask_approval() -> str:
-        raise ApprovalRequired()
-
-    @agent.tool_plain
-    def defer_me() -> str:
-        raise CallDeferred()
-
-    @agent.tool_plain
-    def crash() -> str:
-        raise ValueError("disk full")
-
-    @agent.tool_plain
     async def typed(order_id: int, note: str = "") -> str:
         return f"{order_id}:{note}"
 
+    add_outcome_tools(agent)
     return agent
 
 

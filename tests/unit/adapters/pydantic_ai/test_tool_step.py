@@ -1,24 +1,19 @@
 """Tool Steps: one tool call runs once through the agent, and what the tool does becomes a result or an error."""
 
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from pydantic_ai import (
     Agent,
-    ApprovalRequired,
-    CallDeferred,
     DeferredToolRequests,
-    ModelRetry,
     RunContext,
     Tool,
     ToolDefinition,
-    ToolFailed,
     UnexpectedModelBehavior,
 )
 from pydantic_ai.capabilities import Hooks
-from pydantic_ai.messages import ModelMessage, ModelResponse
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.messages import ModelResponse
+from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.toolsets import ApprovalRequiredToolset, ExternalToolset, FunctionToolset
 
 from dex_agents import ToolCallStatus, ToolEffect, ToolExecutionError, ToolPolicy
@@ -26,16 +21,7 @@ from dex_agents.adapters.pydantic_ai import PydanticAIRunner, deferred_tool_idem
 from dex_agents.adapters.pydantic_ai._results import ASKED_FOR_APPROVAL
 from dex_agents.application.runner import ToolResultDeferredError
 from dex_agents.testing import make_tool_call, make_tool_execution
-
-
-def never_called(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    raise AssertionError("a tool Step must not call the model")
-
-
-@dataclass(frozen=True)
-class Deps:
-    session_id: str
-
+from tests.unit.adapters.pydantic_ai.tool_agents import Deps, add_outcome_tools, never_called
 
 HOOKS: list[str] = []
 
@@ -86,39 +72,12 @@ def build_agent() -> Agent[Deps, str]:
         return f"ran approved={ctx.tool_call_approved}"
 
     @agent.tool_plain
-    def returns_structure() -> dict[str, int]:
-        return {"count": 2}
-
-    @agent.tool_plain
-    def retry_me() -> str:
-        raise ModelRetry("please give an order ID")
-
-    @agent.tool_plain(retries=0)
-    def retry_without_budget() -> str:
-        raise ModelRetry("no budget left")
-
-    @agent.tool_plain
-    def fail_me() -> str:
-        raise ToolFailed("the order is locked")
-
-    @agent.tool_plain
-    def ask_approval() -> str:
-        raise ApprovalRequired()
-
-    @agent.tool_plain
-    def defer_me() -> str:
-        raise CallDeferred()
-
-    @agent.tool_plain
     async def sub_agent() -> str:
         inner: Agent[None, int] = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[])), output_type=int)
         result = await inner.run("count", model_settings=None)
         return str(result.output)
 
-    @agent.tool_plain
-    def crash() -> str:
-        raise ValueError("disk full")
-
+    add_outcome_tools(agent)
     return agent
 
 
