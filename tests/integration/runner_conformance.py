@@ -34,6 +34,7 @@ from dex_agents.testing import (
     wait_for_agent_snapshot,
 )
 from tests.integration.case_state import case_state
+from tests.integration.stacks import started_session
 
 
 def script(*steps: str | list[Any] | dict[str, Any], name: str = "turn") -> str:
@@ -163,10 +164,9 @@ class SessionConformance:
         self, stack: AgentTestStack, flow: AgentSessionFlow
     ) -> None:
         kit = self.kit
-        await stack.start_worker()
-        sessions = stack.sessions(flow)
-        await sessions.start_session(
-            "s",
+        sessions = await started_session(
+            stack,
+            flow,
             script(
                 [call("f1", "find_order", order_id="7")],
                 [call("r1", "refund_order", order_id="7")],
@@ -273,9 +273,9 @@ class SessionConformance:
     async def test_text_and_reasoning_stream_live_from_model_steps(
         self, stack: AgentTestStack, flow: AgentSessionFlow
     ) -> None:
-        await stack.start_worker()
-        await stack.sessions(flow).start_session(
-            "s",
+        await started_session(
+            stack,
+            flow,
             script(
                 {
                     "think": "Let me check.",

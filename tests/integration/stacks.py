@@ -6,6 +6,8 @@ suite's conftest declares: the stack serves the ``flows`` fixture (each suite sa
 which flows) on the ``backend`` fixture, its Worker children run from the project
 root with ``state_env`` naming the case's state directory. `flow_fixtures` makes
 ``flows`` and ``flow`` (the first) for a suite whose stack serves all its flows.
+`started_session` is how most cases begin: a Worker, then session ``s``.
+`shop_fixture` makes the ``shop`` fixture of the suites that run the demo shop.
 """
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -13,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from dex_agents import AgentSessionFlow, WorkerMode
+from dex_agents import AgentSessionClient, AgentSessionFlow, WorkerMode
+from dex_agents.cli.shop import CHUNK_DELAY_ENV
+from dex_agents.cli.shop import STATE_ENV as SHOP_STATE_ENV
 from dex_agents.testing import AgentTestStack
 from dex_agents.testing.devserver import DevServerConfig
 from dex_agents.testing.stack import Backend
@@ -85,3 +89,30 @@ def flow_fixtures(build_flows: Callable[[], list[AgentSessionFlow]]) -> tuple[ob
         return flows[0]
 
     return flows, flow
+
+
+async def started_session(
+    stack: AgentTestStack, flow: AgentSessionFlow, initial_message: str | None = None, *, session_id: str = "s"
+) -> AgentSessionClient:
+    """Start a Worker, then session ``session_id`` of ``flow`` on ``initial_message``; return ``flow``'s client."""
+    await stack.start_worker()
+    sessions = stack.sessions(flow)
+    await sessions.start_session(session_id, initial_message)
+    return sessions
+
+
+def shop_fixture(chunk_delay: str, *, autouse: bool = False) -> object:
+    """The ``shop`` fixture: the demo shop's files under the case's folder, its words streamed ``chunk_delay`` s apart.
+
+    Assign it in the conftest: ``shop = shop_fixture("0.02", autouse=True)``.
+    """
+
+    @pytest.fixture(autouse=autouse)
+    def shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+        path = tmp_path / "shop"
+        path.mkdir()
+        monkeypatch.setenv(SHOP_STATE_ENV, str(path))
+        monkeypatch.setenv(CHUNK_DELAY_ENV, chunk_delay)
+        return path
+
+    return shop

@@ -22,6 +22,7 @@ from tests.integration.runner_conformance import (
     executed,
     idle,
 )
+from tests.integration.stacks import started_session
 from tests.sagent.order_agent import STATE_ENV, build_flows, gate, invocations
 from tests.sagent.scripted_model import call, script
 
@@ -49,9 +50,9 @@ class TestSagentSessions(SessionConformance):
 async def test_parallel_calls_run_in_parallel_steps_and_the_model_sees_every_result(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    await stack.sessions(flow).start_session(
-        "s",
+    await started_session(
+        stack,
+        flow,
         script([call("a", "read_tool", gate="pa"), call("b", "read_tool", gate="pb"), call("c", "fail_me")]),
     )
     # Both reads park at once: their Steps run side by side.
@@ -104,9 +105,7 @@ async def test_same_file_calls_run_one_after_another_and_the_tool_state_survives
 async def test_a_message_steered_during_a_tool_step_reaches_the_next_model_call(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", script([call("a", "read_tool", gate="g")], "@context", name="steer"))
+    sessions = await started_session(stack, flow, script([call("a", "read_tool", gate="g")], "@context", name="steer"))
     await gate("g").wait_until_reached()
 
     assert await sessions.send_user_message("s", "Also: when was it delivered?", delivery="steer") is True
@@ -130,9 +129,7 @@ async def test_a_message_steered_during_a_tool_step_reaches_the_next_model_call(
 async def test_a_cancel_at_an_approval_ends_the_turn_and_the_next_turn_works(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", script([call("r1", "refund_order", order_id="7")], name="one"))
+    sessions = await started_session(stack, flow, script([call("r1", "refund_order", order_id="7")], name="one"))
     await wait_for_agent_snapshot(sessions, "s", lambda s: s.pending_interrupts or None, description="an approval")
 
     assert await sessions.cancel_turn("s", "wrong order") is True
@@ -164,10 +161,8 @@ async def test_a_cancel_at_an_approval_ends_the_turn_and_the_next_turn_works(
 async def test_a_long_session_compacts_through_sagents_compactor_and_keeps_every_message(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session(
-        "s", script([call("f1", "find_order", order_id="7")], "Order 7 was delivered.", name="one")
+    sessions = await started_session(
+        stack, flow, script([call("f1", "find_order", order_id="7")], "Order 7 was delivered.", name="one")
     )
     await idle(stack, flow, "s")
     for n in range(2, 6):

@@ -26,6 +26,7 @@ from dex_agents.domain.events import TurnCommittedPayload, TurnOutcome
 from dex_agents.testing import AgentTestStack
 from tests.integration.agent.scripted_agent import DEADLINE_ENV, invocations
 from tests.integration.agent.test_sessions import fake_stack_with, pending_approval, tool, turn
+from tests.integration.stacks import started_session
 
 pytestmark = pytest.mark.integration
 
@@ -35,9 +36,7 @@ WAIT = 60
 async def test_a_submitted_message_is_followed_to_its_completed_turn(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s")
+    sessions = await started_session(stack, flow)
 
     receipt = await sessions.submit_user_message("s", turn(tool("c1", "read_tool"), tool_results="each"))
     result = await sessions.wait_for_turn("s", receipt, timeout=WAIT)
@@ -56,9 +55,7 @@ async def test_a_submitted_message_is_followed_to_its_completed_turn(
 async def test_messages_sent_back_to_back_each_resolve_to_their_own_turn(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s")
+    sessions = await started_session(stack, flow)
 
     receipts = [await sessions.submit_user_message("s", turn(label=n)) for n in range(3)]
     results = [await sessions.wait_for_turn("s", r, timeout=WAIT) for r in reversed(receipts)]
@@ -73,9 +70,7 @@ async def test_messages_sent_back_to_back_each_resolve_to_their_own_turn(
 async def test_a_blank_message_is_refused_and_its_receipt_starts_no_turn(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s")
+    sessions = await started_session(stack, flow)
     receipt = await sessions.submit_user_message("s", "   ")
     assert not receipt.accepted
     with pytest.raises(ValueError, match="starts no turn"):
@@ -85,9 +80,7 @@ async def test_a_blank_message_is_refused_and_its_receipt_starts_no_turn(
 async def test_a_turn_whose_model_keeps_failing_is_reported_failed_with_its_error(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(tool("c1", "idempotent_write"), fail_model="after_tools"))
+    sessions = await started_session(stack, flow, turn(tool("c1", "idempotent_write"), fail_model="after_tools"))
 
     result = await sessions.wait_for_turn("s", "turn-1", timeout=WAIT)
 
@@ -106,9 +99,7 @@ async def test_a_turn_whose_model_keeps_failing_is_reported_failed_with_its_erro
 async def test_turn_committed_arrives_after_the_state_it_announces(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s")
+    sessions = await started_session(stack, flow)
     receipt = await sessions.submit_user_message("s", turn(tool("c1", "read_tool")))
 
     token = receipt.resume_token
@@ -133,9 +124,7 @@ async def test_turn_committed_arrives_after_the_state_it_announces(
 async def test_a_rejected_call_keeps_its_rejection_and_approver_after_the_turn(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s")
+    sessions = await started_session(stack, flow)
     receipt = await sessions.submit_user_message(
         "s", turn(tool("c1", "approved_write"), tool("c2", "read_tool"), tool_results="together")
     )
@@ -169,9 +158,7 @@ async def test_an_approval_that_expires_is_reported_expired_and_the_model_is_tol
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with fake_stack_with(tmp_path, state_dir, monkeypatch, {DEADLINE_ENV: "1"}) as (stack, flow):
-        await stack.start_worker()
-        sessions = stack.sessions(flow)
-        await sessions.start_session("s")
+        sessions = await started_session(stack, flow)
         receipt = await sessions.submit_user_message("s", turn(tool("c1", "approved_write"), tool_results="each"))
 
         result = await sessions.wait_for_turn("s", receipt, timeout=WAIT)
@@ -190,10 +177,8 @@ async def test_an_approval_that_expires_is_reported_expired_and_the_model_is_tol
 async def test_tool_outcomes_of_a_turn_three_turns_back_are_read_from_the_snapshot_and_the_pages(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session(
-        "s", turn(tool("c1", "read_tool"), tool("c2", "read_tool", error="no such order"), tool_results="each")
+    sessions = await started_session(
+        stack, flow, turn(tool("c1", "read_tool"), tool("c2", "read_tool", error="no such order"), tool_results="each")
     )
     for n in range(3):
         receipt = await sessions.submit_user_message("s", turn(label=n))

@@ -23,6 +23,7 @@ from dex_agents.testing.probes import engine_unreachable
 from tests.integration.agent.scripted_agent import COMPACT_GATE_ENV, KEEP_RECENT_ENV, gate
 from tests.integration.agent.scripted_agent import invocations as log
 from tests.integration.agent.test_sessions import fake_stack_with, tool, turn
+from tests.integration.stacks import started_session
 
 pytestmark = pytest.mark.integration
 
@@ -111,9 +112,7 @@ async def test_a_pending_approval_is_answerable_after_an_engine_sigkill_and_its_
     engine_stack: tuple[AgentTestStack, AgentSessionFlow],
 ) -> None:
     stack, flow = engine_stack
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(tool("c1", "approved_write")))
+    sessions = await started_session(stack, flow, turn(tool("c1", "approved_write")))
     interrupt = await snapshot_where(
         sessions, "s", lambda s: next(iter(s.pending_interrupts), None), "a pending approval"
     )
@@ -131,9 +130,7 @@ async def test_a_queued_message_and_a_cancel_request_are_kept_across_an_engine_s
     engine_stack: tuple[AgentTestStack, AgentSessionFlow],
 ) -> None:
     stack, flow = engine_stack
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(tool("c1", "read_tool", gate="g")))
+    sessions = await started_session(stack, flow, turn(tool("c1", "read_tool", gate="g")))
     await gate("g").wait_until_reached()
     receipt = await sessions.submit_user_message("s", turn(tool("c2", "idempotent_write")))
     assert await sessions.cancel_turn("s", reason="changed my mind") is True
@@ -157,9 +154,7 @@ async def test_a_compaction_interrupted_by_an_engine_sigkill_is_summarised_once_
 ) -> None:
     stack, flow = engine_stack
     monkeypatch.setenv(COMPACT_GATE_ENV, "compact")
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(emit=30))
+    sessions = await started_session(stack, flow, turn(emit=30))
     await snapshot_where(sessions, "s", session_is_idle, "the first turn to end")
     receipt = await sessions.submit_user_message("s", turn(tool("c1", "read_tool"), overflow="resuming"))
     await gate("compact").wait_until_reached()

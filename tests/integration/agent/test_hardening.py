@@ -36,6 +36,7 @@ from tests.integration.agent.scripted_agent import (
     invocations,
 )
 from tests.integration.agent.test_sessions import fake_stack_with, tool, turn
+from tests.integration.stacks import started_session
 
 pytestmark = pytest.mark.integration
 
@@ -76,9 +77,7 @@ async def answers_next_message(sessions: AgentSessionClient, session_id: str) ->
 async def test_a_5_mb_message_is_refused_with_a_clear_error_and_the_session_answers_the_next_message(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn())
+    sessions = await started_session(stack, flow, turn())
     await turns_done(sessions, "s", 1)
 
     with pytest.raises(InvalidInputError, match="the user message has 5,242,880 bytes of UTF-8; the limit is 262,144"):
@@ -98,9 +97,7 @@ async def test_a_5_mb_message_is_refused_with_a_clear_error_and_the_session_answ
 async def test_a_text_that_is_not_storable_unicode_is_refused_and_changes_nothing(
     stack: AgentTestStack, flow: AgentSessionFlow, text: str, problem: InputProblem
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn())
+    sessions = await started_session(stack, flow, turn())
     await turns_done(sessions, "s", 1)
 
     with pytest.raises(InvalidInputError) as refused:
@@ -117,9 +114,7 @@ async def test_a_text_that_is_not_storable_unicode_is_refused_and_changes_nothin
 async def test_a_blank_message_answers_false_and_queues_nothing(
     stack: AgentTestStack, flow: AgentSessionFlow, text: str
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s")
+    sessions = await started_session(stack, flow)
 
     assert await sessions.send_user_message("s", text) is False
 
@@ -133,9 +128,7 @@ async def test_a_blank_message_answers_false_and_queues_nothing(
 async def test_a_message_over_the_limit_sent_straight_to_the_rpc_is_refused_and_not_queued(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s")
+    sessions = await started_session(stack, flow)
     await started(sessions, "s")
 
     raw = await stack.client.invoke_rpc(
@@ -166,9 +159,7 @@ async def test_unknown_expired_and_already_resolved_interrupts_answer_false(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with fake_stack_with(tmp_path, state_dir, monkeypatch, {DEADLINE_ENV: "3"}) as (stack, flow):
-        await stack.start_worker()
-        sessions = stack.sessions(flow)
-        await sessions.start_session("s", turn(tool("a", "approved_write"), tool("b", "approved_write")))
+        sessions = await started_session(stack, flow, turn(tool("a", "approved_write"), tool("b", "approved_write")))
         await wait_for_agent_snapshot(
             sessions, "s", lambda s: len(s.pending_interrupts) == 2 or None, description="two approvals"
         )
@@ -187,9 +178,7 @@ async def test_unknown_expired_and_already_resolved_interrupts_answer_false(
 async def test_ten_concurrent_resolves_of_one_interrupt_have_exactly_one_winner(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(tool("a", "approved_write")))
+    sessions = await started_session(stack, flow, turn(tool("a", "approved_write")))
     await wait_for_agent_snapshot(sessions, "s", lambda s: s.pending_interrupts or None, description="an approval")
 
     answers = await asyncio.gather(
@@ -205,9 +194,7 @@ async def test_ten_concurrent_resolves_of_one_interrupt_have_exactly_one_winner(
 async def test_a_runner_whose_build_user_message_raises_fails_only_that_turn(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", f"{BREAK_BUILD} first")
+    sessions = await started_session(stack, flow, f"{BREAK_BUILD} first")
 
     failed = await turns_done(sessions, "s", 1)
 
@@ -233,9 +220,7 @@ async def test_a_runner_whose_build_user_message_raises_fails_only_that_turn(
 async def test_a_runner_breaking_the_contract_fails_that_turn_with_the_reason_and_the_session_goes_on(
     stack: AgentTestStack, flow: AgentSessionFlow, script: str, error: str
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", script)
+    sessions = await started_session(stack, flow, script)
 
     failed = await turns_done(sessions, "s", 1)
 
@@ -249,9 +234,7 @@ async def test_a_runner_breaking_the_contract_fails_that_turn_with_the_reason_an
 async def test_a_tool_returning_10_mb_is_stored_cut_with_a_notice_and_the_turn_completes(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(tool("c1", "read_tool", big_output=10 * MIB)))
+    sessions = await started_session(stack, flow, turn(tool("c1", "read_tool", big_output=10 * MIB)))
 
     snapshot = await turns_done(sessions, "s", 1)
 
@@ -278,9 +261,7 @@ async def read_events(sessions: AgentSessionClient, session_id: str, until: Agen
 async def test_a_model_streaming_1_mb_of_deltas_streams_all_of_it_in_bounded_events_and_stores_the_answer(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(stream=MIB, delta=256 * 1024))
+    sessions = await started_session(stack, flow, turn(stream=MIB, delta=256 * 1024))
 
     events = await read_events(sessions, "s", AgentEventType.TURN_COMPLETED)
     snapshot = await turns_done(sessions, "s", 1)
@@ -301,9 +282,7 @@ async def test_a_model_streaming_1_mb_of_deltas_streams_all_of_it_in_bounded_eve
 async def test_a_model_answer_too_large_for_one_frame_fails_its_turn_and_the_session_goes_on(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(stream=2 * MIB, delta=MIB))
+    sessions = await started_session(stack, flow, turn(stream=2 * MIB, delta=MIB))
 
     failed = await turns_done(sessions, "s", 1)
 
@@ -395,9 +374,7 @@ async def test_a_session_of_messages_at_the_size_limit_stays_readable_page_by_pa
 async def test_an_approval_given_for_another_call_fails_that_call_on_the_dev_server_without_running_it(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(tool("a", "approved_write")))
+    sessions = await started_session(stack, flow, turn(tool("a", "approved_write")))
     snapshot = await wait_for_agent_snapshot(
         sessions, "s", lambda s: s if s.pending_interrupts else None, description="an approval"
     )

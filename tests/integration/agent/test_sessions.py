@@ -31,7 +31,7 @@ from tests.integration.agent.scripted_agent import (
     gate,
     invocations,
 )
-from tests.integration.stacks import agent_test_stack
+from tests.integration.stacks import agent_test_stack, started_session
 
 pytestmark = pytest.mark.integration
 
@@ -99,8 +99,7 @@ def answer(snapshot: AgentSnapshot) -> dict[str, str]:
 async def test_turn_runs_each_tool_in_its_own_step_and_resumes_the_model(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    await stack.sessions(flow).start_session("s", turn(tool("c1", "read_tool"), tool("c2", "idempotent_write")))
+    await started_session(stack, flow, turn(tool("c1", "read_tool"), tool("c2", "idempotent_write")))
     snapshot = await idle(stack, flow, "s")
     assert answer(snapshot) == {
         "c1": "succeeded: read_tool done with key s/turn-1/c1",
@@ -211,9 +210,7 @@ async def test_approval_given_after_the_worker_was_replaced_runs_the_tool_once(
 async def test_rejected_approval_tells_the_model_and_runs_nothing(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(tool("c1", "approved_write")))
+    sessions = await started_session(stack, flow, turn(tool("c1", "approved_write")))
     interrupt = await pending_approval(sessions, "s")
     assert await sessions.resolve_interrupt("s", interrupt.interrupt_id, approved=False, rejection_message="no way")
     snapshot = await idle(stack, flow, "s")
@@ -224,10 +221,7 @@ async def test_rejected_approval_tells_the_model_and_runs_nothing(
 async def test_two_tool_steps_of_one_response_run_at_the_same_time(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    await stack.sessions(flow).start_session(
-        "s", turn(tool("c1", "read_tool", gate="a"), tool("c2", "read_tool", gate="b"))
-    )
+    await started_session(stack, flow, turn(tool("c1", "read_tool", gate="a"), tool("c2", "read_tool", gate="b")))
     await gate("a").wait_until_reached()
     await gate("b").wait_until_reached()
     gate("a").release()
@@ -259,9 +253,7 @@ async def test_a_large_run_state_reaches_the_resumed_model_step_and_no_tool_step
 async def test_model_failing_three_times_after_tools_ran_records_the_turn_failure_note(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(tool("c1", "idempotent_write"), fail_model="after_tools"))
+    sessions = await started_session(stack, flow, turn(tool("c1", "idempotent_write"), fail_model="after_tools"))
     snapshot = await idle(stack, flow, "s")
     assert snapshot.state is not None
     assert snapshot.state.last_turn_error is not None
@@ -293,8 +285,7 @@ async def test_model_failing_three_times_after_tools_ran_records_the_turn_failur
 
 
 async def test_model_failing_without_tools_appends_no_note(stack: AgentTestStack, flow: AgentSessionFlow) -> None:
-    await stack.start_worker()
-    await stack.sessions(flow).start_session("s", turn(fail_model="always"))
+    await started_session(stack, flow, turn(fail_model="always"))
     snapshot = await idle(stack, flow, "s")
     assert [m.sequence for m in snapshot.messages] == [1]
     assert snapshot.state is not None
@@ -305,9 +296,8 @@ async def test_model_failing_without_tools_appends_no_note(stack: AgentTestStack
 async def test_tool_errors_are_shown_to_the_model_and_crashing_reads_fail_after_three_attempts(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    await stack.sessions(flow).start_session(
-        "s", turn(tool("c1", "read_tool", error="not found"), tool("c2", "read_tool", crash=True))
+    await started_session(
+        stack, flow, turn(tool("c1", "read_tool", error="not found"), tool("c2", "read_tool", crash=True))
     )
     snapshot = await idle(stack, flow, "s")
     outcomes = answer(snapshot)
@@ -322,9 +312,7 @@ async def test_tool_errors_are_shown_to_the_model_and_crashing_reads_fail_after_
 async def test_blank_messages_are_refused_and_a_session_without_a_first_message_waits(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", "   ")
+    sessions = await started_session(stack, flow, "   ")
     assert not await sessions.send_user_message("s", "  ")
     assert await sessions.send_user_message("s", turn())
     snapshot = await idle(stack, flow, "s")
@@ -334,9 +322,7 @@ async def test_blank_messages_are_refused_and_a_session_without_a_first_message_
 async def test_snapshot_and_pages_of_a_stopped_session_stay_readable(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn())
+    sessions = await started_session(stack, flow, turn())
     await idle(stack, flow, "s")
     await sessions.stop_session("s", "done")
     snapshot = await sessions.get_agent_snapshot("s")
@@ -349,9 +335,7 @@ async def test_snapshot_and_pages_of_a_stopped_session_stay_readable(
 async def test_live_events_carry_the_envelope_and_every_tool_call_finishes_once(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(tool("c1", "read_tool"), tool("c2", "approved_write")))
+    sessions = await started_session(stack, flow, turn(tool("c1", "read_tool"), tool("c2", "approved_write")))
     interrupt = await pending_approval(sessions, "s")
     await sessions.resolve_interrupt("s", interrupt.interrupt_id, approved=False)
     await idle(stack, flow, "s")
@@ -380,9 +364,7 @@ async def test_an_approval_nobody_answers_expires_at_its_deadline_and_is_recorde
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with fake_stack_with(tmp_path, state_dir, monkeypatch, {DEADLINE_ENV: "1"}) as (stack, flow):
-        await stack.start_worker()
-        sessions = stack.sessions(flow)
-        await sessions.start_session("s", turn(tool("c1", "approved_write")))
+        sessions = await started_session(stack, flow, turn(tool("c1", "approved_write")))
         interrupt = await pending_approval(sessions, "s")
         assert interrupt.deadline is not None
         snapshot = await idle(stack, flow, "s")
@@ -395,9 +377,7 @@ async def test_an_approval_nobody_answers_expires_at_its_deadline_and_is_recorde
 async def test_events_written_from_another_thread_arrive_and_writes_after_the_step_returned_are_dropped(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", json.dumps({"tools": [], "thread_events": True}))
+    sessions = await started_session(stack, flow, json.dumps({"tools": [], "thread_events": True}))
     await idle(stack, flow, "s")
     await wait_until("the late write", lambda: invocations().count("late_write") == 1)
     await sessions.send_user_message("s", turn())  # a later turn's events follow any late one
@@ -427,8 +407,7 @@ async def test_a_tool_step_heartbeats_in_the_background_while_the_tool_runs(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with fake_stack_with(tmp_path, state_dir, monkeypatch, {HEARTBEAT_ENV: "0.05"}) as (stack, flow):
-        await stack.start_worker()
-        await stack.sessions(flow).start_session("s", turn(tool("c1", "read_tool", gate="g")))
+        await started_session(stack, flow, turn(tool("c1", "read_tool", gate="g")))
         await gate("g").wait_until_reached()
         # tool_call_started is one frame (a CallTool awaits no heartbeat); more can only come from the background beat.
         await wait_until("background heartbeats", lambda: stack.devserver.progress_frames("s", "CallTool-1") >= 5)
@@ -439,8 +418,7 @@ async def test_a_tool_step_heartbeats_in_the_background_while_the_tool_runs(
 async def test_a_value_error_in_a_tool_is_recorded_under_its_own_name_not_as_an_invalid_step_result(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    await stack.sessions(flow).start_session("s", turn(tool("c1", "read_tool", value_error="disk full")))
+    await started_session(stack, flow, turn(tool("c1", "read_tool", value_error="disk full")))
     snapshot = await idle(stack, flow, "s")
     outcome = answer(snapshot)["c1"]
     assert outcome.startswith("failed: The tool call failed:")
@@ -454,9 +432,7 @@ async def test_the_event_stream_keeps_within_its_capacity_by_dropping_the_oldest
 ) -> None:
     async with fake_stack_with(tmp_path, state_dir, monkeypatch, {EVENT_CAPACITY_ENV: "2048"}) as (stack, flow):
         assert flow.events_stream.stream_capacity_bytes == 2048
-        await stack.start_worker()
-        sessions = stack.sessions(flow)
-        await sessions.start_session("s", turn(*(tool(f"c{n}", "read_tool") for n in range(12))))
+        sessions = await started_session(stack, flow, turn(*(tool(f"c{n}", "read_tool") for n in range(12))))
         await sessions.wait_for_turn("s", "turn-1", timeout=60)
         token = ""
         while (message := await sessions.read_agent_event("s", token)).event.type != "turn_committed":

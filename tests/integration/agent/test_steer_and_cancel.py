@@ -18,6 +18,7 @@ from dex_agents.domain.turn_control import TURN_CANCELLED_NOTE_HEADER, cancel_re
 from dex_agents.testing import AgentTestStack
 from tests.integration.agent.scripted_agent import CLOCK_SKEW_ENV, DEADLINE_ENV, gate, invocations
 from tests.integration.agent.test_sessions import fake_stack_with, idle, pending_approval, tool, turn
+from tests.integration.stacks import started_session
 
 pytestmark = pytest.mark.integration
 
@@ -76,9 +77,7 @@ async def test_a_message_steered_while_a_tool_step_runs_reaches_the_next_model_c
 async def test_a_message_steered_during_an_approval_wait_reaches_the_model_call_after_the_answer(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(tool("c1", "approved_write"), tool_results="each"))
+    sessions = await started_session(stack, flow, turn(tool("c1", "approved_write"), tool_results="each"))
     interrupt = await pending_approval(sessions, "s")
 
     assert await sessions.send_user_message("s", "and tell me when it is done", delivery="steer")
@@ -98,9 +97,7 @@ async def test_a_message_steered_during_an_approval_wait_reaches_the_model_call_
 async def test_a_queued_message_can_be_withdrawn_until_a_turn_takes_it(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(tool("c1", "read_tool", gate="g")))
+    sessions = await started_session(stack, flow, turn(tool("c1", "read_tool", gate="g")))
     await gate("g").wait_until_reached()
     kept = await sessions.submit_user_message("s", turn())
     dropped = await sessions.submit_user_message("s", turn(), client_message_id="drop-me")
@@ -121,9 +118,7 @@ async def test_a_queued_message_can_be_withdrawn_until_a_turn_takes_it(
 
 
 async def test_cancelling_while_no_turn_runs_returns_false(stack: AgentTestStack, flow: AgentSessionFlow) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn())
+    sessions = await started_session(stack, flow, turn())
     await idle(stack, flow, "s")
     assert await sessions.cancel_turn("s", "nothing runs") is False
     snapshot = await sessions.get_agent_snapshot("s")
@@ -134,9 +129,7 @@ async def test_cancelling_while_no_turn_runs_returns_false(stack: AgentTestStack
 async def test_cancelling_while_waiting_for_approval_rejects_it_and_runs_no_further_model_call(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(tool("c1", "approved_write")))
+    sessions = await started_session(stack, flow, turn(tool("c1", "approved_write")))
     interrupt = await pending_approval(sessions, "s")
 
     assert await sessions.cancel_turn("s", "wrong order") is True
@@ -161,9 +154,7 @@ async def test_cancelling_while_waiting_for_approval_rejects_it_and_runs_no_furt
 async def test_cancelling_while_a_read_runs_keeps_its_result_and_runs_no_further_model_call(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(tool("c1", "read_tool", gate="g")))
+    sessions = await started_session(stack, flow, turn(tool("c1", "read_tool", gate="g")))
     await gate("g").wait_until_reached()
 
     assert await sessions.cancel_turn("s") is True
@@ -182,10 +173,8 @@ async def test_cancelling_while_a_read_runs_keeps_its_result_and_runs_no_further
 async def test_cancelling_while_two_parallel_tool_steps_wait_at_gates_keeps_both_results(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session(
-        "s", turn(tool("c1", "read_tool", gate="g1"), tool("c2", "idempotent_write", gate="g2"))
+    sessions = await started_session(
+        stack, flow, turn(tool("c1", "read_tool", gate="g1"), tool("c2", "idempotent_write", gate="g2"))
     )
     await gate("g1").wait_until_reached()
     await gate("g2").wait_until_reached()

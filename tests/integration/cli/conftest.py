@@ -3,17 +3,10 @@ from pathlib import Path
 
 import pytest
 
-from dex_agents.cli.shop import CHUNK_DELAY_ENV, STATE_ENV
 from tests.integration.cli.support import OrderStack, order_stack
+from tests.integration.stacks import shop_fixture
 
-
-@pytest.fixture
-def shop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "shop"
-    path.mkdir()
-    monkeypatch.setenv(STATE_ENV, str(path))
-    monkeypatch.setenv(CHUNK_DELAY_ENV, "0")
-    return path
+shop = shop_fixture("0")
 
 
 @pytest.fixture

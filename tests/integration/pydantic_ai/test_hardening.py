@@ -8,6 +8,7 @@ from dex_agents import AgentSessionFlow, AgentUserMessage, InputProblem, Invalid
 from dex_agents.testing import AgentTestStack
 from tests.integration.pydantic_ai.order_agent import invocations
 from tests.integration.runner_conformance import answer, idle
+from tests.integration.stacks import started_session
 from tests.unit.adapters.pydantic_ai.scripted_model import call, script
 
 pytestmark = pytest.mark.integration
@@ -18,9 +19,9 @@ MIB = 1024 * 1024
 async def test_a_lone_surrogate_is_refused_and_a_10_mb_tool_output_reaches_the_model_cut_with_a_notice(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", script([call("b1", "big_output", size=10 * MIB)], "@summary", name="big"))
+    sessions = await started_session(
+        stack, flow, script([call("b1", "big_output", size=10 * MIB)], "@summary", name="big")
+    )
 
     summary = answer(await idle(stack, flow, "s"))
 

@@ -24,7 +24,7 @@ from dex_agents.testing import (
     wait_for_agent_snapshot,
 )
 from tests.integration.pydantic_ai.scheduling_agent import AGENT, LIMITS, STATE_ENV, build_flows, gate, invocations
-from tests.integration.stacks import flow_fixtures, stack_fixtures
+from tests.integration.stacks import flow_fixtures, stack_fixtures, started_session
 from tests.unit.adapters.pydantic_ai.scripted_model import call, script
 
 pytestmark = pytest.mark.integration
@@ -95,8 +95,7 @@ async def test_sequential_calls_run_alone_in_model_order_as_in_a_plain_run(
         assert_runs_alone(plain_log, CHAIN, name)
     (state_dir / "invocations.jsonl").unlink()
 
-    await stack.start_worker()
-    await stack.sessions(flow).start_session("s", chain_script(hold=True))
+    await started_session(stack, flow, chain_script(hold=True))
     await gate("ga").wait_until_reached()
     await gate("gb").wait_until_reached()  # the two plain calls before the sequential one run side by side
     assert invocations().count("start", "s") == 0

@@ -29,7 +29,7 @@ from tests.integration.runner_conformance import (
     idle,
     script,
 )
-from tests.integration.stacks import agent_test_stack
+from tests.integration.stacks import agent_test_stack, started_session
 
 pytestmark = pytest.mark.integration
 
@@ -120,8 +120,7 @@ async def test_every_row_of_the_tool_table_is_recorded_as_the_spec_says(
 async def test_a_rejected_approval_tells_the_model_and_runs_nothing(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    await stack.sessions(flow).start_session("s", script([call("r1", "refund_order", order_id="7")]))
+    await started_session(stack, flow, script([call("r1", "refund_order", order_id="7")]))
     snapshot = await approve_until_idle(stack, flow, "s", rejection="not today")
     assert answer(snapshot) == "refund_order[denied]=not today"
     assert invocations().count("tool") == 0
@@ -179,9 +178,9 @@ async def test_a_failed_first_turn_is_replayed_with_its_note_and_the_system_prom
 async def test_tool_metadata_hints_decide_the_effect_of_prefixed_toolset_tools(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    await stack.sessions(flow).start_session(
-        "s",
+    await started_session(
+        stack,
+        flow,
         script(
             [
                 call("l1", "orders_lookup", order_id="7"),
@@ -226,9 +225,9 @@ async def deferred_effects(
 async def test_tool_search_is_a_read_and_the_tool_it_reveals_runs_in_its_own_step(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    await stack.start_worker()
-    await stack.sessions(flow).start_session(
-        "s",
+    await started_session(
+        stack,
+        flow,
         script([call("s1", "search_tools", queries=["refund"])], [call("h1", "hidden_refund", order_id="7")]),
     )
     snapshot = await idle(stack, flow, "s")
