@@ -9,7 +9,10 @@ below) swaps the model serving each non-streamed request for
 request, writes every text and reasoning delta as it arrives, and returns the
 complete response, so the run, its hooks and the response are those of a
 non-streamed request. A model that cannot stream serves one ``request``,
-replayed as one delta per part.
+replayed as one delta per part. So does a ``TestModel``
+(`asks_as_a_plain_run`): its stream is simulated from the response its
+``request`` gives, with usage estimated otherwise, and ``agent.run`` calls
+``request``; so the response and usage are the plain run's.
 
 **When the agent streams its runs anyway** (an ``event_stream_handler`` or a
 capability or hook that listens to events: `run_streams`), the model Step
@@ -44,6 +47,7 @@ from pydantic_ai.models import (
     StreamedResponse,
 )
 from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.models.test import TestModel
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
@@ -80,6 +84,19 @@ def can_stream(model: Model) -> bool:
     if isinstance(model, FunctionModel):
         return model.stream_function is not None
     return type(model).request_stream is not Model.request_stream
+
+
+def asks_as_a_plain_run(model: Model) -> bool:
+    """Whether a non-streamed request goes to ``model``'s ``request`` although it can stream.
+
+    True for Pydantic AI's ``TestModel``: its stream replays its ``request``'s response word by
+    word but estimates usage per chunk (a tool-call response streams 0 output tokens), so
+    streaming it would change the usage a plain run reports. A ``FunctionModel`` streams
+    when it has a ``stream_function``: that is the user's own script of a stream.
+    """
+    while isinstance(model, WrapperModel):
+        model = model.wrapped
+    return isinstance(model, TestModel)
 
 
 @dataclass
@@ -134,7 +151,7 @@ class DeltaForwardingModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
         """Stream the wrapped model's response, forwarding deltas; return the whole response."""
-        if not can_stream(self.wrapped):
+        if not can_stream(self.wrapped) or asks_as_a_plain_run(self.wrapped):
             response = await self.wrapped.request(messages, model_settings, model_request_parameters)
             for index, part in enumerate(response.parts):
                 if isinstance(part, TextPart | ThinkingPart):

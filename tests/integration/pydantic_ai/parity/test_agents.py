@@ -39,11 +39,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
 SCENARIOS = ScenarioSet()
 
-STREAMED_USAGE = (
-    "a model that can stream (TestModel) is streamed in a session's model Step, for live text, where agent.run "
-    "makes a non-streamed request: TestModel estimates a streamed response's usage differently"
-)
-
 DEPS_CHANGED_TOOLS = (
     "a tool changed the deps a dynamic toolset reads: a session's tool Step resolves the toolset again with the "
     "changed deps (a plain run calls every tool of the response from the tools it resolved before), and the "
@@ -513,7 +508,7 @@ class DynamicToolsetDeps:
     user_name: str
 
 
-@SCENARIOS.scenario(xfail={"durable": STREAMED_USAGE})
+@SCENARIOS.scenario()
 def a_dynamic_toolset_reads_the_deps(probe: Probe) -> Scenario:
     agent = Agent(
         probe.test_model(),
@@ -633,7 +628,7 @@ def an_uploaded_file_as_the_output(probe: Probe) -> Scenario:
     return Scenario(agent=agent, turns=["Return a file"])
 
 
-@SCENARIOS.scenario(xfail={"durable": STREAMED_USAGE, "fast": STREAMED_USAGE})
+@SCENARIOS.scenario()
 def a_test_model_calls_every_tool(probe: Probe) -> Scenario:
     agent = Agent(probe.test_model(), name="simple_agent", capabilities=probe.capabilities)
 
