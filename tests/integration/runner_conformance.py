@@ -23,8 +23,17 @@ from typing import Any, ClassVar
 
 import attrs
 
-from dex_agents import OUTCOME_UNKNOWN_TOOL_RESULT, AgentSessionFlow, AgentSnapshot, MessageRole
+from dex_agents import (
+    OUTCOME_UNKNOWN_TOOL_RESULT,
+    AgentSessionFlow,
+    AgentSnapshot,
+    MessageRole,
+    ToolCallStatus,
+    TurnResult,
+    TurnStatus,
+)
 from dex_agents.domain.events import ReasoningDeltaPayload, TextDeltaPayload
+from dex_agents.domain.turn_control import TURN_CANCELLED_NOTE_HEADER, cancel_rejection_message
 from dex_agents.testing import (
     EXECUTE_COMPLETED_EVENT,
     AgentTestStack,
@@ -124,6 +133,19 @@ def answer(snapshot: AgentSnapshot) -> str:
     text = snapshot.messages[-1].text
     assert text is not None
     return text
+
+
+def assert_cancelled_at_its_approval(result: TurnResult, reason: str) -> None:
+    """Check ``result`` is of a turn a cancel with ``reason`` ended at its one approval.
+
+    The turn is cancelled, its call rejected with the cancel's reason, and the cancel's note is its last message.
+    """
+    assert result.status is TurnStatus.CANCELLED
+    (outcome,) = result.tool_outcomes
+    assert (outcome.status, outcome.rejection_message) == (ToolCallStatus.REJECTED, cancel_rejection_message(reason))
+    note = result.messages[-1].text
+    assert note is not None
+    assert note.startswith(f"{TURN_CANCELLED_NOTE_HEADER} (reason: {reason}).")
 
 
 async def live_deltas(stack: AgentTestStack, flow: AgentSessionFlow, session_id: str) -> list[tuple[str, str, str]]:

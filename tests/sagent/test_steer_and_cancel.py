@@ -14,10 +14,11 @@ from dex_agents.adapters.sagent import SagentRunner, _codec
 from dex_agents.adapters.sagent.runner import NOT_APPROVED, RunState, tool_result
 from dex_agents.application.next import GoToMany
 from dex_agents.domain.messages import MessageDelivery
-from dex_agents.domain.snapshot import TurnStatus, turn_result
+from dex_agents.domain.snapshot import turn_result
 from dex_agents.domain.tools import AgentToolCall, ToolEffect, ToolPolicy
 from dex_agents.domain.turn_control import TURN_CANCELLED_NOTE_HEADER, cancel_rejection_message
 from dex_agents.testing.memory import InMemorySessionHost
+from tests.integration.runner_conformance import assert_cancelled_at_its_approval
 from tests.sagent.order_agent import STATE_ENV, TOOL_POLICIES, build_agent, invocations
 from tests.sagent.scripted_model import call, script
 
@@ -187,15 +188,8 @@ async def test_a_cancel_at_an_approval_ends_the_turn_without_a_model_call_and_th
     assert invocations().count("tool") == 0
     first = turn_result(await host.get_agent_snapshot(), "turn-1")
     assert first is not None
-    assert first.status is TurnStatus.CANCELLED
-    (outcome,) = first.tool_outcomes
-    assert (outcome.status, outcome.rejection_message) == (
-        ToolCallStatus.REJECTED,
-        cancel_rejection_message("wrong order"),
-    )
+    assert_cancelled_at_its_approval(first, "wrong order")
     note = host.messages.all[-1]
-    assert note.text is not None
-    assert note.text.startswith(f"{TURN_CANCELLED_NOTE_HEADER} (reason: wrong order).")
     assert isinstance(_codec.decode_entry(note.framework_item), UserMessage), "the runner built the note"
 
     await host.send_user_message(script("@context", name="two"))

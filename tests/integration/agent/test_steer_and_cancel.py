@@ -14,10 +14,11 @@ from dex_agents import AgentSessionFlow, AgentSnapshot, MessageRole, ToolCallSta
 from dex_agents.domain.events import AgentEvent, AgentEventType, SteeredLanding, UserMessageSteeredPayload
 from dex_agents.domain.messages import MessageDelivery
 from dex_agents.domain.snapshot import TurnStatus
-from dex_agents.domain.turn_control import TURN_CANCELLED_NOTE_HEADER, cancel_rejection_message
+from dex_agents.domain.turn_control import TURN_CANCELLED_NOTE_HEADER
 from dex_agents.testing import AgentTestStack
 from tests.integration.agent.scripted_agent import CLOCK_SKEW_ENV, DEADLINE_ENV, gate, invocations
 from tests.integration.agent.test_sessions import fake_stack_with, idle, pending_approval, tool, turn
+from tests.integration.runner_conformance import assert_cancelled_at_its_approval
 from tests.integration.stacks import started_session
 
 pytestmark = pytest.mark.integration
@@ -135,15 +136,7 @@ async def test_cancelling_while_waiting_for_approval_rejects_it_and_runs_no_furt
     assert await sessions.cancel_turn("s", "wrong order") is True
     result = await sessions.wait_for_turn("s", "turn-1", timeout=60)
 
-    assert result.status is TurnStatus.CANCELLED
-    (outcome,) = result.tool_outcomes
-    assert (outcome.status, outcome.rejection_message) == (
-        ToolCallStatus.REJECTED,
-        cancel_rejection_message("wrong order"),
-    )
-    note = result.messages[-1]
-    assert note.text is not None
-    assert note.text.startswith(f"{TURN_CANCELLED_NOTE_HEADER} (reason: wrong order).")
+    assert_cancelled_at_its_approval(result, "wrong order")
     assert len(model_lines()) == 1
     assert invocations().count("tool") == 0
     assert not await sessions.resolve_interrupt("s", interrupt.interrupt_id, approved=True)
