@@ -89,6 +89,19 @@ async def fake_stack_with(
         yield stack, flow
 
 
+async def killed_while_parked(stack: AgentTestStack, flow: AgentSessionFlow, tool_name: str) -> None:
+    """Kill the Worker while the one call of session ``s`` (``c1``, ``tool_name``) is parked at gate ``g``.
+
+    The gate is released once a replacement Worker runs.
+    """
+    worker = await stack.start_worker()
+    await stack.sessions(flow).start_session("s", turn(tool("c1", tool_name, gate="g")))
+    await gate("g").wait_until_reached()
+    worker.kill()
+    await stack.start_worker()
+    gate("g").release()
+
+
 def answer(snapshot: AgentSnapshot) -> dict[str, str]:
     text = snapshot.messages[-1].text
     assert text is not None
@@ -143,12 +156,7 @@ async def test_worker_killed_during_run_model_repeats_only_that_model_call(
 
 
 async def test_worker_killed_during_a_read_runs_the_read_again(stack: AgentTestStack, flow: AgentSessionFlow) -> None:
-    worker = await stack.start_worker()
-    await stack.sessions(flow).start_session("s", turn(tool("c1", "read_tool", gate="g")))
-    await gate("g").wait_until_reached()
-    worker.kill()
-    await stack.start_worker()
-    gate("g").release()
+    await killed_while_parked(stack, flow, "read_tool")
     snapshot = await idle(stack, flow, "s")
     assert answer(snapshot)["c1"].startswith("succeeded")
     assert invocations().count("tool", "read_tool") == 2
@@ -158,12 +166,7 @@ async def test_worker_killed_during_a_read_runs_the_read_again(stack: AgentTestS
 async def test_worker_killed_during_an_idempotent_write_reruns_it_with_the_same_key(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    worker = await stack.start_worker()
-    await stack.sessions(flow).start_session("s", turn(tool("c1", "idempotent_write", gate="g")))
-    await gate("g").wait_until_reached()
-    worker.kill()
-    await stack.start_worker()
-    gate("g").release()
+    await killed_while_parked(stack, flow, "idempotent_write")
     await idle(stack, flow, "s")
     runs = [e for e in invocations().entries() if e["kind"] == "tool"]
     assert [e["key"] for e in runs] == ["s/turn-1/c1", "s/turn-1/c1"]
@@ -175,12 +178,7 @@ async def test_worker_killed_during_an_idempotent_write_reruns_it_with_the_same_
 async def test_worker_killed_during_a_non_idempotent_write_records_outcome_unknown_and_never_reruns_it(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    worker = await stack.start_worker()
-    await stack.sessions(flow).start_session("s", turn(tool("c1", "write", gate="g")))
-    await gate("g").wait_until_reached()
-    worker.kill()
-    await stack.start_worker()
-    gate("g").release()
+    await killed_while_parked(stack, flow, "write")
     snapshot = await idle(stack, flow, "s")
     assert answer(snapshot)["c1"].startswith("outcome_unknown: The tool call's outcome is unknown")
     assert invocations().count("tool", "write") == 1
