@@ -355,19 +355,20 @@ _DATETIME_JSON_BYTES = 40
 def _longest_bound(value: object) -> int:
     """An upper bound of the JSON size of ``value`` (an event body or a part of it), cheap for small bodies.
 
-    Read from the attrs fields directly, without building the JSON data first.
+    Read from the attrs fields directly, without building the JSON data first; every live event
+    is measured, so the fields' names are read once per class (`_field_bounds`).
     """
     if isinstance(value, str):
         return len(value) * _JSON_BYTES_PER_CHARACTER + 2
-    fields = getattr(type(value), "__attrs_attrs__", None)
+    kind = type(value)
+    if value is None or kind is int or kind is float or kind is bool:
+        return 32
+    fields = _field_bounds(kind)
     if fields is not None:
-        return (
-            sum(
-                len(field.name) * _JSON_BYTES_PER_CHARACTER + 4 + _longest_bound(getattr(value, field.name))
-                for field in fields
-            )
-            + 2
-        )
+        total = 2
+        for name, bound in fields:
+            total += bound + _longest_bound(getattr(value, name))
+        return total
     if isinstance(value, Mapping):
         return sum(len(str(k)) * _JSON_BYTES_PER_CHARACTER + 4 + _longest_bound(v) for k, v in value.items()) + 2
     if isinstance(value, (list, tuple, set, frozenset)):
@@ -375,6 +376,24 @@ def _longest_bound(value: object) -> int:
     if isinstance(value, datetime):
         return _DATETIME_JSON_BYTES
     return 32
+
+
+_FIELD_BOUNDS: dict[type, tuple[tuple[str, int], ...] | None] = {}
+"""`_field_bounds` by class (a handful of event body and value classes)."""
+
+
+def _field_bounds(kind: type) -> tuple[tuple[str, int], ...] | None:
+    """Each attrs field of ``kind`` with the most its name and punctuation take as JSON; ``None``: not attrs."""
+    if kind in _FIELD_BOUNDS:
+        return _FIELD_BOUNDS[kind]
+    fields = getattr(kind, "__attrs_attrs__", None)
+    bounds = (
+        None
+        if fields is None
+        else tuple((field.name, len(field.name) * _JSON_BYTES_PER_CHARACTER + 4) for field in fields)
+    )
+    _FIELD_BOUNDS[kind] = bounds
+    return bounds
 
 
 def started_deliveries(
