@@ -43,7 +43,6 @@ usage joins it before it goes on (`dex_agents.adapters.pydantic_ai._usage`).
 import asyncio
 import contextlib
 import contextvars
-import dataclasses
 import sys
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -67,6 +66,7 @@ from pydantic_ai.usage import RunUsage
 from dex_agents.adapters.pydantic_ai._capabilities import DeltaSink, ModelStepCapability, ModelStepRecord
 from dex_agents.adapters.pydantic_ai._direct_tool import plain_agent
 from dex_agents.adapters.pydantic_ai._history import UserPrompt
+from dex_agents.adapters.pydantic_ai._usage import copy_usage
 
 LIVE_RUN_LIMIT = 256
 """Live runs one runner keeps; the oldest is abandoned (its turn takes the durable path) beyond it."""
@@ -319,7 +319,7 @@ def _retrieve(task: "asyncio.Task[Any]") -> None:
 
 
 def _copy_usage(usage: RunUsage) -> RunUsage:
-    return dataclasses.replace(usage, details=dict(usage.details))
+    return copy_usage(usage)
 
 
 @dataclass

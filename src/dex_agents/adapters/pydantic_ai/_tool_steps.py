@@ -45,8 +45,8 @@ from dex_agents.adapters.pydantic_ai._tool_context import (
 )
 from dex_agents.adapters.pydantic_ai._tool_state import ToolCallState
 from dex_agents.adapters.pydantic_ai._usage import (
-    agent_usage,
     copy_usage,
+    usage_since,
 )
 from dex_agents.adapters.pydantic_ai.idempotency import IDEMPOTENCY_KEY_METADATA_KEY
 from dex_agents.application.runner import (
@@ -62,7 +62,7 @@ from dex_agents.domain.usage import AgentUsage
 
 def _reported(usage: RunUsage, mark: RunUsage) -> AgentUsage | None:
     """What a tool Step's run added to its usage since ``mark``, or ``None`` when nothing."""
-    added = agent_usage(usage - mark)
+    added = usage_since(usage, mark)
     return None if added.is_zero else added
 
 

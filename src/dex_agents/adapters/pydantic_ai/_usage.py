@@ -36,6 +36,8 @@ from dex_agents.domain.usage import AgentUsage
 
 _RUN_USAGE = TypeAdapter(RunUsage)
 
+_RUN_USAGE_FIELDS = tuple(field.name for field in dataclasses.fields(RunUsage))
+
 
 def agent_usage(usage: RunUsage) -> AgentUsage:
     """Map Pydantic AI's run usage to the session's."""
@@ -62,13 +64,34 @@ def run_usage(usage: AgentUsage) -> RunUsage:
 
 
 def copy_usage(usage: RunUsage) -> RunUsage:
-    """Return an independent copy of ``usage``."""
-    return dataclasses.replace(usage, details=dict(usage.details))
+    """Return an independent copy of ``usage``: its fields, with ``details`` a new dict.
+
+    What ``dataclasses.replace(usage, details=dict(usage.details))`` returns (attributes that are not
+    fields are not copied), without its per-field checks and ``__init__`` call: a Step copies usage
+    several times.
+    """
+    if type(usage) is not RunUsage:
+        return dataclasses.replace(usage, details=dict(usage.details))
+    fresh = RunUsage.__new__(RunUsage)
+    fresh.__dict__.update({name: getattr(usage, name) for name in _RUN_USAGE_FIELDS})
+    fresh.details = dict(usage.details)
+    return fresh
 
 
 def usage_since(now: RunUsage, mark: RunUsage) -> AgentUsage:
-    """The session usage of what ``now`` added since ``mark``."""
-    return agent_usage(now - mark)
+    """The session usage of what ``now`` added since ``mark``: ``agent_usage(now - mark)``.
+
+    Computed from the fields the session keeps only, without building the whole difference
+    (every Step takes one).
+    """
+    return AgentUsage(
+        model_calls=now.requests - mark.requests,
+        input_tokens=now.input_tokens - mark.input_tokens,
+        output_tokens=now.output_tokens - mark.output_tokens,
+        cached_input_tokens=now.cache_read_tokens - mark.cache_read_tokens,
+        reasoning_tokens=now.output_reasoning_tokens - mark.output_reasoning_tokens,
+        tool_calls=now.tool_calls - mark.tool_calls,
+    )
 
 
 def dump_run_usage(usage: RunUsage) -> object:

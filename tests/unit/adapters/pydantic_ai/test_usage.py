@@ -5,6 +5,7 @@ the in-memory host (real use cases, the real runner), with and without live
 runs.
 """
 
+import dataclasses
 import json
 from typing import Any
 
@@ -15,7 +16,7 @@ from pydantic_ai.usage import RunUsage, UsageLimits
 from dex_agents import AgentUsage, ToolEffect, ToolPolicy
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner
 from dex_agents.adapters.pydantic_ai._history import RunState
-from dex_agents.adapters.pydantic_ai._usage import agent_usage
+from dex_agents.adapters.pydantic_ai._usage import agent_usage, copy_usage
 from dex_agents.application.next import StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.domain.events import UsageRecordedPayload
@@ -166,3 +167,16 @@ def test_a_run_state_keeps_the_turns_usage_and_one_written_without_it_still_read
     older: dict[str, Any] = {"tool_call_ids": ["c1"], "messages": "[]"}
     assert RunState.decode(json.dumps(older)).usage is None
     assert agent_usage(RunUsage()) == AgentUsage()
+
+
+def test_a_copied_usage_has_the_same_fields_and_details_of_its_own() -> None:
+    usage = RunUsage(requests=2, tool_calls=3, input_tokens=40, output_tokens=7, details={"thoughts": 5})
+    usage.cost = None
+
+    copied = copy_usage(usage)
+
+    assert copied == dataclasses.replace(usage, details=dict(usage.details))
+    assert copied.details is not usage.details
+    copied.details["thoughts"] += 1
+    copied.requests += 1
+    assert (usage.details, usage.requests) == ({"thoughts": 5}, 2)
