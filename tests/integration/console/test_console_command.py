@@ -32,6 +32,23 @@ def running_console(**settings: object) -> contextlib.AbstractAsyncContextManage
     return running_command(run_console, **settings)
 
 
+def running_demo_console(**settings: object) -> contextlib.AbstractAsyncContextManager[tuple[str, io.StringIO]]:
+    """The console on the built-in demo (no server, no flow, no Worker of its own) on a free local port.
+
+    ``settings`` add to those or override them.
+    """
+    demo: dict[str, object] = {
+        "server": None,
+        "flow_target": None,
+        "demo": True,
+        "host": "127.0.0.1",
+        "port": 0,
+        "index_path": None,
+        "serve_worker": False,
+    }
+    return running_console(**{**demo, **settings})
+
+
 async def test_the_console_serves_the_sessions_of_a_flow_on_a_dex_server(tmp_path: Path) -> None:
     index = tmp_path / "index" / "sessions.sqlite"
     async with (
@@ -56,16 +73,7 @@ async def test_the_console_serves_the_sessions_of_a_flow_on_a_dex_server(tmp_pat
 
 
 async def test_the_demo_console_suggests_the_demo_prompt(tmp_path: Path) -> None:
-    async with running_console(
-        server=None,
-        flow_target=None,
-        demo=True,
-        host="127.0.0.1",
-        port=0,
-        token="tok",
-        index_path=None,
-        serve_worker=False,
-    ) as (url, output):
+    async with running_demo_console(token="tok") as (url, output):
         assert (await raw_request(url, "GET", "/")).status == 401
         page = await raw_request(url, "GET", "/", headers={"Authorization": "Bearer tok"})
         assert page.status == 200
@@ -105,17 +113,7 @@ async def test_the_console_serves_https_with_its_token_from_a_file_and_a_secure_
     token = "a-token-read-from-a-file-0123456789"
     token_file = tmp_path / "token"
     token_file.write_text(token + "\n")
-    async with running_console(
-        server=None,
-        flow_target=None,
-        demo=True,
-        host="127.0.0.1",
-        port=0,
-        token_file=token_file,
-        tls=tls,
-        index_path=None,
-        serve_worker=False,
-    ) as (url, output):
+    async with running_demo_console(token_file=token_file, tls=tls) as (url, output):
         assert url.startswith("https://127.0.0.1:")
         assert f"{url}/?token=..." in output.getvalue()
         assert (await _https_get(url, "/", tls)).status == 401
@@ -164,18 +162,8 @@ def test_what_the_console_logs_shows_control_characters_visibly() -> None:
 async def test_the_demo_console_keeps_its_sessions_in_its_data_dir_and_lists_them_after_a_restart(
     tmp_path: Path,
 ) -> None:
-    settings: dict[str, object] = {
-        "server": None,
-        "flow_target": None,
-        "demo": True,
-        "host": "127.0.0.1",
-        "port": 0,
-        "token": None,
-        "index_path": None,
-        "serve_worker": False,
-        "data_dir": tmp_path / "demo-data",
-    }
-    async with running_console(**settings) as (url, output):
+    data_dir = tmp_path / "demo-data"
+    async with running_demo_console(token=None, data_dir=data_dir) as (url, output):
         page = await raw_request(url, "GET", "/")
         match = re.search(r'name="csrf" value="([0-9a-f]+)"', page.body.decode())
         assert match is not None
@@ -183,7 +171,7 @@ async def test_the_demo_console_keeps_its_sessions_in_its_data_dir_and_lists_the
         headers = {"Content-Type": "application/x-www-form-urlencoded", "Origin": url, "Sec-Fetch-Site": "same-origin"}
         assert (await raw_request(url, "POST", "/sessions", headers=headers, body=form)).status == 303
         assert f"sessions kept in {tmp_path / 'demo-data'}" in output.getvalue()
-    async with running_console(**settings) as (url, _):
+    async with running_demo_console(token=None, data_dir=data_dir) as (url, _):
         listed = await raw_request(url, "GET", "/")
         assert b"kept-1" in listed.body, "the restarted demo lists the session it kept"
         session = await raw_request(url, "GET", "/sessions/kept-1")
