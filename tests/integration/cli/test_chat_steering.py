@@ -38,24 +38,43 @@ def chat_on(stack: OrderStack, session_id: str, **kwargs: object) -> tuple[ChatS
     return chat, lines, out
 
 
+async def running_chat(
+    stack: OrderStack, session_id: str, **kwargs: object
+) -> tuple[ChatSession, TypedLines, io.StringIO, asyncio.Task[None]]:
+    """`chat_on`, started, its loop running as a task (the fourth item)."""
+    chat, lines, out = chat_on(stack, session_id, **kwargs)
+    assert await chat.start()
+    return chat, lines, out, asyncio.create_task(chat.run())
+
+
+async def held_at_approval(
+    stack: OrderStack, session_id: str
+) -> tuple[HeldApprover, TypedLines, io.StringIO, asyncio.Task[None]]:
+    """A running chat whose first turn (the refund `PROMPT`) waits at the approval its `HeldApprover` holds."""
+    approver = HeldApprover()
+    _, lines, out, running = await running_chat(stack, session_id, approver=approver)
+    lines.type(PROMPT)
+    await asyncio.wait_for(approver.asked.wait(), timeout=30)
+    return approver, lines, out, running
+
+
+async def quit_chat(lines: TypedLines, running: asyncio.Task[None]) -> None:
+    lines.type("/quit")
+    await asyncio.wait_for(running, timeout=30)
+
+
 async def shown(out: io.StringIO, text: str) -> None:
     await wait_until(f"{text!r} on screen", lambda: text in out.getvalue())
 
 
 async def test_a_line_typed_while_the_turn_waits_for_approval_steers_it(stack: OrderStack) -> None:
-    approver = HeldApprover()
-    chat, lines, out = chat_on(stack, "steer-1", approver=approver)
-    assert await chat.start()
-    running = asyncio.create_task(chat.run())
-    lines.type(PROMPT)
-    await asyncio.wait_for(approver.asked.wait(), timeout=30)
+    approver, lines, out, running = await held_at_approval(stack, "steer-1")
 
     lines.type("Please sign the email as Ada.")
     await shown(out, "↪ steering the running turn")
     approver.release.set()
     await shown(out, "turn-1 completed")
-    lines.type("/quit")
-    await asyncio.wait_for(running, timeout=30)
+    await quit_chat(lines, running)
 
     printed = out.getvalue()
     assert "typing now steers this turn (/steer, /queue) · Ctrl-C cancels it" in printed
@@ -70,12 +89,7 @@ async def test_a_line_typed_while_the_turn_waits_for_approval_steers_it(stack: O
 
 
 async def test_a_line_queued_while_a_turn_runs_can_be_withdrawn(stack: OrderStack) -> None:
-    approver = HeldApprover()
-    chat, lines, out = chat_on(stack, "queue-1", approver=approver)
-    assert await chat.start()
-    running = asyncio.create_task(chat.run())
-    lines.type(PROMPT)
-    await asyncio.wait_for(approver.asked.wait(), timeout=30)
+    approver, lines, out, running = await held_at_approval(stack, "queue-1")
 
     lines.type("/queue")
     lines.type("Refund order 8")
@@ -86,8 +100,7 @@ async def test_a_line_queued_while_a_turn_runs_can_be_withdrawn(stack: OrderStac
     await shown(out, "withdrew the last queued message")
     approver.release.set()
     await shown(out, "turn-1 completed")
-    lines.type("/quit")
-    await asyncio.wait_for(running, timeout=30)
+    await quit_chat(lines, running)
 
     snapshot = await stack.sessions.get_agent_snapshot("queue-1")
     assert snapshot.state is not None
@@ -97,9 +110,7 @@ async def test_a_line_queued_while_a_turn_runs_can_be_withdrawn(stack: OrderStac
 
 
 async def test_ctrl_c_while_a_turn_waits_for_approval_cancels_the_turn_and_keeps_the_chat(stack: OrderStack) -> None:
-    chat, lines, out = chat_on(stack, "cancel-1")
-    assert await chat.start()
-    running = asyncio.create_task(chat.run())
+    chat, lines, out, running = await running_chat(stack, "cancel-1")
     lines.type(PROMPT)
     await shown(out, 'Approve refund_order {"order_id": "7"}? [y/N]')
 
@@ -107,8 +118,7 @@ async def test_ctrl_c_while_a_turn_waits_for_approval_cancels_the_turn_and_keeps
     await shown(out, "⊘ turn-1 cancelled")
     lines.type("/snapshot")
     await shown(out, "last turn was cancelled")
-    lines.type("/quit")
-    await asyncio.wait_for(running, timeout=30)
+    await quit_chat(lines, running)
 
     printed = out.getvalue()
     assert "⊘ cancelling the running turn (Ctrl-C again leaves the chat)" in printed
@@ -120,9 +130,7 @@ async def test_ctrl_c_while_a_turn_waits_for_approval_cancels_the_turn_and_keeps
 
 
 async def test_ctrl_c_while_no_turn_runs_leaves_the_chat(stack: OrderStack) -> None:
-    chat, lines, out = chat_on(stack, "leave-1")
-    assert await chat.start()
-    running = asyncio.create_task(chat.run())
+    chat, lines, out, running = await running_chat(stack, "leave-1")
     await asyncio.sleep(0)
     chat.interrupt()
     await asyncio.wait_for(running, timeout=10)

@@ -55,18 +55,29 @@ async def waiting_for_approval(stack: OrderStack, session_id: str) -> AgentSnaps
     )
 
 
-async def test_watch_follows_the_session_and_its_approve_command_lets_the_refund_run(stack: OrderStack) -> None:
-    await waiting_for_approval(stack, "watched")
-    process = await spawn_cli("watch", "watched", "--server", stack.address, "--flow", ORDER_FLOW, "--until-idle")
+async def watching(
+    stack: OrderStack, session_id: str
+) -> tuple[asyncio.subprocess.Process, asyncio.StreamWriter, asyncio.StreamReader]:
+    """``dex-agents watch --until-idle`` in a child on ``session_id`` once it waits for the refund approval.
+
+    Returns the child, its standard input and its standard output.
+    """
+    await waiting_for_approval(stack, session_id)
+    process = await spawn_cli("watch", session_id, "--server", stack.address, "--flow", ORDER_FLOW, "--until-idle")
     assert process.stdout is not None
     assert process.stdin is not None
+    return process, process.stdin, process.stdout
+
+
+async def test_watch_follows_the_session_and_its_approve_command_lets_the_refund_run(stack: OrderStack) -> None:
+    process, stdin, stdout = await watching(stack, "watched")
     seen: list[str] = []
     async with asyncio.timeout(90):  # patience under load: watch and the Worker start in child processes
         while "waits for approval" not in (seen or [""])[-1]:
-            seen.append((await process.stdout.readline()).decode())
+            seen.append((await stdout.readline()).decode())
     # A person reads the question, then answers it.
-    process.stdin.write(f"approve {REFUND_APPROVAL}\n".encode())
-    await process.stdin.drain()
+    stdin.write(f"approve {REFUND_APPROVAL}\n".encode())
+    await stdin.drain()
     rest, err = await asyncio.wait_for(process.communicate(), timeout=30)
     out = "".join(seen) + rest.decode()
     assert process.returncode == 0, err
@@ -144,25 +155,22 @@ async def test_a_malformed_command_from_a_script_ends_the_watch_with_exit_2(stac
 
 
 async def test_watch_shows_the_queue_steering_and_a_cancel_it_sends(stack: OrderStack) -> None:
-    await waiting_for_approval(stack, "steered")
-    process = await spawn_cli("watch", "steered", "--server", stack.address, "--flow", ORDER_FLOW, "--until-idle")
-    assert process.stdout is not None
-    assert process.stdin is not None
+    process, stdin, stdout = await watching(stack, "steered")
     seen: list[str] = []
 
     async def until(text: str) -> None:
         async with asyncio.timeout(90):  # patience under load: watch and the Worker start in child processes
             while text not in "".join(seen):
-                seen.append((await process.stdout.readline()).decode())  # type: ignore[union-attr]
+                seen.append((await stdout.readline()).decode())
 
     await until("waits for approval")
     steer = await stack.sessions.submit_user_message("steered", "Please sign as Ada.", delivery="steer")
     queued = await stack.sessions.submit_user_message("steered", "Thanks!")
-    process.stdin.write(b"snapshot\n")
-    await process.stdin.drain()
+    stdin.write(b"snapshot\n")
+    await stdin.drain()
     await until(f"queued ({queued.client_message_id}): Thanks!")
-    process.stdin.write(b'cancel "wrong order"\n')
-    await process.stdin.drain()
+    stdin.write(b'cancel "wrong order"\n')
+    await stdin.drain()
     rest, err = await asyncio.wait_for(process.communicate(), timeout=30)
     out = "".join(seen) + rest.decode()
 
