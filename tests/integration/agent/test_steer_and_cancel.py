@@ -5,12 +5,14 @@ what the model saw (the `InvocationLog`'s ``model`` lines carry the steered
 texts each model call got), what was stored, and what ran.
 """
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from dex_agents import AgentSessionFlow, AgentSnapshot, MessageRole, ToolCallStatus
+from dex_agents import AgentInterrupt, AgentSessionClient, AgentSessionFlow, AgentSnapshot, MessageRole, ToolCallStatus
 from dex_agents.domain.events import AgentEvent, AgentEventType, SteeredLanding, UserMessageSteeredPayload
 from dex_agents.domain.messages import MessageDelivery
 from dex_agents.domain.snapshot import TurnStatus
@@ -210,23 +212,36 @@ async def test_a_cancel_accepted_just_before_the_worker_is_killed_takes_effect_o
     assert json.loads(snapshot.messages[0].text or "{}")["tools"][0]["id"] == "c1"
 
 
+@contextlib.asynccontextmanager
+async def approval_raised_and_answered_on_skewed_workers(
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch, *, deadline: str, raised: str, answered: str
+) -> AsyncIterator[tuple[AgentSessionClient, AgentInterrupt]]:
+    """Session ``s`` waits at an approval (deadline ``deadline`` s) raised on a Worker whose clock is ``raised`` s off.
+
+    That Worker is killed and one ``answered`` s off takes over; yields the client and the pending approval.
+    """
+    async with fake_stack_with(tmp_path, state_dir, monkeypatch, {CLOCK_SKEW_ENV: raised, DEADLINE_ENV: deadline}) as (
+        stack,
+        flow,
+    ):
+        first = await stack.start_worker()
+        sessions = stack.sessions(flow)
+        await sessions.start_session("s", turn(tool("c1", "approved_write"), tool_results="each"))
+        interrupt = await pending_approval(sessions, "s")
+        first.kill()
+        monkeypatch.setenv(CLOCK_SKEW_ENV, answered)
+        await stack.start_worker()
+        yield sessions, interrupt
+
+
 async def test_an_approval_expires_on_the_engine_clock_even_when_the_worker_clocks_disagree(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The interrupt is raised on a Worker an hour ahead and expired on one an hour behind: measured by either
     # Worker clock the deadline would be two hours away; the engine's Timer expires it after its 2 seconds.
-    async with fake_stack_with(tmp_path, state_dir, monkeypatch, {CLOCK_SKEW_ENV: "3600", DEADLINE_ENV: "2"}) as (
-        stack,
-        flow,
-    ):
-        ahead = await stack.start_worker()
-        sessions = stack.sessions(flow)
-        await sessions.start_session("s", turn(tool("c1", "approved_write"), tool_results="each"))
-        await pending_approval(sessions, "s")
-        ahead.kill()
-        monkeypatch.setenv(CLOCK_SKEW_ENV, "-3600")
-        await stack.start_worker()
-
+    async with approval_raised_and_answered_on_skewed_workers(
+        tmp_path, state_dir, monkeypatch, deadline="2", raised="3600", answered="-3600"
+    ) as (sessions, _):
         result = await sessions.wait_for_turn("s", "turn-1", timeout=60)
 
         assert [o.status for o in result.tool_outcomes] == [ToolCallStatus.EXPIRED]
@@ -236,18 +251,10 @@ async def test_an_approval_expires_on_the_engine_clock_even_when_the_worker_cloc
 async def test_an_answer_before_the_engine_deadline_is_accepted_whatever_the_worker_clock_says(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with fake_stack_with(tmp_path, state_dir, monkeypatch, {CLOCK_SKEW_ENV: "0", DEADLINE_ENV: "600"}) as (
-        stack,
-        flow,
-    ):
-        on_time = await stack.start_worker()
-        sessions = stack.sessions(flow)
-        await sessions.start_session("s", turn(tool("c1", "approved_write"), tool_results="each"))
-        interrupt = await pending_approval(sessions, "s")
-        on_time.kill()
-        monkeypatch.setenv(CLOCK_SKEW_ENV, "3600")  # this Worker thinks the deadline passed long ago
-        await stack.start_worker()
-
+    # The second Worker, an hour ahead, thinks the deadline passed long ago.
+    async with approval_raised_and_answered_on_skewed_workers(
+        tmp_path, state_dir, monkeypatch, deadline="600", raised="0", answered="3600"
+    ) as (sessions, interrupt):
         assert await sessions.resolve_interrupt("s", interrupt.interrupt_id, approved=True)
         result = await sessions.wait_for_turn("s", "turn-1", timeout=60)
 
