@@ -32,6 +32,15 @@ def fork_workers_enabled() -> bool:
     return os.environ.get(FORK_WORKERS_ENV, "1").strip() not in ("0", "false", "no")
 
 
+def wait_or_kill(process: subprocess.Popen[bytes], *, timeout: float) -> None:
+    """Wait up to ``timeout`` seconds for ``process`` to exit, else SIGKILL it and reap it."""
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 class ForkedProcess:
     """A child of the zygote, as the parts of ``asyncio.subprocess.Process`` the test stacks use."""
 
@@ -121,11 +130,7 @@ class _Zygote:
             if self._stdin.closed:
                 return
             self._stdin.close()
-        try:
-            self._process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+        wait_or_kill(self._process, timeout=5)
         self._reader.join(timeout=5)  # it ends at the zygote's end of output
         self._stdout.close()
 

@@ -49,7 +49,7 @@ from dex_agents.infrastructure.dex.container import (
     wait_worker_serving,
 )
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
-from dex_agents.testing._forked_workers import fork_workers_enabled, start_child
+from dex_agents.testing._forked_workers import fork_workers_enabled, start_child, wait_or_kill
 from dex_agents.testing.devserver import (
     TEST_RETRY_DELAY_SCALE,
     DevServer,
@@ -350,11 +350,7 @@ class AgentTestStack:
             await self._engine_process.stop()
         if self._dexcli is not None:
             self._dexcli.terminate()
-            try:
-                self._dexcli.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._dexcli.kill()
-                self._dexcli.wait()
+            wait_or_kill(self._dexcli, timeout=10)
 
     async def start_worker(self, *, timeout: float = 30.0) -> WorkerProcess:
         """Start a Worker child (``python -m worker_module``) and wait until it serves."""
