@@ -121,7 +121,11 @@ events are best effort; the snapshot is the truth.
 
 Tool outcomes: a call waiting for approval ends ``rejected`` (a person said
 no) or ``expired`` (its deadline passed; the model sees
-`EXPIRED_REJECTION_MESSAGE`). A call whose result comes from outside the
+`EXPIRED_REJECTION_MESSAGE`). A tool may ask for approval itself while its
+Step runs, before acting (`ToolApprovalRequestedError`: Pydantic AI's
+``ApprovalRequired``): its call waits ``awaiting_approval`` as a policy's call
+does, and once approved its tool Step runs again (for a single-attempt write,
+its one real attempt). A call whose result comes from outside the
 session (an external tool, or a tool raising `ToolResultDeferredError` in its
 Step: Pydantic AI's ``ExternalToolset`` and ``CallDeferred``) waits
 ``awaiting_result`` under a pending interrupt of kind ``tool_result``
@@ -193,6 +197,7 @@ from dex_agents.application.runner import (
     DeferredToolExecution,
     ReconcileResult,
     ReconcileVerdict,
+    ToolApprovalRequestedError,
     ToolCallReconciler,
     ToolExecutionResult,
     ToolResultDeferredError,
@@ -376,6 +381,7 @@ __all__ = [
     "SteeredLanding",
     "StepResultTooLargeError",
     "SubmitToolResultRequest",
+    "ToolApprovalRequestedError",
     "ToolCallCompleted",
     "ToolCallReconciler",
     "ToolCallStatus",

@@ -39,6 +39,8 @@ EXPECTED = {
     # results from outside the session: a call waits for submit_tool_result as an approval waits
     "EXPIRED_RESULT_MESSAGE", "InterruptKind", "NotAwaitingToolResultError", "SubmitToolResultRequest",
     "ToolResultAlreadySubmittedError", "ToolResultDeferredError", "ToolResultRefusedError", "UnknownToolCallError",
+    # a tool asking for approval while its Step runs, before acting (Pydantic AI's ApprovalRequired)
+    "ToolApprovalRequestedError",
 }  # fmt: skip
 
 

@@ -25,7 +25,10 @@ or a retry, so it derives everything from its arguments.
   `ToolExecutionError` records ``failed`` and is not retried;
   `ToolResultDeferredError` says the call's result comes from outside the session
   (an external tool, or a tool that deferred its call): the call then waits
-  for ``submit_tool_result`` (``awaiting_result``), as an approval waits; any
+  for ``submit_tool_result`` (``awaiting_result``), as an approval waits;
+  `ToolApprovalRequestedError` says the tool asked for approval before acting:
+  the call then waits for it (``awaiting_approval``) and, approved, runs again
+  with ``tool_call.status`` ``approved`` (the tool told it is approved); any
   other exception is a Step failure.
 - Optionally, `ToolCallReconciler.reconcile_tool_call` (a runner that has it
   is a `ToolCallReconciler`): the reconcile probe of a call whose policy is
@@ -177,6 +180,19 @@ class ToolResultDeferredError(Exception):
     ``awaiting_result`` with a ``tool_result`` interrupt; the result an
     application submits (``submit_tool_result``) is what the model sees.
     Not a failure: nothing is retried.
+    """
+
+
+class ToolApprovalRequestedError(Exception):
+    """The tool asked for approval before acting (raised by `execute_deferred_tool_call`).
+
+    Pydantic AI's ``ApprovalRequired``. A definite outcome of the attempt: not
+    a failure, not retried, and the tool did nothing (it asked first). A
+    ``pending`` call goes to ``awaiting_approval`` under its approval interrupt,
+    raised as for a call whose policy asks (same kind, snapshot entry,
+    ``interrupt_raised`` event and deadline); once approved its tool Step runs
+    again with the record ``approved``, and a rejection reaches the model as
+    one. A call that was approved already and asks again is recorded ``failed``.
     """
 
 

@@ -25,6 +25,8 @@ class ToolCallStatus(StrEnum):
     did not take effect (the model may call it again). ``queued``: the call
     waits for the calls before it in the model's order to end. ``awaiting_result``:
     the call waits for its result from outside the session (``submit_tool_result``).
+    ``awaiting_approval``: the call waits for a person's answer, asked before its
+    tool Step (its policy) or by its tool while the Step ran (from ``pending``).
     """
 
     QUEUED = "queued"
@@ -74,7 +76,8 @@ TOOL_CALL_TRANSITIONS: Mapping[ToolCallStatus, frozenset[ToolCallStatus]] = {
             ToolCallStatus.CANCELLED,
         }
     ),
-    ToolCallStatus.PENDING: _STARTABLE,
+    # A tool that asked for approval while its Step ran (before acting) waits for it like a policy's call.
+    ToolCallStatus.PENDING: _STARTABLE | {ToolCallStatus.AWAITING_APPROVAL},
     ToolCallStatus.AWAITING_APPROVAL: frozenset(
         {ToolCallStatus.APPROVED, ToolCallStatus.REJECTED, ToolCallStatus.EXPIRED}
     ),

@@ -19,7 +19,11 @@ probe found), ``not_applied`` (it did not take effect) or ``outcome_unknown``.
 A record moves through `TOOL_CALL_TRANSITIONS`; `transition` refuses anything
 else with `InvalidTransitionError`. A call waiting for approval ends
 ``rejected`` when a person said no and ``expired`` when its deadline passed
-unanswered; neither ran. A call its turn's cancel reached before it started
+unanswered; neither ran. A tool may also ask for approval itself while its Step
+runs, before it acts (Pydantic AI's ``ApprovalRequired``): the call moves from
+``pending`` to ``awaiting_approval`` (`AgentToolCall.ask_approval`), its
+interrupt raised by ``AwaitToolApproval``, and once approved its tool Step
+runs again (the tool now told it is approved). A call its turn's cancel reached before it started
 ends ``cancelled`` (from ``pending``, ``approved`` or ``queued``); it did not run either.
 
 A call whose result comes from outside the session (an external tool, or a
@@ -214,6 +218,9 @@ class AgentToolCall:
     result_deadline: datetime | None = None
     """When the wait for an outside result ends, on the engine's clock (as ``approval_deadline``, with
     ``external_result_deadline``); ``None`` without a deadline or before the wait started."""
+    approval_to_raise: bool = False
+    """Whether the call's tool asked for approval while its Step ran (`ask_approval`) and the interrupt is not
+    raised yet: ``AwaitToolApproval`` raises it under the lock on the pending interrupts, then clears this."""
     history_window: ModelWindow | None = None
     """The model's window when the call was asked for, for a call whose tool Step reads the turn's history
     (`DeferredToolCall.reads_history`): its tool Step loads these messages, the summary and the run state;
@@ -301,6 +308,14 @@ class AgentToolCall:
     def cancel(self, message: str) -> "AgentToolCall":
         """Return the record ``cancelled`` before it started: its turn was cancelled; ``message`` is the reason."""
         return transition(self, to=ToolCallStatus.CANCELLED, rejection_message=message)
+
+    def ask_approval(self, interrupt_id: str, *, attempt: int = 1) -> "AgentToolCall":
+        """Return the ``pending`` record waiting for approval its tool asked for on ``attempt``, before acting.
+
+        The approval interrupt (``interrupt_id``) is still to be raised (`approval_to_raise`).
+        """
+        asking = transition(self, to=ToolCallStatus.AWAITING_APPROVAL)
+        return attrs.evolve(asking, interrupt_id=interrupt_id, attempts=attempt, approval_to_raise=True)
 
     def await_result(self, interrupt_id: str, *, attempt: int = 1) -> "AgentToolCall":
         """Return the record waiting for its result from outside, under the ``tool_result`` interrupt ID.

@@ -37,6 +37,7 @@ S = ToolCallStatus
 ToolCallMove = tuple[str, ToolCallStatus | None, Callable[[AgentToolCall], AgentToolCall]]
 
 TOOL_CALL_MOVES: list[ToolCallMove] = [
+    ("ask_approval", S.AWAITING_APPROVAL, lambda r: r.ask_approval("turn-1.c1", attempt=1)),
     ("approve", S.APPROVED, lambda r: r.approve("ada")),
     ("reject", S.REJECTED, lambda r: r.reject("no", "ada")),
     ("expire", S.EXPIRED, lambda r: r.expire("too late")),
@@ -70,7 +71,7 @@ def fresh_records(draw: st.DrawFn) -> AgentToolCall:
 
 @PROPERTY_SETTINGS
 @given(fresh_records(), st.lists(st.sampled_from(TOOL_CALL_MOVES), max_size=8))
-def test_a_tool_call_record_moves_only_along_its_table_and_ends_final_within_two_moves(
+def test_a_tool_call_record_moves_only_along_its_table_and_ends_final_within_three_moves(
     record: AgentToolCall, moves: list[ToolCallMove]
 ) -> None:
     identity = (record.tool_call_id, record.turn_id, record.tool_name, record.arguments, record.policy)
@@ -91,7 +92,7 @@ def test_a_tool_call_record_moves_only_along_its_table_and_ends_final_within_two
                 raise AssertionError(f"{record.status} -> {expected} is not in the table but was allowed")
             assert record == before
         assert (record.tool_call_id, record.turn_id, record.tool_name, record.arguments, record.policy) == identity
-    assert moved <= 2
+    assert moved <= 3  # asked for approval by its tool, approved, then ran
     if record.is_final:
         assert not TOOL_CALL_TRANSITIONS[record.status]
         outcome = record.outcome()

@@ -22,6 +22,7 @@ LEGAL_TOOL_CALL_MOVES = {
     (S.PENDING, S.SUCCEEDED),
     (S.PENDING, S.FAILED),
     (S.PENDING, S.OUTCOME_UNKNOWN),
+    (S.PENDING, S.AWAITING_APPROVAL),
     (S.AWAITING_APPROVAL, S.APPROVED),
     (S.AWAITING_APPROVAL, S.REJECTED),
     (S.AWAITING_APPROVAL, S.EXPIRED),
@@ -50,7 +51,8 @@ LEGAL_TOOL_CALL_MOVES = {
 outcome of a reconcilable call is reconciled to succeeded, not applied or still unknown; a call
 its turn's cancel reaches before it starts is cancelled; a call queued behind a sequential call
 starts (pending, or awaiting approval) when its wave comes, or is cancelled; a call whose result
-comes from outside waits for it (awaiting result) and ends with it, at its deadline, or cancelled."""
+comes from outside waits for it (awaiting result) and ends with it, at its deadline, or cancelled; a
+running call whose tool asked for approval before acting waits for it (pending to awaiting approval)."""
 
 TOOL_CALL_PAIRS = list(itertools.product(ToolCallStatus, repeat=2))
 
@@ -96,6 +98,17 @@ def test_record_transitions_carry_their_detail_and_keep_everything_else() -> Non
     for changed in (succeeded, failed, unknown):
         assert (changed.tool_call_id, changed.arguments, changed.deferral_order) == ("c1", '{"order": 7}', 3)
     assert rejected.interrupt_id == "turn-1.c1"
+
+
+def test_a_tool_asking_approval_while_it_runs_moves_its_call_to_awaiting_approval_with_an_interrupt_to_raise() -> None:
+    asking = make_tool_call("c1", "delete_file").ask_approval("turn-1.c1", attempt=2)
+    assert (asking.status, asking.interrupt_id, asking.attempts) == (S.AWAITING_APPROVAL, "turn-1.c1", 2)
+    assert asking.approval_to_raise
+    assert asking.approval is None
+    approved = attrs.evolve(asking, approval_to_raise=False).approve("ada", digest=asking.digest)
+    assert approved.approval_mismatch() is None
+    with pytest.raises(InvalidTransitionError):
+        approved.ask_approval("turn-1.c1")
 
 
 LEGAL_SESSION_MOVES = {

@@ -18,6 +18,7 @@ Resume (records to `DeferredToolResults`), built by hand because
 | ``failed``, a kept ``failed`` part | ``calls[id] = ToolFailed(<the tool's message>)``          |
 | ``failed``, the tool ran out of retries | `TurnFailedError` with Pydantic AI's message (a plain run raises it) |
 | ``rejected``      | ``approvals[id] = ToolDenied(rejection message)``               |
+| ``rejected``, no message | ``approvals[id] = ToolDenied()`` (Pydantic AI's text, as ``approvals={id: False}``) |
 | ``expired``       | ``approvals[id] = ToolDenied(EXPIRED_REJECTION_MESSAGE)``       |
 | ``failed``, nothing kept | ``calls[id] = ToolFailed("The tool call failed: <error>")`` |
 | ``outcome_unknown`` | ``calls[id] = ToolFailed(OUTCOME_UNKNOWN_TOOL_RESULT)``       |
@@ -41,7 +42,7 @@ Tool Step (one run's end to a result):
 | a ``success`` return                                | its text as the model would see it, the value kept |
 | a ``retried`` or ``failed`` return                  | `ToolExecutionError` (recorded ``failed``), the part kept |
 | Pydantic AI's ``UnexpectedModelBehavior``: the tool ran out of retries | `ToolExecutionError`, the message kept |
-| `DeferredToolRequests` with the call in ``approvals`` | `ToolExecutionError`: asked for approval |
+| `DeferredToolRequests` with the call in ``approvals`` | `ToolApprovalRequestedError`: it asked for approval |
 | `DeferredToolRequests.calls`, tool ``external``      | `ToolResultDeferredError`: the result comes from outside |
 | `DeferredToolRequests.calls`, any other tool (``CallDeferred``) | `ToolResultDeferredError` as well              |
 
@@ -70,18 +71,16 @@ from pydantic_ai.messages import (
 
 from dex_agents.adapters.pydantic_ai._capabilities import ToolDefinitions
 from dex_agents.adapters.pydantic_ai._tool_state import ToolCallState
-from dex_agents.application.runner import ToolExecutionResult, ToolResultDeferredError, TurnFailedError
+from dex_agents.application.runner import (
+    ToolApprovalRequestedError,
+    ToolExecutionResult,
+    ToolResultDeferredError,
+    TurnFailedError,
+)
 from dex_agents.domain.errors import RunnerContractError, ToolExecutionError
 from dex_agents.domain.failure_note import describe_tool_call_outcome
 from dex_agents.domain.limits import DEFAULT_MAX_TOOL_OUTPUT_BYTES
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
-
-ASKED_FOR_APPROVAL = (
-    "The tool asked for approval while it ran (ApprovalRequired); it needs a ToolPolicy with "
-    "requires_approval=True to run in a Dex session."
-)
-"""The failure the model sees for a tool that raised ``ApprovalRequired`` in its Step."""
-
 
 KEPT_VALUE_MAX_BYTES = DEFAULT_MAX_TOOL_OUTPUT_BYTES
 """The largest kept value (its state text, in UTF-8 bytes); a larger one is not kept and the record's text resumes."""
@@ -173,6 +172,8 @@ def deferred_tool_results(
                 else:
                     value = _returned_value(record.output or "", typed=tool_call_id in typed)
                     calls[tool_call_id] = ToolReturn(value)
+            case ToolCallStatus.REJECTED if record.rejection_message is None:
+                approvals[tool_call_id] = ToolDenied()  # Pydantic AI's own text, as a plain run denied with False
             case ToolCallStatus.REJECTED | ToolCallStatus.EXPIRED | ToolCallStatus.CANCELLED:
                 approvals[tool_call_id] = ToolDenied(describe_tool_call_outcome(record))
             case ToolCallStatus.FAILED:
@@ -229,13 +230,16 @@ def tool_step_output(
 
     Raises:
         ToolExecutionError: the call failed in a way the model should see.
+        ToolApprovalRequestedError: the tool asked for approval before acting (``ApprovalRequired``).
         ToolResultDeferredError: the call's result comes from outside (an external tool, or ``CallDeferred``).
         RunnerContractError: the run ended without a result for the call.
     """
     kept = ToolCallState() if state is None else state
     if isinstance(output, DeferredToolRequests):
         if any(call.tool_call_id == record.tool_call_id for call in output.approvals):
-            raise ToolExecutionError(ASKED_FOR_APPROVAL)
+            raise ToolApprovalRequestedError(
+                f"tool {record.tool_name!r} asked for approval of call {record.tool_call_id!r}"
+            )
         if any(call.tool_call_id == record.tool_call_id for call in output.calls):
             raise ToolResultDeferredError(f"tool {record.tool_name!r} deferred call {record.tool_call_id!r}")
         raise RunnerContractError(

@@ -32,7 +32,6 @@ from dex_agents.adapters.pydantic_ai._compaction import (
 )
 from dex_agents.adapters.pydantic_ai._direct_tool import DirectToolCache
 from dex_agents.adapters.pydantic_ai._results import (
-    ASKED_FOR_APPROVAL,
     ran_out_of_retries,
     tool_step_output,
 )
@@ -51,6 +50,7 @@ from dex_agents.adapters.pydantic_ai._usage import (
 from dex_agents.adapters.pydantic_ai.idempotency import IDEMPOTENCY_KEY_METADATA_KEY
 from dex_agents.application.runner import (
     DeferredToolExecution,
+    ToolApprovalRequestedError,
     ToolCallHistory,
     ToolExecutionResult,
     ToolResultDeferredError,
@@ -166,7 +166,9 @@ class ToolSteps:
                 usage=usage,
             )
         except ApprovalRequired as error:
-            raise ToolExecutionError(ASKED_FOR_APPROVAL) from error
+            raise ToolApprovalRequestedError(
+                f"tool {record.tool_name!r} asked for approval of call {record.tool_call_id!r}"
+            ) from error
         except CallDeferred as error:
             raise ToolResultDeferredError(f"tool {record.tool_name!r} deferred call {record.tool_call_id!r}") from error
         except UnexpectedModelBehavior as error:

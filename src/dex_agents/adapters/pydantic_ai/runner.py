@@ -62,6 +62,9 @@ run, below, only saves work), so any call may run again after a crash.
   is kept as the result's ``framework_state``. A ``ModelRetry``, ``ToolFailed``
   or invalid arguments are `ToolExecutionError` (recorded ``failed``, never a
   Step retry); the model sees Pydantic AI's own answer when the run resumes.
+  ``ApprovalRequired`` (either way) is `ToolApprovalRequestedError`: the call
+  waits for approval, and its approved Step runs the tool again with
+  ``ctx.tool_call_approved`` (through the run, with ``ToolApproved``).
 - `PydanticAIRunner.reconcile_tool_call`: runs the reconcile probe a tool
   declared in its metadata (`dex_agents.adapters.pydantic_ai.reconcile`) with
   the call's arguments, idempotency key and the session's deps; ``unknown``

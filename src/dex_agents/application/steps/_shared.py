@@ -190,14 +190,25 @@ def start_tool_call(
     An ``awaiting_result`` record (an external call) goes to ``AwaitToolApproval``, which raises its
     interrupt under the lock; none is returned here.
 
-    A call that waits for approval gets its pending interrupt (raised ``now``,
-    with the display deadline ``now`` plus ``interrupt_deadline``) and its
-    ``interrupt_raised`` event here; the caller stores the interrupt.
+    A call that waits for approval gets its pending interrupt and its ``interrupt_raised`` event here
+    (`approval_interrupt`); the caller stores the interrupt.
     """
     if record.status is ToolCallStatus.PENDING:
         return tool_step_movement(record), None
     if record.status is ToolCallStatus.AWAITING_RESULT:
         return GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=record.tool_call_id), None
+    interrupt = approval_interrupt(record, now=now, options=options, events=events)
+    return GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=record.tool_call_id), interrupt
+
+
+def approval_interrupt(
+    record: AgentToolCall, *, now: datetime, options: AgentSessionOptions, events: AgentEventWriter
+) -> AgentInterrupt:
+    """Return the approval interrupt of an ``awaiting_approval`` record, raised ``now``, and write ``interrupt_raised``.
+
+    Its display deadline is ``now`` plus ``interrupt_deadline``; the caller stores the interrupt. The same for a
+    call whose policy asks (raised as it starts) and for one whose tool asked while its Step ran.
+    """
     assert record.status is ToolCallStatus.AWAITING_APPROVAL
     assert record.interrupt_id is not None
     deadline = None if options.interrupt_deadline is None else now + options.interrupt_deadline
@@ -212,7 +223,7 @@ def start_tool_call(
         call_digest=record.digest,
     )
     events.write(ev.interrupt_raised(record.interrupt_id, record.tool_call_id, record.tool_name, deadline))
-    return GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=record.tool_call_id), interrupt
+    return interrupt
 
 
 @attrs.frozen(kw_only=True)

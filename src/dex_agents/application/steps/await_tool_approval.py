@@ -29,6 +29,15 @@ deadline: no Worker clock is asked. Then:
 
 A record that is already final ends without publishing anything.
 
+A call whose tool asked for approval while its Step ran (``awaiting_approval``
+with `AgentToolCall.approval_to_raise`: the runner raised
+`ToolApprovalRequestedError`) has its approval interrupt raised here, by its
+first execution, under the lock (tool Steps run side by side): the same
+interrupt, snapshot entry and ``interrupt_raised`` event as a call whose
+policy asks (`approval_interrupt`); then it waits as above, and approved, its
+tool Step runs again. A cancel found before the interrupt is raised rejects it
+with the cancel's message, as for a pending interrupt.
+
 The same Step waits for a call's result from outside the session (a record
 ``awaiting_result``: its tool Step found an external tool or a deferred call).
 Its first execution raises the ``tool_result`` interrupt (pending interrupts
@@ -63,7 +72,12 @@ from dex_agents.application.ports import (
     InterruptStore,
     ToolCallStore,
 )
-from dex_agents.application.steps._shared import ToolCallFinisher, tool_call_record, tool_step_movement
+from dex_agents.application.steps._shared import (
+    ToolCallFinisher,
+    approval_interrupt,
+    tool_call_record,
+    tool_step_movement,
+)
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.interrupts import (
@@ -109,8 +123,8 @@ class AwaitToolApproval(Wired):
         record = self._record(tool_call_id)
         if record.status is ToolCallStatus.AWAITING_RESULT:
             return self._plan_result_wait(record, engine_now=engine_now)
-        if record.status is not ToolCallStatus.AWAITING_APPROVAL:
-            return None
+        if record.status is not ToolCallStatus.AWAITING_APPROVAL or record.approval_to_raise:
+            return None  # none to wait for, or execute raises the interrupt first, under the lock
         assert record.interrupt_id is not None
         interrupt = self._pending(record.interrupt_id)
         if interrupt is not None and self._cancelled(record):
@@ -159,6 +173,8 @@ class AwaitToolApproval(Wired):
         if record.status is ToolCallStatus.AWAITING_RESULT:
             return self._execute_result_wait(record, resolution=resolution, timer_fired=timer_fired, attempt=attempt)
         assert record.interrupt_id is not None
+        if record.approval_to_raise:
+            return self._raise_asked_approval(record, attempt=attempt)
         if resolution is not None:
             return self._apply(record, resolution)
         interrupt = self._pending(record.interrupt_id)
@@ -218,6 +234,20 @@ class AwaitToolApproval(Wired):
                 rejection_message=EXPIRED_RESULT_MESSAGE,
             )
         return self._apply_result(record, ending)
+
+    def _raise_asked_approval(self, record: AgentToolCall, *, attempt: int) -> Next:
+        """Raise the approval interrupt the call's tool asked for (or reject it when the turn was cancelled)."""
+        if attempt > 1:
+            return WaitAgain(input=record.tool_call_id)  # as for approvals: never write a stale list back
+        cancel = self.cancel_request.get()
+        if cancel is not None and cancel.applies_to(record.turn_id):
+            self.tool_call_finisher.finish(record.reject(cancel_rejection_message(cancel.reason)))
+            return End()
+        raised = attrs.evolve(record, approval_to_raise=False)
+        interrupt = approval_interrupt(raised, now=self.clock.now(), options=self.options, events=self.events)
+        self.interrupts.set([*self.interrupts.get(), interrupt])
+        self.tool_calls.put(raised)
+        return WaitAgain(input=record.tool_call_id)
 
     def _raise_result_interrupt(self, record: AgentToolCall, interrupt_id: str) -> None:
         now = self.clock.now()

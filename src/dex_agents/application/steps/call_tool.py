@@ -50,6 +50,17 @@ an external tool, or a tool that deferred its call) is stored
 published, and next is ``AwaitToolApproval``, which raises the interrupt and
 waits for ``submit_tool_result``.
 
+A tool that asks for approval before acting (the runner raises
+`ToolApprovalRequestedError`: Pydantic AI's ``ApprovalRequired``) ends the
+attempt with that definite outcome, neither a failure nor a retry: a
+``pending`` call is stored ``awaiting_approval`` under its approval interrupt
+ID (`AgentToolCall.ask_approval`), nothing is published, and next is
+``AwaitToolApproval``, which raises the interrupt as for a call whose policy
+asks. Approved, the call's tool Step runs again (a new Step execution) with
+the record ``approved``; for a single-attempt write that is its one real
+attempt, since the first one stopped before acting. A call approved already
+that asks again is recorded ``failed`` with `ASKED_AGAIN`.
+
 A call whose turn was cancelled (`TurnCancelRequest`) before its first
 attempt started is recorded ``cancelled`` without running; a call already
 running when the cancel arrives finishes, and its result is kept.
@@ -82,6 +93,7 @@ from dex_agents.application.runner import (
     AgentFrameworkRunner,
     DeferredToolExecution,
     HeartbeatFn,
+    ToolApprovalRequestedError,
     ToolCallHistory,
     ToolExecutionResult,
     ToolResultDeferredError,
@@ -90,12 +102,16 @@ from dex_agents.application.steps._shared import HistoryReader, ToolCallFinisher
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.contract import broken, check_usage
 from dex_agents.domain.errors import DeliveryLedgerUnavailableError, ToolExecutionError
-from dex_agents.domain.interrupts import result_interrupt_id_for
+from dex_agents.domain.interrupts import interrupt_id_for, result_interrupt_id_for
 from dex_agents.domain.limits import cap_text, sanitize_output_text
 from dex_agents.domain.tools import AgentToolCall, ToolCallStatus, idempotency_key
 from dex_agents.domain.turn_control import cancel_rejection_message
 
 _log = logging.getLogger(__name__)
+
+
+ASKED_AGAIN = "The tool asked for approval again after its call was approved; the call did not complete."
+"""The error of an approved call whose tool asked for approval once more (the model reads it)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -161,6 +177,13 @@ class _ToolCallStep(Wired):
                 result_interrupt_id_for(record.turn_id, record.tool_call_id), attempt=call.attempt
             )
             self.tool_calls.put(waiting)
+            return GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=record.tool_call_id)
+        except ToolApprovalRequestedError:
+            if record.status is ToolCallStatus.APPROVED:
+                self.tool_call_finisher.finish(record.fail(ASKED_AGAIN, attempt=call.attempt))
+                return End()
+            asking = record.ask_approval(interrupt_id_for(record.turn_id, record.tool_call_id), attempt=call.attempt)
+            self.tool_calls.put(asking)
             return GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=record.tool_call_id)
         except ToolExecutionError as error:
             finished = record.fail(self._bounded(error.message, "the tool's error"), attempt=call.attempt)

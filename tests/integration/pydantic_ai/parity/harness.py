@@ -58,7 +58,7 @@ from dex_agents.testing.devserver import TEST_RETRY_DELAY_SCALE, DevServer, DevS
 from tests.integration.pydantic_ai.parity.probe import Probe, normalize, normalize_messages, sorted_result_events
 
 Decision = bool | str
-"""How a call that asks for approval is answered: ``True`` approves, a string denies with that message."""
+"""How a call asking for approval is answered: ``True`` approves, ``False`` denies, a string denies with it."""
 
 
 @dataclass(frozen=True)
@@ -344,7 +344,7 @@ def _answers(
     approvals: dict[str, Any] = {}
     for call in requests.approvals:
         decision = decide(call)
-        approvals[call.tool_call_id] = True if decision is True else ToolDenied(str(decision))
+        approvals[call.tool_call_id] = decision if isinstance(decision, bool) else ToolDenied(decision)
     return DeferredToolResults(calls=calls, approvals=approvals)
 
 
@@ -397,7 +397,7 @@ async def run_session(stack: ParityStack, built: Built) -> Observation:
                         session_id,
                         interrupt.interrupt_id,
                         approved=decision is True,
-                        rejection_message=None if decision is True else str(decision),
+                        rejection_message=None if isinstance(decision, bool) else decision,
                     )
                 if turn_id is None:
                     turn_id = await sessions.find_turn(receipt)

@@ -35,10 +35,10 @@ SPLIT = (
 )
 
 
-APPROVAL_IN_A_TOOL_STEP = (
-    "a tool raising ApprovalRequired while it runs is recorded failed (ASKED_FOR_APPROVAL): a session asks "
-    "approval before a tool Step (ToolPolicy requires_approval, requires_approval=True), not from inside one"
-)
+ONE_DEFERRAL_EVENT_PER_STEP = {
+    "events": "events: a tool asking approval itself and a tool raising CallDeferred are each found in their own "
+    "tool Step, so each shows a DeferredToolRequestsEvent of its own where a plain run shows one with both"
+}
 
 
 def _seen(messages: list[ModelMessage]) -> str:
@@ -121,12 +121,13 @@ def a_call_deferred_beside_a_call_that_ran(probe: Probe) -> Scenario:
     return _deferring(probe, beside=True)
 
 
-def _hitl(probe: Probe, *, approve: bool) -> Scenario:
-    """The durable suites' ``hitl_agent``: a tool asking approval itself beside a tool raising ``CallDeferred``."""
+def _hitl(probe: Probe, *, approve: bool | str, beside: bool = True) -> Scenario:
+    """The durable suites' ``hitl_agent``: a tool asking approval itself (beside a tool raising ``CallDeferred``)."""
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if turn_step(messages) == 0:
-            return calls(("c1", "delete_file", {"path": ".env"}), ("c2", "create_file", {"path": "test.txt"}))
+            first = ("c1", "delete_file", {"path": ".env"})
+            return calls(first, ("c2", "create_file", {"path": "test.txt"})) if beside else calls(first)
         return text(_seen(messages))
 
     agent = Agent(
@@ -152,19 +153,29 @@ def _hitl(probe: Probe, *, approve: bool) -> Scenario:
     return Scenario(
         agent=agent,
         turns=["Delete the file `.env` and create `test.txt`"],
-        decide=lambda _call: True if approve else "Not that file.",
+        decide=lambda _call: approve,
         external=lambda _call: "Success",
     )
 
 
-@SCENARIOS.scenario(xfail=APPROVAL_IN_A_TOOL_STEP)
+@SCENARIOS.scenario(xfail=ONE_DEFERRAL_EVENT_PER_STEP)
 def a_tool_asking_approval_itself_beside_a_deferred_call(probe: Probe) -> Scenario:
     return _hitl(probe, approve=True)
 
 
-@SCENARIOS.scenario(xfail=APPROVAL_IN_A_TOOL_STEP)
+@SCENARIOS.scenario(xfail=ONE_DEFERRAL_EVENT_PER_STEP)
 def a_tool_asking_approval_itself_denied(probe: Probe) -> Scenario:
-    return _hitl(probe, approve=False)
+    return _hitl(probe, approve="Not that file.")
+
+
+@SCENARIOS.scenario()
+def a_tool_asking_approval_itself_denied_without_a_message(probe: Probe) -> Scenario:
+    return _hitl(probe, approve=False, beside=False)
+
+
+@SCENARIOS.scenario()
+def a_tool_asking_approval_itself_runs_again_once_approved(probe: Probe) -> Scenario:
+    return _hitl(probe, approve=True, beside=False)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

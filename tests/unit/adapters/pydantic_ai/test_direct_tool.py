@@ -23,7 +23,7 @@ from pydantic_ai.toolsets import FunctionToolset
 from dex_agents import ToolCallStatus, ToolExecutionError
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner, deferred_tool_idempotency_key
 from dex_agents.adapters.pydantic_ai._direct_tool import DirectToolCache
-from dex_agents.application.runner import ToolResultDeferredError
+from dex_agents.application.runner import ToolApprovalRequestedError, ToolResultDeferredError
 from dex_agents.testing import make_tool_call, make_tool_execution
 from tests.unit.adapters.pydantic_ai.tool_agents import Deps, add_outcome_tools, never_called
 
@@ -131,7 +131,7 @@ async def test_a_successful_call_returns_the_same_text_both_ways(tool_name: str,
         ("retry_me", "{}", ToolExecutionError),
         ("retry_without_budget", "{}", ToolExecutionError),
         ("fail_me", "{}", ToolExecutionError),
-        ("ask_approval", "{}", ToolExecutionError),
+        ("ask_approval", "{}", ToolApprovalRequestedError),
         ("defer_me", "{}", ToolResultDeferredError),
         ("crash", "{}", ValueError),
         ("typed", '{"order_id": "seven"}', ToolExecutionError),

@@ -72,10 +72,10 @@ async def test_a_rejected_call_is_denied_with_the_rejection_message() -> None:
     assert turn.completed.new_messages[-1].text == "refund_order[denied]=not today"
 
 
-async def test_a_rejection_without_a_reason_is_denied_with_the_default_text() -> None:
+async def test_a_rejection_without_a_reason_is_denied_with_pydantic_ais_default_text() -> None:
     session = driver(ScriptedModel(), approve=lambda record: False)
     turn = await session.turn(script([call("c1", "refund_order", order_id="7")]))
-    assert turn.completed.new_messages[-1].text == "refund_order[denied]=The tool call was rejected."
+    assert turn.completed.new_messages[-1].text == "refund_order[denied]=The tool call was denied."
 
 
 async def test_an_expired_call_is_denied_with_the_expiry_text_not_a_rejection() -> None:

@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 from pydantic_ai import (
     Agent,
+    ApprovalRequired,
     DeferredToolRequests,
     RunContext,
     Tool,
@@ -18,8 +19,7 @@ from pydantic_ai.toolsets import ApprovalRequiredToolset, ExternalToolset, Funct
 
 from dex_agents import ToolCallStatus, ToolEffect, ToolExecutionError, ToolPolicy
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner, deferred_tool_idempotency_key
-from dex_agents.adapters.pydantic_ai._results import ASKED_FOR_APPROVAL
-from dex_agents.application.runner import ToolResultDeferredError
+from dex_agents.application.runner import ToolApprovalRequestedError, ToolResultDeferredError
 from dex_agents.testing import make_tool_call, make_tool_execution
 from tests.unit.adapters.pydantic_ai.tool_agents import Deps, add_outcome_tools, never_called
 
@@ -70,6 +70,12 @@ def build_agent() -> Agent[Deps, str]:
     @agent.tool(requires_approval=True)
     def needs_approval(ctx: RunContext[Deps]) -> str:
         return f"ran approved={ctx.tool_call_approved}"
+
+    @agent.tool
+    def asks_first(ctx: RunContext[Deps], path: str) -> str:
+        if not ctx.tool_call_approved:
+            raise ApprovalRequired
+        return f"deleted {path}"
 
     @agent.tool_plain
     async def sub_agent() -> str:
@@ -150,9 +156,8 @@ async def test_the_search_tools_step_returns_the_discovered_tools_as_json() -> N
         ("retry_me", "{}", "please give an order ID"),
         ("retry_without_budget", "{}", "no budget left"),
         ("fail_me", "{}", "the order is locked"),
-        ("ask_approval", "{}", ASKED_FOR_APPROVAL),
     ],
-    ids=["model-retry", "out-of-retries", "tool-failed", "approval-required"],
+    ids=["model-retry", "out-of-retries", "tool-failed"],
 )
 async def test_failures_the_model_should_see_raise_tool_execution_error(
     tool_name: str, arguments: str, message: str
@@ -172,10 +177,18 @@ async def test_an_approved_external_tool_defers_its_result_and_nothing_runs() ->
         await run_tool("external_lookup", policy=APPROVAL)
 
 
-async def test_approval_required_while_running_fails_even_when_the_call_was_approved() -> None:
-    with pytest.raises(ToolExecutionError) as raised:
+async def test_a_tool_raising_approval_required_asks_for_approval_not_a_failure() -> None:
+    with pytest.raises(ToolApprovalRequestedError):
+        await run_tool("asks_first", '{"path": ".env"}')
+
+
+async def test_a_tool_that_asked_for_approval_runs_once_approved_and_sees_it() -> None:
+    assert await run_tool("asks_first", '{"path": ".env"}', policy=APPROVAL) == "deleted .env"
+
+
+async def test_a_tool_asking_again_after_approval_asks_again_and_the_session_decides() -> None:
+    with pytest.raises(ToolApprovalRequestedError):
         await run_tool("ask_approval", policy=APPROVAL)
-    assert raised.value.message == ASKED_FOR_APPROVAL
 
 
 async def test_invalid_arguments_fail_with_the_validation_errors() -> None:
