@@ -11,6 +11,7 @@ and, when it reads loaded state, the `Load` in its Step's declaration
 field types with what the hosts give under that name.
 """
 
+from collections.abc import Mapping
 from typing import Self, cast
 
 import attrs
@@ -113,13 +114,17 @@ class Wired:
             TypeError: the use case needs something no host provides (a field
                 named after nothing above), or ``events`` and it got none.
         """
-        available = _available(ports, agent, events=events, heartbeat=heartbeat)
+        return cls.wired_from(_available(ports, agent, events=events, heartbeat=heartbeat))
+
+    @classmethod
+    def wired_from(cls, available: Mapping[str, object]) -> Self:
+        """`wired`, given what a host provides by name (built once for a use case and its collaborators)."""
         values: dict[str, object] = {}
         for field in attrs.fields(cast("type[attrs.AttrsInstance]", cls)):
             if field.name in available:
                 values[field.name] = available[field.name]
             elif isinstance(field.type, type) and issubclass(field.type, Wired):
-                values[field.name] = field.type.wired(ports, agent, events=events, heartbeat=heartbeat)
+                values[field.name] = field.type.wired_from(available)
             else:
                 raise TypeError(f"{cls.__name__} needs {field.name!r}, which a host does not provide")
         return cls(**values)
