@@ -4,9 +4,11 @@ Each adapter's suite subclasses `SessionConformance` (the class is not collected
 itself: its name does not start with ``Test``) and gives its `RunnerKit`: how
 its test agent reports what the model was given. The adapter's conftest serves
 the ``stack`` and ``flow`` fixtures, so every scenario runs on the stack each
-adapter's cases already build (no engine of its own). The test agents share the
-scripted model's script language (``script``, ``call``: the same JSON for the
-Pydantic AI and the sagent model) and the tools the scenarios call
+adapter's cases already build (no engine of its own). Three adapters pass them:
+Pydantic AI, sagent and the binding's scripted agent (``tests.integration.agent``).
+Their test agents share the scripted model's script language (``script``, ``call``:
+the same JSON for the Pydantic AI and the sagent model, and a second language the
+scripted agent speaks) and the tools the scenarios call
 (``find_order``, ``refund_order`` with approval, ``email_customer``,
 ``read_tool``, ``idempotent_write``, ``write``, ``unclassified_write``, each
 parking at its ``gate``).
@@ -175,12 +177,15 @@ def joined_runs(pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 class SessionConformance:
-    """The scenarios; a subclass named ``Test…`` sets `kit` and may check more of the order session."""
+    """The scenarios; a subclass named ``Test…`` sets `kit` and may check more (the ``check_…`` hooks)."""
 
     kit: ClassVar[RunnerKit]
 
     def check_order_session(self, first: AgentSnapshot, second: AgentSnapshot) -> None:
         """What the adapter checks beyond the shared scenario of the two-turn order session."""
+
+    def check_effects_after_kill(self) -> None:
+        """What the adapter checks beyond the shared scenario of the Worker killed during each tool effect."""
 
     async def test_a_two_turn_order_session_finds_refunds_after_approval_and_emails(
         self, stack: AgentTestStack, flow: AgentSessionFlow
@@ -291,6 +296,7 @@ class SessionConformance:
         }
         assert (await executed(stack, "s")).count("RecordToolOutcomeUnknown") == 2
         assert kit.invocations().count("model") == 2
+        self.check_effects_after_kill()
 
     async def test_text_and_reasoning_stream_live_from_model_steps(
         self, stack: AgentTestStack, flow: AgentSessionFlow

@@ -33,7 +33,9 @@ for tools in a way the runner contract forbids. A message holding `BREAK_BUILD`
 makes ``build_user_message`` raise; one holding `WRONG_ROLE` makes it return an
 assistant message. Steered messages a model call gets are counted on its
 ``model`` line (``steered``) and stored after the tool results. Every real model and tool
-call is counted in the `InvocationLog` under ``$AGENT_TEST_STATE``.
+call is counted in the `InvocationLog` under ``$AGENT_TEST_STATE``. A user message in the
+runner-conformance scenarios' script language (``{"name": ..., "steps": [...]}``) runs in
+`conformance_script` instead, its tool calls too.
 """
 
 import asyncio
@@ -72,6 +74,7 @@ from dex_agents import (
     describe_tool_call_outcome,
 )
 from dex_agents.domain.usage import AgentUsage
+from tests.integration.agent import conformance_script
 from tests.integration.case_state import case_state
 
 STATE_ENV = "AGENT_TEST_STATE"
@@ -96,10 +99,12 @@ TOOL_POLICIES = {
     "write": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False),
     "approved_write": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=True),
     "reconciled_write": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False, reconcilable=True),
+    **conformance_script.TOOL_POLICIES,
 }
 
 
 state_dir, invocations, gate = case_state(STATE_ENV)
+CONFORMANCE = conformance_script.ConformanceScript(invocations, gate)
 
 
 def script(text: str) -> dict[str, Any]:
@@ -156,6 +161,12 @@ class ScriptedAgentRunner:
         prompt = next(m.text for m in turn.messages if m.turn_id == turn.turn_id and m.role is MessageRole.USER)
         assert prompt is not None
         steps = script(prompt)
+        if conformance_script.speaks(steps):
+            return await CONFORMANCE.run_model_step(turn, steps)
+        return await self._run_model_call(turn, steps)
+
+    async def _run_model_call(self, turn: AgentTurnContext, steps: dict[str, Any]) -> AgentTurnOutcome:
+        """Answer one model call of a turn in the scripted agent's own script language."""
         steered = [message.text for message in turn.steered_messages]
         invocations().record("model", turn.turn_id, attempt=turn.attempt, resuming=turn.is_resuming, steered=steered)
         if turn.is_resuming:
@@ -232,6 +243,8 @@ class ScriptedAgentRunner:
         return CompactionSummary(text, usage=AgentUsage(model_calls=1, input_tokens=len(messages)))
 
     async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
+        if call.tool_call.framework_state == conformance_script.DIALECT:
+            return await CONFORMANCE.execute(call)
         args: dict[str, Any] = json.loads(call.tool_call.arguments)
         invocations().record(
             "tool",

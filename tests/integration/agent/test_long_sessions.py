@@ -21,7 +21,8 @@ from tests.integration.agent.scripted_agent import (
     gate,
     invocations,
 )
-from tests.integration.agent.test_sessions import executed, fake_stack_with, idle, tool, turn
+from tests.integration.agent.test_sessions import fake_stack_with, idle, tool, turn
+from tests.integration.runner_conformance import executed
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,9 @@
 """The session Flow end to end on an engine, with the Worker in a child process.
 
-Each test states its invariant through the `InvocationLog`: how many real model
-and tool calls ran, across every Worker process.
+`TestScriptedSessions` runs the scenarios every adapter passes (`tests.integration.runner_conformance`)
+on the scripted agent, in the scenarios' own script language (`conformance_script`); below are the
+binding's own cases, in the scripted agent's. Each test states its invariant through the
+`InvocationLog`: how many real model and tool calls ran, across every Worker process.
 """
 
 import contextlib
@@ -15,12 +17,12 @@ from dex_agents import AgentInterrupt, AgentSessionClient, AgentSessionFlow, Age
 from dex_agents.domain.events import TextDeltaPayload, ToolCallFinishedPayload
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE
 from dex_agents.testing import (
-    EXECUTE_COMPLETED_EVENT,
     AgentTestStack,
     session_is_idle,
     wait_for_agent_snapshot,
     wait_until,
 )
+from tests.integration.agent import conformance_script
 from tests.integration.agent.conftest import WORKER_MODULE
 from tests.integration.agent.scripted_agent import (
     DEADLINE_ENV,
@@ -31,6 +33,8 @@ from tests.integration.agent.scripted_agent import (
     gate,
     invocations,
 )
+from tests.integration.runner_conformance import RunnerKit, SessionConformance, executed
+from tests.integration.runner_conformance import idle as idle_turns
 from tests.integration.stacks import agent_test_stack, started_session
 
 pytestmark = pytest.mark.integration
@@ -55,11 +59,6 @@ async def pending_approval(sessions: AgentSessionClient, session_id: str) -> Age
     return await wait_for_agent_snapshot(
         sessions, session_id, lambda s: next(iter(s.pending_interrupts), None), description="a pending approval"
     )
-
-
-async def executed(stack: AgentTestStack, session_id: str) -> list[str]:
-    history = await stack.read_step_history(session_id)
-    return [entry.step_type for entry in history if entry.event_type == EXECUTE_COMPLETED_EVENT]
 
 
 @contextlib.asynccontextmanager
@@ -89,17 +88,19 @@ async def fake_stack_with(
         yield stack, flow
 
 
-async def killed_while_parked(stack: AgentTestStack, flow: AgentSessionFlow, tool_name: str) -> None:
-    """Kill the Worker while the one call of session ``s`` (``c1``, ``tool_name``) is parked at gate ``g``.
+KIT = RunnerKit(
+    STATE_ENV, ok="ok", failed="error", decode_results=conformance_script.decode_result, deltas_coalesced=True
+)
 
-    The gate is released once a replacement Worker runs.
-    """
-    worker = await stack.start_worker()
-    await stack.sessions(flow).start_session("s", turn(tool("c1", tool_name, gate="g")))
-    await gate("g").wait_until_reached()
-    worker.kill()
-    await stack.start_worker()
-    gate("g").release()
+
+class TestScriptedSessions(SessionConformance):
+    kit = KIT
+
+    def check_effects_after_kill(self) -> None:
+        runs = [e for e in invocations().entries() if e["kind"] == "tool" and e["name"] == "idempotent_write"]
+        # A Worker killed before the engine read any frame of the attempt (a listening Worker's frames may still be in
+        # flight) gets the same attempt redelivered (DevServerConfig.redeliver_before_first_output); else a new attempt.
+        assert [e["attempt"] for e in runs] in ([1, 1], [1, 2])
 
 
 def answer(snapshot: AgentSnapshot) -> dict[str, str]:
@@ -127,62 +128,6 @@ async def test_turn_runs_each_tool_in_its_own_step_and_resumes_the_model(
     assert steps[4:] == ["ResumeTurn", "RunModel"]
     assert invocations().count("model") == 2
     assert invocations().count("tool") == 2
-
-
-async def test_worker_killed_during_run_model_repeats_only_that_model_call(
-    stack: AgentTestStack, flow: AgentSessionFlow
-) -> None:
-    worker = await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(tool("c1", "read_tool")))
-    await idle(stack, flow, "s")
-    await sessions.send_user_message("s", turn(model_gate="m2"))
-    await gate("m2").wait_until_reached()
-    worker.kill()
-    await stack.start_worker()
-    gate("m2").release()
-    snapshot = await idle(stack, flow, "s")
-    assert snapshot.state is not None
-    assert snapshot.state.turn_count == 2
-    assert invocations().count("model", "turn-1") == 2
-    assert invocations().count("model", "turn-2") == 2
-    assert invocations().count("tool") == 1
-    history = await stack.read_step_history("s")
-    run_model = [e for e in history if e.step_type == "RunModel" and e.event_type == EXECUTE_COMPLETED_EVENT]
-    assert [(e.step_execution_id, e.final_attempt) for e in run_model][:2] == [("RunModel-1", 1), ("RunModel-2", 1)]
-    # The killed attempt failed, or, when it had sent nothing yet (its "model call" delta was still held by
-    # delta coalescing), Dex redelivered it as the same attempt; either way the model ran again, once.
-    assert run_model[2].step_execution_id == "RunModel-3"
-
-
-async def test_worker_killed_during_a_read_runs_the_read_again(stack: AgentTestStack, flow: AgentSessionFlow) -> None:
-    await killed_while_parked(stack, flow, "read_tool")
-    snapshot = await idle(stack, flow, "s")
-    assert answer(snapshot)["c1"].startswith("succeeded")
-    assert invocations().count("tool", "read_tool") == 2
-    assert invocations().count("model") == 2
-
-
-async def test_worker_killed_during_an_idempotent_write_reruns_it_with_the_same_key(
-    stack: AgentTestStack, flow: AgentSessionFlow
-) -> None:
-    await killed_while_parked(stack, flow, "idempotent_write")
-    await idle(stack, flow, "s")
-    runs = [e for e in invocations().entries() if e["kind"] == "tool"]
-    assert [e["key"] for e in runs] == ["s/turn-1/c1", "s/turn-1/c1"]
-    # A Worker killed before the engine read any frame of the attempt (a listening Worker's frames may still be in
-    # flight) gets the same attempt redelivered (DevServerConfig.redeliver_before_first_output); else a new attempt.
-    assert [e["attempt"] for e in runs] in ([1, 1], [1, 2])
-
-
-async def test_worker_killed_during_a_non_idempotent_write_records_outcome_unknown_and_never_reruns_it(
-    stack: AgentTestStack, flow: AgentSessionFlow
-) -> None:
-    await killed_while_parked(stack, flow, "write")
-    snapshot = await idle(stack, flow, "s")
-    assert answer(snapshot)["c1"].startswith("outcome_unknown: The tool call's outcome is unknown")
-    assert invocations().count("tool", "write") == 1
-    assert "RecordToolOutcomeUnknown" in await executed(stack, "s")
 
 
 async def test_approval_given_after_the_worker_was_replaced_runs_the_tool_once(
@@ -272,12 +217,7 @@ async def test_model_failing_three_times_after_tools_ran_records_the_turn_failur
     assert [e.final_attempt for e in failed] == [3]
     # A later turn that completes clears the error.
     await sessions.send_user_message("s", turn())
-    later = await wait_for_agent_snapshot(
-        sessions,
-        "s",
-        lambda s: s if s.state and s.state.turn_count == 2 and s.state.active_turn_id is None else None,
-        description="turn 2 to end",
-    )
+    later = await idle_turns(stack, flow, "s", turns=2)
     assert later.state is not None
     assert later.state.last_turn_error is None
 
@@ -379,7 +319,7 @@ async def test_events_written_from_another_thread_arrive_and_writes_after_the_st
     await idle(stack, flow, "s")
     await wait_until("the late write", lambda: invocations().count("late_write") == 1)
     await sessions.send_user_message("s", turn())  # a later turn's events follow any late one
-    await idle_turns(stack, flow, "s", 2)
+    await idle_turns(stack, flow, "s", turns=2)
     texts = []
     token = ""
     completed = 0
@@ -391,14 +331,6 @@ async def test_events_written_from_another_thread_arrive_and_writes_after_the_st
         completed += message.event.type == "turn_completed"
     assert any("from a thread" in text for text in texts)  # joined with the Step's own delta when coalesced
     assert not any("too late" in text for text in texts)
-
-
-async def idle_turns(stack: AgentTestStack, flow: AgentSessionFlow, session_id: str, turns: int) -> AgentSnapshot:
-    def done(snapshot: AgentSnapshot) -> AgentSnapshot | None:
-        state = snapshot.state
-        return snapshot if state and state.turn_count == turns and state.active_turn_id is None else None
-
-    return await wait_for_agent_snapshot(stack.sessions(flow), session_id, done, description=f"turn {turns} to end")
 
 
 async def test_a_tool_step_heartbeats_in_the_background_while_the_tool_runs(

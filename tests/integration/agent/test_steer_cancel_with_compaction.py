@@ -16,7 +16,8 @@ from dex_agents.domain.snapshot import TurnStatus
 from dex_agents.domain.turn_control import TURN_CANCELLED_NOTE_HEADER
 from tests.integration.agent.scripted_agent import gate, invocations
 from tests.integration.agent.test_long_sessions import compacting_session
-from tests.integration.agent.test_sessions import executed, idle, tool, turn
+from tests.integration.agent.test_sessions import idle, tool, turn
+from tests.integration.runner_conformance import executed
 
 pytestmark = pytest.mark.integration
 
