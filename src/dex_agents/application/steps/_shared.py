@@ -1,6 +1,6 @@
 """Pieces several Step use cases share."""
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import attrs
 
@@ -25,7 +25,7 @@ from dex_agents.application.runner import AgentFrameworkRunner, ToolCallHistory
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.history import ModelWindow
-from dex_agents.domain.interrupts import AgentInterrupt
+from dex_agents.domain.interrupts import AgentInterrupt, InterruptKind
 from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text
 from dex_agents.domain.messages import AgentMessage
 from dex_agents.domain.session import AgentState
@@ -211,18 +211,43 @@ def approval_interrupt(
     """
     assert record.status is ToolCallStatus.AWAITING_APPROVAL
     assert record.interrupt_id is not None
-    deadline = None if options.interrupt_deadline is None else now + options.interrupt_deadline
+    return raised_interrupt(
+        record,
+        record.interrupt_id,
+        kind=InterruptKind.APPROVAL,
+        limit=options.interrupt_deadline,
+        now=now,
+        events=events,
+    )
+
+
+def raised_interrupt(
+    record: AgentToolCall,
+    interrupt_id: str,
+    *,
+    kind: InterruptKind,
+    limit: timedelta | None,
+    now: datetime,
+    events: AgentEventWriter,
+) -> AgentInterrupt:
+    """Return ``record``'s interrupt ``interrupt_id`` of ``kind``, raised ``now``, and write ``interrupt_raised``.
+
+    Its display deadline is ``now`` plus ``limit`` (none without a limit); the caller stores the interrupt. An
+    approval binds the call's digest; a result interrupt binds none.
+    """
+    deadline = None if limit is None else now + limit
     interrupt = AgentInterrupt(
-        interrupt_id=record.interrupt_id,
+        interrupt_id=interrupt_id,
         turn_id=record.turn_id,
         tool_call_id=record.tool_call_id,
         tool_name=record.tool_name,
         arguments=record.arguments,
         raised_at=now,
         deadline=deadline,
-        call_digest=record.digest,
+        call_digest=record.digest if kind is InterruptKind.APPROVAL else None,
+        kind=kind,
     )
-    events.write(ev.interrupt_raised(record.interrupt_id, record.tool_call_id, record.tool_name, deadline))
+    events.write(ev.interrupt_raised(interrupt_id, record.tool_call_id, record.tool_name, deadline, kind=kind.value))
     return interrupt
 
 

@@ -75,6 +75,7 @@ from dex_agents.application.ports import (
 from dex_agents.application.steps._shared import (
     ToolCallFinisher,
     approval_interrupt,
+    raised_interrupt,
     tool_call_record,
     tool_step_movement,
 )
@@ -250,26 +251,16 @@ class AwaitToolApproval(Wired):
         return WaitAgain(input=record.tool_call_id)
 
     def _raise_result_interrupt(self, record: AgentToolCall, interrupt_id: str) -> None:
-        now = self.clock.now()
-        limit = self.options.external_result_deadline
-        deadline = None if limit is None else now + limit
-        interrupt = AgentInterrupt(
-            interrupt_id=interrupt_id,
-            turn_id=record.turn_id,
-            tool_call_id=record.tool_call_id,
-            tool_name=record.tool_name,
-            arguments=record.arguments,
-            raised_at=now,
-            deadline=deadline,
+        interrupt = raised_interrupt(
+            record,
+            interrupt_id,
             kind=InterruptKind.TOOL_RESULT,
+            limit=self.options.external_result_deadline,
+            now=self.clock.now(),
+            events=self.events,
         )
         self.interrupts.set([*self.interrupts.get(), interrupt])
         self.tool_calls.put(attrs.evolve(record, result_raised=True))
-        self.events.write(
-            ev.interrupt_raised(
-                interrupt_id, record.tool_call_id, record.tool_name, deadline, kind=InterruptKind.TOOL_RESULT.value
-            )
-        )
 
     def _apply_result(self, record: AgentToolCall, resolution: AgentInterruptResolution) -> Next:
         """Apply a ``tool_result`` answer: a result, an error, the expiry, or a cancel's rejection."""
