@@ -97,16 +97,7 @@ class ToolSteps:
         self._deps = deps
 
     async def execute(self, call: DeferredToolExecution) -> ToolExecutionResult:
-        """Run one tool call, directly or through the agent, stopping before any model request.
-
-        Directly (Pydantic AI's tool manager, no agent run) when nothing but the tool could take part in
-        the run: see `dex_agents.adapters.pydantic_ai._direct_tool`. The tool's `RunContext` carries the
-        turn's state the model Step handed on (`dex_agents.adapters.pydantic_ai._tool_context`) and its
-        retry count in the turn (`dex_agents.adapters.pydantic_ai._retries`); what it gave Pydantic AI is
-        kept as a value in the result's ``framework_state`` (`dex_agents.adapters.pydantic_ai._results`).
-        The result (or the `ToolExecutionError`) carries what the run added to its usage: the tool's own
-        call, and the model calls of agent runs inside the tool that share ``ctx.usage``.
-        """
+        """Run one tool call: the contract is `PydanticAIRunner.execute_deferred_tool_call`."""
         context = decode_context(call.tool_call.framework_state) or ToolStepContext()
         if call.history is not None:
             context = replace(context, messages=self._run_messages(call.history, call.flow_id, call.turn_id))
