@@ -45,13 +45,28 @@ class StepPolicy:
     """Where the session goes when every attempt failed; ``None`` fails the session."""
 
 
-_TOOL_HEARTBEAT_TIMEOUT = timedelta(minutes=2)
-
 _TURN_STEP_ATTEMPTS = 3
 """Attempts of a Step that belongs to a turn; a runner bug fails the turn inside the Step, so these cover crashes."""
 
 _RECORD_ATTEMPTS = 5
 """Attempts of a Step that runs only dex-agents code and has nowhere else to go."""
+
+
+def _model_call(*, failure_route: StepName) -> StepPolicy:
+    """The policy of a Step that calls the model (``RunModel``, ``CompactHistory``), where one call may take minutes."""
+    return StepPolicy(
+        maximum_attempts=3,
+        total_retry_duration=timedelta(minutes=30),
+        method_timeout=timedelta(minutes=15),
+        heartbeat_timeout=timedelta(minutes=2),
+        failure_route=failure_route,
+    )
+
+
+def _tool_call(*, attempts: int, failure_route: StepName) -> StepPolicy:
+    """The policy of a Step that runs a tool call or its reconcile probe: an attempt silent for 2 minutes fails."""
+    return StepPolicy(maximum_attempts=attempts, heartbeat_timeout=timedelta(minutes=2), failure_route=failure_route)
+
 
 STEP_POLICIES: Mapping[StepName, StepPolicy] = {
     StepName.START_AGENT_SESSION: StepPolicy(
@@ -60,44 +75,20 @@ STEP_POLICIES: Mapping[StepName, StepPolicy] = {
     StepName.AWAIT_USER_MESSAGE: StepPolicy(
         maximum_attempts=_TURN_STEP_ATTEMPTS, failure_route=StepName.RECORD_TURN_FAILURE
     ),
-    StepName.RUN_MODEL: StepPolicy(
-        maximum_attempts=3,
-        total_retry_duration=timedelta(minutes=30),
-        method_timeout=timedelta(minutes=15),
-        heartbeat_timeout=timedelta(minutes=2),
-        failure_route=StepName.RECORD_TURN_FAILURE,
-    ),
+    StepName.RUN_MODEL: _model_call(failure_route=StepName.RECORD_TURN_FAILURE),
     StepName.AWAIT_TOOL_APPROVAL: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
-    StepName.CALL_TOOL: StepPolicy(
-        maximum_attempts=3,
-        heartbeat_timeout=_TOOL_HEARTBEAT_TIMEOUT,
-        failure_route=StepName.RECORD_TOOL_FAILURE,
-    ),
-    StepName.CALL_SINGLE_ATTEMPT_TOOL: StepPolicy(
-        maximum_attempts=1,
-        heartbeat_timeout=_TOOL_HEARTBEAT_TIMEOUT,
-        failure_route=StepName.RECORD_TOOL_OUTCOME_UNKNOWN,
-    ),
+    StepName.CALL_TOOL: _tool_call(attempts=3, failure_route=StepName.RECORD_TOOL_FAILURE),
+    StepName.CALL_SINGLE_ATTEMPT_TOOL: _tool_call(attempts=1, failure_route=StepName.RECORD_TOOL_OUTCOME_UNKNOWN),
     StepName.RECORD_TOOL_FAILURE: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
     StepName.RECORD_TOOL_OUTCOME_UNKNOWN: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
-    StepName.RECONCILE_TOOL_CALL: StepPolicy(
-        maximum_attempts=3,
-        heartbeat_timeout=_TOOL_HEARTBEAT_TIMEOUT,
-        failure_route=StepName.RECORD_TOOL_OUTCOME_UNKNOWN,
-    ),
+    StepName.RECONCILE_TOOL_CALL: _tool_call(attempts=3, failure_route=StepName.RECORD_TOOL_OUTCOME_UNKNOWN),
     StepName.RESUME_TURN: StepPolicy(
         maximum_attempts=_TURN_STEP_ATTEMPTS, failure_route=StepName.RECORD_RESUME_FAILURE
     ),
     StepName.RECORD_TURN_FAILURE: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
     StepName.RECORD_RESUME_FAILURE: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
     StepName.RECORD_START_FAILURE: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
-    StepName.COMPACT_HISTORY: StepPolicy(
-        maximum_attempts=3,
-        total_retry_duration=timedelta(minutes=30),
-        method_timeout=timedelta(minutes=15),
-        heartbeat_timeout=timedelta(minutes=2),
-        failure_route=StepName.RECORD_COMPACTION_FAILURE,
-    ),
+    StepName.COMPACT_HISTORY: _model_call(failure_route=StepName.RECORD_COMPACTION_FAILURE),
     StepName.RECORD_COMPACTION_FAILURE: StepPolicy(maximum_attempts=_RECORD_ATTEMPTS),
 }
 """The policy of every Step."""
