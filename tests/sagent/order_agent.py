@@ -25,6 +25,7 @@ from sagent.types.tools import Tool
 from dex_agents import AgentSessionFlow, AgentSessionOptions, CompactionPolicy, ToolEffect, ToolPolicy
 from dex_agents.adapters.sagent import deferred_tool_idempotency_key, sagent_session_flow
 from tests.integration.case_state import case_state
+from tests.integration.scenario_tools import SCENARIO_TOOL_POLICIES
 from tests.sagent.scripted_model import ModelCall, ScriptedModel
 
 STATE_ENV = "SAGENT_TEST_STATE"
@@ -35,12 +36,7 @@ COMPACTION = CompactionPolicy(context_budget_chars=4096, keep_recent_messages=2)
 SYSTEM = "You help customers with their orders."
 
 TOOL_POLICIES = {
-    "find_order": ToolPolicy(ToolEffect.READ),
-    "refund_order": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=True),
-    "email_customer": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE),
-    "read_tool": ToolPolicy(ToolEffect.READ),
-    "idempotent_write": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE),
-    "write": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False),
+    **SCENARIO_TOOL_POLICIES,
     "fail_me": ToolPolicy(ToolEffect.READ),
     "crash": ToolPolicy(ToolEffect.READ),
     "Read": ToolPolicy(ToolEffect.READ),

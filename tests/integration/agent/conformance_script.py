@@ -9,11 +9,12 @@ string (the answer), or an object with ``think`` (reasoning), ``text``, ``calls`
 at that `FileGate` first). Text and reasoning stream in two halves each. ``"@summary"`` lists the results of the
 last batch, in call order: ``name[ok|error]=content; ...``.
 
-Each call it asks for carries `DIALECT` as its framework state, so its tool Step runs here too: the tools are
-the scenarios' (``find_order``, ``refund_order``, ``email_customer``, ``read_tool``, ``idempotent_write``,
-``write``, ``unclassified_write``), each recorded as ``("tool", <name>, key=<idempotency key>)`` and parking
-at the `FileGate` its ``gate`` argument names. The turn's answer holds, per batch, the assistant message of
-its calls and one tool message per call (`decode_result` reads one).
+Each call it asks for carries `DIALECT` as its framework state, so its tool Step runs here too: the tools
+are the scenarios' (``find_order``, ``refund_order``, ``email_customer``, ``read_tool``, ``idempotent_write``,
+``write``, ``unclassified_write``; their policies are `tests.integration.scenario_tools`), each recorded as
+``("tool", <name>, key=<idempotency key>)`` and parking at the `FileGate` its ``gate`` argument names. The
+turn's answer holds, per batch, the assistant message of its calls and one tool message per call
+(`decode_result` reads one).
 """
 
 import json
@@ -31,9 +32,7 @@ from dex_agents import (
     MessageRole,
     ToolCallsRequested,
     ToolCallStatus,
-    ToolEffect,
     ToolExecutionResult,
-    ToolPolicy,
     TurnCompleted,
     describe_tool_call_outcome,
 )
@@ -42,13 +41,6 @@ from dex_agents.testing import FileGate, InvocationLog
 
 DIALECT = "conformance-script"
 """The framework state of every call this language asks for."""
-
-TOOL_POLICIES = {
-    "find_order": ToolPolicy(ToolEffect.READ),
-    "refund_order": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=True),
-    "email_customer": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE),
-}
-"""The policies of the scenarios' tools the scripted agent has no own use for (``unclassified_write`` has none)."""
 
 _OUTPUTS: dict[str, Callable[[dict[str, Any], str], str]] = {
     "find_order": lambda args, _key: f"order {args['order_id']} delivered",

@@ -76,6 +76,7 @@ from dex_agents import (
 from dex_agents.domain.usage import AgentUsage
 from tests.integration.agent import conformance_script
 from tests.integration.case_state import case_state
+from tests.integration.scenario_tools import SCENARIO_TOOL_POLICIES
 
 STATE_ENV = "AGENT_TEST_STATE"
 DEADLINE_ENV = "AGENT_TEST_INTERRUPT_DEADLINE_SECONDS"
@@ -94,12 +95,9 @@ BREAK_BUILD = "[break build_user_message]"
 WRONG_ROLE = "[build with the assistant role]"
 
 TOOL_POLICIES = {
-    "read_tool": ToolPolicy(ToolEffect.READ),
-    "idempotent_write": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE),
-    "write": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False),
+    **SCENARIO_TOOL_POLICIES,
     "approved_write": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=True),
     "reconciled_write": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False, reconcilable=True),
-    **conformance_script.TOOL_POLICIES,
 }
 
 

@@ -48,6 +48,7 @@ from pydantic_ai.toolsets import ExternalToolset, FunctionToolset
 from dex_agents import AgentSessionFlow, ToolEffect, ToolPolicy
 from dex_agents.adapters.pydantic_ai import deferred_tool_idempotency_key, pydantic_ai_session_flow
 from tests.integration.case_state import case_state
+from tests.integration.scenario_tools import SCENARIO_TOOL_POLICIES
 from tests.unit.adapters.pydantic_ai.scripted_model import ModelCall, ScriptedModel
 
 STATE_ENV = "PYDANTIC_AI_TEST_STATE"
@@ -58,13 +59,8 @@ PLAIN_FLOW_TYPE = "PydanticPlainAgent"
 """A plain agent (no deps, no toolsets, static prompts): its turns run as live runs (one agent run per turn)."""
 
 TOOL_POLICIES = {
-    "find_order": ToolPolicy(ToolEffect.READ),
-    "refund_order": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=True),
-    "email_customer": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE),
-    "read_tool": ToolPolicy(ToolEffect.READ),
+    **SCENARIO_TOOL_POLICIES,
     "big_output": ToolPolicy(ToolEffect.READ),
-    "idempotent_write": ToolPolicy(ToolEffect.IDEMPOTENT_WRITE),
-    "write": ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False),
     "whoami": ToolPolicy(ToolEffect.READ),
     "retry_me": ToolPolicy(ToolEffect.READ),
     "fail_me": ToolPolicy(ToolEffect.READ),

@@ -26,13 +26,14 @@ from dex_agents.domain.tools import ToolCallStatus, ToolEffect, ToolPolicy
 from dex_agents.domain.turns import DeferredToolCall, ToolCallsRequested, TurnCompleted
 from dex_agents.testing import ScriptedRunner, assistant_message, deferred_tool_call, tool_calls_requested
 from dex_agents.testing.memory import InMemorySessionHost
+from tests.unit.application.policies import READ
+from tests.unit.application.waits import at_the_wait, resumed_past_the_deadline
 
 S = ToolCallStatus
 A = SubmitToolResultAnswer
 CALL = "c1"
 RESULT_INTERRUPT = "turn-1.c1.result"
 IDLE = (GoTo(step=StepName.AWAIT_USER_MESSAGE),)
-READ = ToolPolicy(ToolEffect.READ)
 
 
 def session_for(
@@ -50,8 +51,7 @@ def session_for(
 
 async def waiting(deadline: timedelta | None = None) -> tuple[InMemorySessionHost, tuple[GoTo, ...]]:
     session = session_for((CALL, READ), deadline=deadline)
-    await session.start("look it up")
-    left = await session.drive(await session.run_model())
+    left = await at_the_wait(session, "look it up")
     return session, left
 
 
@@ -96,13 +96,8 @@ async def test_a_submitted_error_fails_the_call_with_that_error() -> None:
 
 async def test_a_result_nobody_submits_before_the_deadline_expires_the_call() -> None:
     session, left = await waiting(deadline=timedelta(seconds=30))
-    (interrupt,) = session.interrupts.get()
-    assert interrupt.deadline == interrupt.raised_at + timedelta(seconds=30)
 
-    session.clock.advance(timedelta(seconds=31))
-    assert await session.drive(*left) == IDLE
-
-    resumed = session.scripted.model_turns[1].tool_calls[CALL]
+    resumed = await resumed_past_the_deadline(session, left, CALL, timedelta(seconds=30))
     assert (resumed.status, resumed.rejection_message) == (S.EXPIRED, EXPIRED_RESULT_MESSAGE)
     assert await session.submit_tool_result(CALL, result="1") is A.UNKNOWN_CALL  # the turn ended
 
@@ -118,8 +113,7 @@ async def test_a_second_answer_is_refused_as_already_answered() -> None:
 async def test_a_call_that_is_not_waiting_for_a_result_is_refused_by_kind() -> None:
     approval = ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=True)
     session = session_for((CALL, approval))
-    await session.start("go")
-    await session.drive(await session.run_model())
+    await at_the_wait(session, "go")
 
     assert await session.submit_tool_result(CALL, result="1") is A.NOT_AWAITING_RESULT
     assert await session.submit_tool_result("nobody", result="1") is A.UNKNOWN_CALL
@@ -129,8 +123,7 @@ async def test_a_call_that_is_not_waiting_for_a_result_is_refused_by_kind() -> N
 async def test_an_approved_call_that_defers_waits_for_its_result_under_its_own_interrupt() -> None:
     approval = ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=True)
     session = session_for((CALL, approval))
-    await session.start("go")
-    left = await session.drive(await session.run_model())
+    left = await at_the_wait(session, "go")
     assert await session.resolve_interrupt("turn-1.c1", approved=True)
     left = await session.drive(*left)
 
@@ -154,8 +147,7 @@ async def test_cancelling_the_turn_cancels_a_call_waiting_for_its_result() -> No
 
 async def test_other_calls_of_the_response_run_while_one_waits_for_its_result() -> None:
     session = session_for((CALL, READ), ("c2", READ))
-    await session.start("go")
-    left = await session.drive(await session.run_model())
+    left = await at_the_wait(session, "go")
 
     assert session.tool_calls["c2"].status is S.SUCCEEDED
     assert await session.submit_tool_result(CALL, result="[1, 2]") is A.ACCEPTED
@@ -226,8 +218,7 @@ def external_session(*, policy: ToolPolicy = READ, sequential_first: bool = Fals
 
 async def test_an_external_call_waits_for_its_result_without_a_tool_step() -> None:
     session = external_session()
-    await session.start("go")
-    left = await session.drive(await session.run_model())
+    left = await at_the_wait(session, "go")
 
     assert session.tool_calls[CALL].status is S.AWAITING_RESULT
     assert session.scripted.executed_tool_call_ids == ()
@@ -240,8 +231,7 @@ async def test_an_external_call_waits_for_its_result_without_a_tool_step() -> No
 
 async def test_an_external_call_that_needs_approval_waits_for_its_result_once_approved() -> None:
     session = external_session(policy=ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=True))
-    await session.start("go")
-    left = await session.drive(await session.run_model())
+    left = await at_the_wait(session, "go")
     assert await session.submit_tool_result(CALL, result="1") is A.NOT_AWAITING_RESULT
 
     assert await session.resolve_interrupt("turn-1.c1", approved=True)
@@ -256,8 +246,7 @@ async def test_an_external_call_that_needs_approval_waits_for_its_result_once_ap
 
 async def test_an_external_call_queued_behind_a_sequential_call_waits_for_its_result_when_its_turn_comes() -> None:
     session = external_session(sequential_first=True)
-    await session.start("go")
-    left = await session.drive(await session.run_model())
+    left = await at_the_wait(session, "go")
 
     assert session.tool_calls["s0"].status is S.SUCCEEDED
     assert session.tool_calls[CALL].status is S.AWAITING_RESULT

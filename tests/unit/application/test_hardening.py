@@ -19,10 +19,10 @@ from dex_agents.testing import (
     tool_calls_requested,
 )
 from dex_agents.testing.memory import InMemorySessionHost
+from tests.unit.application.policies import READ
 
 KIB = 1024
 SMALL = AgentSessionOptions(max_input_text_bytes=4 * KIB, max_tool_output_bytes=4 * KIB, max_event_bytes=2 * KIB)
-READ = ToolPolicy(ToolEffect.READ)
 
 
 def breaking_runner(error: Exception) -> ScriptedRunner:

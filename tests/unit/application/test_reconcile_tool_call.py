@@ -13,10 +13,10 @@ from dex_agents.domain.failure_note import NOT_APPLIED_TOOL_RESULT, describe_too
 from dex_agents.domain.tools import ToolCallCompleted, ToolCallStatus, ToolEffect, ToolPolicy
 from dex_agents.testing import ScriptedRunner, deferred_tool_call, make_tool_call, tool_calls_requested
 from dex_agents.testing.memory import InMemorySessionHost
+from tests.unit.application.policies import NON_IDEMPOTENT_NO_APPROVAL
 
 S = ToolCallStatus
 RECONCILABLE = ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, False, reconcilable=True)
-PLAIN = ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, False)
 
 
 class ProbingRunner(ScriptedRunner):
@@ -74,7 +74,7 @@ def test_an_unknown_outcome_of_a_reconcilable_call_goes_to_reconciling_and_keeps
 
 
 def test_an_unknown_outcome_of_a_plain_or_already_reconciling_call_is_outcome_unknown() -> None:
-    plain = make_tool_call(status=S.PENDING, policy=PLAIN).unknown_outcome("worker lost")
+    plain = make_tool_call(status=S.PENDING, policy=NON_IDEMPOTENT_NO_APPROVAL).unknown_outcome("worker lost")
     again = make_tool_call(status=S.RECONCILING, policy=RECONCILABLE).unknown_outcome("probe failed")
 
     assert (plain.status, plain.error) == (S.OUTCOME_UNKNOWN, "worker lost")

@@ -23,11 +23,7 @@ from dex_agents.testing import (
     tool_calls_requested,
 )
 from dex_agents.testing.memory import InMemorySessionHost
-
-READ = ToolPolicy(ToolEffect.READ)
-IDEMPOTENT = ToolPolicy(ToolEffect.IDEMPOTENT_WRITE)
-NON_IDEMPOTENT = ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE)
-UNCLASSIFIED = ToolPolicy(ToolEffect.UNCLASSIFIED)
+from tests.unit.application.policies import IDEMPOTENT, NON_IDEMPOTENT, READ, UNCLASSIFIED
 
 
 async def in_first_turn(runner: ScriptedRunner, *, options: AgentSessionOptions | None = None) -> InMemorySessionHost:

@@ -6,7 +6,7 @@ from dex_agents.application.next import GoTo, GoToMany, StepName, WaitAgain
 from dex_agents.domain.errors import InvalidTransitionError
 from dex_agents.domain.events import InterruptRaisedPayload, ToolCallDeferredPayload, ToolCallFinishedPayload
 from dex_agents.domain.tool_order import first_wave_size, next_wave, release
-from dex_agents.domain.tools import ToolCallStatus, ToolEffect, ToolPolicy
+from dex_agents.domain.tools import ToolCallStatus
 from dex_agents.domain.turns import DeferredToolCall, TurnCompleted
 from dex_agents.testing import (
     ScriptedRunner,
@@ -16,8 +16,8 @@ from dex_agents.testing import (
     tool_calls_requested,
 )
 from dex_agents.testing.memory import InMemorySessionHost
-
-APPROVED_WRITE = ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE)
+from tests.unit.application.policies import NON_IDEMPOTENT
+from tests.unit.application.waits import at_the_wait
 
 S = ToolCallStatus
 
@@ -56,7 +56,7 @@ def test_a_released_record_is_pending_or_awaits_its_approval_with_its_interrupt(
     queued = make_tool_call("c1", status=S.QUEUED)
     assert release(queued).status is S.PENDING
     assert release(queued).interrupt_id is None
-    waiting = release(make_tool_call("c1", status=S.QUEUED, policy=APPROVED_WRITE))
+    waiting = release(make_tool_call("c1", status=S.QUEUED, policy=NON_IDEMPOTENT))
     assert (waiting.status, waiting.interrupt_id) == (S.AWAITING_APPROVAL, "turn-1.c1")
     with pytest.raises(InvalidTransitionError):
         release(make_tool_call("c1", status=S.PENDING))
@@ -67,7 +67,7 @@ def calls(*names: str) -> list[DeferredToolCall]:
     made = []
     for name in names:
         call_id = name.rstrip("!")
-        policy = APPROVED_WRITE if name.endswith("!") else None
+        policy = NON_IDEMPOTENT if name.endswith("!") else None
         made.append(deferred_tool_call(call_id, f"tool_{call_id}", policy=policy, sequential=call_id.startswith("s")))
     return made
 
@@ -112,8 +112,7 @@ async def test_a_response_without_sequential_calls_starts_every_call_at_once() -
 
 async def test_the_waves_run_one_after_the_other_and_the_model_sees_every_result() -> None:
     session = session_for("s1", "a", "b", "s2", "c")
-    await session.start("go")
-    waiting = await session.drive(await session.run_model())
+    waiting = await at_the_wait(session, "go")
     assert waiting == IDLE
     tool_steps = [
         (step, step_input)
@@ -144,8 +143,7 @@ async def test_a_sequential_call_that_needs_approval_asks_only_when_its_turn_com
     None
 ):
     session = session_for("a", "s1!", "b")
-    await session.start("go")
-    waiting = await session.drive(await session.run_model())
+    waiting = await at_the_wait(session, "go")
     assert session.interrupts.get() != ()
     (interrupt,) = session.interrupts.get()
     assert interrupt.tool_call_id == "s1"
@@ -165,8 +163,7 @@ async def test_a_sequential_call_that_needs_approval_asks_only_when_its_turn_com
 async def test_a_sequential_call_whose_step_fails_for_good_ends_and_the_calls_after_it_still_run() -> None:
     session = session_for("s1", "b")
     session.scripted.script_tool("s1", RuntimeError("the Worker lost the tool"))
-    await session.start("go")
-    assert await session.drive(await session.run_model()) == IDLE
+    assert await at_the_wait(session, "go") == IDLE
     assert [step for step, _, _ in session.executed].count(StepName.RECORD_TOOL_FAILURE) == 1
     resumed = session.scripted.model_turns[1]
     assert (resumed.tool_calls["s1"].status, resumed.tool_calls["b"].status) == (S.FAILED, S.SUCCEEDED)

@@ -13,12 +13,11 @@ from dex_agents.application.runner import DeferredToolExecution
 from dex_agents.application.steps.call_tool import CONCURRENT_DELIVERY, EARLIER_DELIVERY
 from dex_agents.domain.errors import DeliveryUnconfirmedError
 from dex_agents.domain.events import ToolCallStartedPayload
-from dex_agents.domain.tools import ToolCallStatus, ToolEffect, ToolPolicy
+from dex_agents.domain.tools import ToolCallStatus, ToolPolicy
 from dex_agents.testing import ScriptedRunner, deferred_tool_call, tool_calls_requested
 from dex_agents.testing.memory import InMemoryDeliveryLedger, InMemorySessionHost
+from tests.unit.application.policies import NON_IDEMPOTENT_NO_APPROVAL, READ
 
-WRITE = ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False)
-READ = ToolPolicy(ToolEffect.READ)
 S = ToolCallStatus
 
 
@@ -44,7 +43,7 @@ async def session_with_call(policy: ToolPolicy, ran: list[int]) -> InMemorySessi
 
 async def test_a_redelivered_attempt_whose_start_was_stored_records_outcome_unknown_without_running() -> None:
     ran: list[int] = []
-    session = await session_with_call(WRITE, ran)
+    session = await session_with_call(NON_IDEMPOTENT_NO_APPROVAL, ran)
     with pytest.raises(WorkerDiedError):
         await session.call_single_attempt_tool("c1", step_execution_id="CallSingleAttemptTool-7")
 
@@ -71,7 +70,7 @@ async def test_a_read_redelivered_after_its_start_runs_again_on_todays_path() ->
 
 async def test_the_tool_runs_only_after_its_marked_start_is_read_back() -> None:
     ran: list[int] = []
-    session = await session_with_call(WRITE, ran)
+    session = await session_with_call(NON_IDEMPOTENT_NO_APPROVAL, ran)
     stored_before_running: list[tuple[str, ...]] = []
 
     def tool(call: DeferredToolExecution) -> str:
@@ -108,7 +107,7 @@ class RacingLedger:
 
 async def test_a_delivery_that_was_not_first_to_announce_does_not_run_the_tool() -> None:
     ran: list[int] = []
-    session = await session_with_call(WRITE, ran)
+    session = await session_with_call(NON_IDEMPOTENT_NO_APPROVAL, ran)
     session.deliveries = RacingLedger(session.deliveries)  # type: ignore[assignment]
 
     await session.call_single_attempt_tool("c1")
@@ -120,7 +119,7 @@ async def test_a_delivery_that_was_not_first_to_announce_does_not_run_the_tool()
 
 async def test_a_start_that_never_reached_the_engine_fails_the_attempt_before_the_tool_runs() -> None:
     ran: list[int] = []
-    session = await session_with_call(WRITE, ran)
+    session = await session_with_call(NON_IDEMPOTENT_NO_APPROVAL, ran)
     session.sink.emit = lambda event: None  # type: ignore[method-assign]  # the engine never stores the start
 
     with pytest.raises(DeliveryUnconfirmedError):

@@ -8,7 +8,6 @@ from dex_agents import (
     AgentTurnContext,
     ToolCallsRequested,
     ToolCallStatus,
-    ToolEffect,
     ToolPolicy,
     TurnCompleted,
 )
@@ -25,9 +24,8 @@ from dex_agents.testing import (
     deferred_tool_call,
     tool_calls_requested,
 )
+from tests.unit.application.policies import NEEDS_APPROVAL, READ
 
-READ = ToolPolicy(ToolEffect.READ)
-NEEDS_APPROVAL = ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=True)
 STEER = MessageDelivery.STEER
 
 

@@ -10,8 +10,6 @@ from dex_agents import (
     ContextOverflowError,
     ToolCallsRequested,
     ToolCallStatus,
-    ToolEffect,
-    ToolPolicy,
     TurnCompleted,
 )
 from dex_agents.application.next import GoTo, StepName
@@ -28,8 +26,8 @@ from dex_agents.testing import (
     tool_calls_requested,
     user_message,
 )
+from tests.unit.application.policies import READ
 
-READ = ToolPolicy(ToolEffect.READ)
 STEER = MessageDelivery.STEER
 
 

@@ -20,10 +20,10 @@ from dex_agents.domain.tools import (
 )
 from dex_agents.testing import ScriptedRunner, deferred_tool_call, tool_calls_requested
 from dex_agents.testing.memory import InMemorySessionHost
+from tests.unit.application.policies import NON_IDEMPOTENT
 
 CALL = "c1"
 INTERRUPT = "turn-1.c1"
-NON_IDEMPOTENT = ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE)
 
 
 async def waiting_for_approval(

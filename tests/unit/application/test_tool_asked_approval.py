@@ -8,17 +8,17 @@ from dex_agents.application.runner import ToolApprovalRequestedError
 from dex_agents.application.steps.call_tool import ASKED_AGAIN
 from dex_agents.domain.events import InterruptRaisedPayload, InterruptResolvedPayload
 from dex_agents.domain.interrupts import EXPIRED_REJECTION_MESSAGE, InterruptKind
-from dex_agents.domain.tools import ApprovalStatus, ToolCallStatus, ToolEffect, ToolPolicy
+from dex_agents.domain.tools import ApprovalStatus, ToolCallStatus, ToolPolicy
 from dex_agents.domain.turns import TurnCompleted
 from dex_agents.testing import ScriptedRunner, ToolReply, assistant_message, deferred_tool_call, tool_calls_requested
 from dex_agents.testing.memory import InMemorySessionHost
+from tests.unit.application.policies import NON_IDEMPOTENT_NO_APPROVAL, READ
+from tests.unit.application.waits import at_the_wait, resumed_past_the_deadline
 
 S = ToolCallStatus
 CALL = "c1"
 INTERRUPT = "turn-1.c1"
 IDLE = (GoTo(step=StepName.AWAIT_USER_MESSAGE),)
-READ = ToolPolicy(ToolEffect.READ)
-WRITE = ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False)
 
 
 def session_for(
@@ -38,8 +38,7 @@ async def asking(
     policy: ToolPolicy = READ, *, replies: list[ToolReply] | None = None, deadline: timedelta | None = None
 ) -> tuple[InMemorySessionHost, tuple[GoTo, ...]]:
     session = session_for(policy, replies=replies, deadline=deadline)
-    await session.start("delete .env")
-    left = await session.drive(await session.run_model())
+    left = await at_the_wait(session, "delete .env")
     return session, left
 
 
@@ -85,7 +84,7 @@ async def test_an_approved_call_runs_its_tool_step_again_with_the_record_approve
 
 
 async def test_an_approved_single_attempt_write_gets_its_one_real_attempt_after_asking() -> None:
-    session, left = await asking(WRITE)
+    session, left = await asking(NON_IDEMPOTENT_NO_APPROVAL)
 
     assert await session.resolve_interrupt(INTERRUPT, approved=True)
     assert await session.drive(*left) == IDLE
@@ -112,13 +111,8 @@ async def test_a_denied_call_is_rejected_with_the_message_and_its_tool_does_not_
 
 async def test_an_unanswered_call_expires_at_the_interrupt_deadline() -> None:
     session, left = await asking(deadline=timedelta(seconds=30))
-    (interrupt,) = session.interrupts.get()
-    assert interrupt.deadline == interrupt.raised_at + timedelta(seconds=30)
 
-    session.clock.advance(timedelta(seconds=31))
-    assert await session.drive(*left) == IDLE
-
-    resumed = session.scripted.model_turns[1].tool_calls[CALL]
+    resumed = await resumed_past_the_deadline(session, left, CALL, timedelta(seconds=30))
     assert (resumed.status, resumed.rejection_message) == (S.EXPIRED, EXPIRED_REJECTION_MESSAGE)
 
 

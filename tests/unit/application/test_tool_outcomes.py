@@ -33,9 +33,7 @@ from dex_agents.testing import (
     tool_calls_requested,
 )
 from dex_agents.testing.memory import InMemorySessionHost
-
-READ = ToolPolicy(ToolEffect.READ)
-WRITE = ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE)
+from tests.unit.application.policies import NON_IDEMPOTENT
 
 
 def tool_result(*call_ids: str) -> FrameworkMessage:
@@ -140,7 +138,10 @@ async def test_a_write_that_exhausted_its_attempts_records_them_as_outcome_unkno
 
 async def test_an_approved_call_keeps_its_approval_and_approver() -> None:
     runner = ScriptedRunner(
-        [tool_calls_requested(deferred_tool_call("c1", "refund", policy=WRITE)), answer_with(tool_result("c1"))],
+        [
+            tool_calls_requested(deferred_tool_call("c1", "refund", policy=NON_IDEMPOTENT)),
+            answer_with(tool_result("c1")),
+        ],
         tool_replies={"refund": "refunded"},
     )
     session = InMemorySessionHost(runner)
@@ -160,7 +161,10 @@ async def test_an_approved_call_keeps_its_approval_and_approver() -> None:
 
 async def test_a_rejected_call_keeps_its_reason_and_approver_and_never_ran() -> None:
     runner = ScriptedRunner(
-        [tool_calls_requested(deferred_tool_call("c1", "refund", policy=WRITE)), answer_with(tool_result("c1"))],
+        [
+            tool_calls_requested(deferred_tool_call("c1", "refund", policy=NON_IDEMPOTENT)),
+            answer_with(tool_result("c1")),
+        ],
     )
     session = InMemorySessionHost(runner)
     waiting = await session.drive(await session.start("go"))
@@ -189,7 +193,7 @@ async def test_an_expired_call_is_stored_expired_and_its_model_text_says_the_app
         seen.append(describe_tool_call_outcome(turn.recorded_tool_call("c1")))
         return answer_with(tool_result("c1"))
 
-    runner = ScriptedRunner([tool_calls_requested(deferred_tool_call("c1", "refund", policy=WRITE)), answer])
+    runner = ScriptedRunner([tool_calls_requested(deferred_tool_call("c1", "refund", policy=NON_IDEMPOTENT)), answer])
     session = InMemorySessionHost(runner, options=AgentSessionOptions(interrupt_deadline=timedelta(seconds=30)))
     waiting = await session.drive(await session.start("go"))
     session.clock.advance(30)
@@ -255,7 +259,9 @@ def test_a_message_stored_before_outcomes_existed_still_decodes_with_none() -> N
 
 
 def test_a_message_with_outcomes_round_trips_through_the_codec() -> None:
-    record = make_tool_call(status=ToolCallStatus.AWAITING_APPROVAL, policy=WRITE).expire(EXPIRED_REJECTION_MESSAGE)
+    record = make_tool_call(status=ToolCallStatus.AWAITING_APPROVAL, policy=NON_IDEMPOTENT).expire(
+        EXPIRED_REJECTION_MESSAGE
+    )
     message = AgentMessage(
         sequence=2,
         turn_id="turn-1",

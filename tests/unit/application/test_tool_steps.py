@@ -21,10 +21,8 @@ from dex_agents.testing import (
     tool_calls_requested,
 )
 from dex_agents.testing.memory import InMemorySessionHost
+from tests.unit.application.policies import IDEMPOTENT, NON_IDEMPOTENT_NO_APPROVAL, READ
 
-READ = ToolPolicy(ToolEffect.READ)
-IDEMPOTENT = ToolPolicy(ToolEffect.IDEMPOTENT_WRITE)
-NON_IDEMPOTENT_NO_APPROVAL = ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False)
 S = ToolCallStatus
 
 

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
+from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -194,3 +195,14 @@ class ScriptedModel:
                 yield piece
         for offset, (call_id, name, args) in enumerate(plan.calls, start=1):
             yield {offset: DeltaToolCall(name=name, json_args=json.dumps(args), tool_call_id=call_id)}
+
+
+def order_agent(model: ScriptedModel, **kwargs: object) -> Agent[None, str]:
+    """An agent on ``model`` (``kwargs``: its options) with one tool, ``find_order``, which answers ``delivered``."""
+    agent: Agent[None, str] = Agent(model.model(), **kwargs)  # type: ignore[call-overload]
+
+    @agent.tool_plain
+    def find_order(order_id: str) -> str:
+        return "delivered"
+
+    return agent

@@ -21,7 +21,7 @@ from pydantic_ai.messages import (
 from dex_agents import FrameworkMessage, MessageRole, RunnerContractError
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner
 from dex_agents.adapters.pydantic_ai._history import RunState, framework_message
-from tests.unit.adapters.pydantic_ai.scripted_model import ScriptedModel, call, script
+from tests.unit.adapters.pydantic_ai.scripted_model import ScriptedModel, call, order_agent, script
 from tests.unit.adapters.pydantic_ai.support import SessionDriver
 
 
@@ -102,16 +102,6 @@ async def test_every_stored_framework_item_reads_back_with_model_messages_type_a
     for message in session.messages:
         assert json.loads(message.framework_item)[0]["kind"] in ("request", "response")
         loaded(FrameworkMessage(role=message.role, framework_item=message.framework_item))
-
-
-def order_agent(model: ScriptedModel, **kwargs: object) -> Agent[None, str]:
-    agent: Agent[None, str] = Agent(model.model(), **kwargs)  # type: ignore[call-overload]
-
-    @agent.tool_plain
-    def find_order(order_id: str) -> str:
-        return "delivered"
-
-    return agent
 
 
 async def test_first_turn_system_prompts_are_stored_after_the_user_message_and_replayed_in_its_place() -> None:

@@ -12,7 +12,6 @@ import json
 import attrs
 import pytest
 from pydantic import ValidationError
-from pydantic_ai import Agent
 from pydantic_ai.capabilities import ReinjectSystemPrompt
 from pydantic_ai.messages import (
     ModelMessage,
@@ -32,7 +31,7 @@ from dex_agents.adapters.pydantic_ai import PydanticAIRunner, _history
 from dex_agents.adapters.pydantic_ai._history import EncodedMessages, HistoryCache, RunState, parse_messages, replay
 from dex_agents.adapters.pydantic_ai._usage import dump_run_usage
 from dex_agents.domain.messages import AgentMessage, FrameworkMessage, MessageRole
-from tests.unit.adapters.pydantic_ai.scripted_model import ScriptedModel, call, script
+from tests.unit.adapters.pydantic_ai.scripted_model import ScriptedModel, call, order_agent, script
 from tests.unit.adapters.pydantic_ai.support import SessionDriver
 
 MESSAGES: list[ModelMessage] = [
@@ -210,16 +209,6 @@ def test_a_bad_item_fails_as_before_and_is_not_cached(empty_cache: HistoryCache)
     with pytest.raises(ValidationError):
         empty_cache.load("s-1", stored([ITEMS[0], '[{"kind": "nonsense"}]']))
     assert len(empty_cache) == 0
-
-
-def order_agent(model: ScriptedModel, **kwargs: object) -> Agent[None, str]:
-    agent: Agent[None, str] = Agent(model.model(), **kwargs)  # type: ignore[call-overload]
-
-    @agent.tool_plain
-    def find_order(order_id: str) -> str:
-        return "delivered"
-
-    return agent
 
 
 TURNS = [
