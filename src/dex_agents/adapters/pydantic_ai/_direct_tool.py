@@ -22,9 +22,9 @@ run's ``CallToolsNode`` does, with the same Pydantic AI code:
   of ``ToolReturn.tools`` that the run's ``CallToolsNode`` puts beside it.
 
 The tool's `RunContext` carries what a run's would: the deps, the model, the
-session ID as ``conversation_id``, the run metadata (the idempotency key), the
-turn's prompt, run step and usage so far
-(`dex_agents.adapters.pydantic_ai._tool_context`), the tool's retry count in the
+session ID as ``conversation_id``, the run metadata (the agent's, computed
+from this context, and the idempotency key), the turn's prompt, run step and
+usage so far (`dex_agents.adapters.pydantic_ai._tool_context`), the tool's retry count in the
 turn (``ctx.retries``; `dex_agents.adapters.pydantic_ai._retries`), a history
 holding only the call, a fresh ``run_id``, and ``tool_call_id``, ``tool_name``,
 ``retry``, ``max_retries`` as ``ToolManager`` sets them.
@@ -203,12 +203,13 @@ class DirectTool:
             prompt=context.prompt,
             messages=[ModelResponse(parts=[part])] if context.messages is None else context.messages,
             conversation_id=conversation_id,
-            metadata=metadata,
             run_step=context.run_step,
             run_id=resolve_run_id(None, None),
             max_retries=self.agent._max_tool_retries,  # noqa: SLF001
             retries={part.tool_name: context.retries} if context.retries else {},
         )
+        # The agent's metadata (a mapping, or a function of the context) merged with the Step's, as a run merges them.
+        ctx.metadata = self.agent._get_metadata(ctx, metadata)  # noqa: SLF001
         manager = await ToolManager(
             toolset=toolset,
             default_max_retries=self.agent._max_tool_retries,  # noqa: SLF001

@@ -4,6 +4,7 @@ See `PydanticAIRunner.execute_deferred_tool_call` for the contract.
 """
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -19,6 +20,7 @@ from pydantic_ai.exceptions import (
 )
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models import KnownModelName, Model
+from pydantic_ai.tools import RunContext
 from pydantic_ai.usage import RunUsage
 
 from dex_agents.adapters.pydantic_ai import _history
@@ -127,35 +129,37 @@ class ToolSteps:
                 record.tool_name, approved=approved, prepared=context.prepared is not None
             )
         )
+        metadata = {IDEMPOTENCY_KEY_METADATA_KEY: call.idempotency_key}
         try:
             if direct is not None:
                 parts = await direct.call(
                     part,
                     deps=deps,
                     conversation_id=call.flow_id,
-                    metadata={IDEMPOTENCY_KEY_METADATA_KEY: call.idempotency_key},
+                    metadata=metadata,
                     usage=usage,
                     context=replace(context, retries=state.retries),
                 )
                 return tool_step_output(parts, record, tools, state)
-            result = await self._run_agent.run(
-                None,
-                message_history=[ModelResponse(parts=[part])],
-                deferred_tool_results=(
-                    DeferredToolResults(approvals={record.tool_call_id: ToolApproved()}) if approved else None
-                ),
-                output_type=self._output_type,
-                deps=deps,
-                model=self._model,
-                conversation_id=call.flow_id,
-                metadata={IDEMPOTENCY_KEY_METADATA_KEY: call.idempotency_key},
-                capabilities=[
-                    ToolStepCapability(tools=tools, tool_name=record.tool_name, context=context),
-                    RevealToolCapability(tool_name=record.tool_name),
-                    ToolRetriesCapability(retries={record.tool_name: state.retries} if state.retries else {}),
-                ],
-                usage=usage,
-            )
+            with _metadata_from_the_turn(self._run_agent, context, metadata):
+                result = await self._run_agent.run(
+                    None,
+                    message_history=[ModelResponse(parts=[part])],
+                    deferred_tool_results=(
+                        DeferredToolResults(approvals={record.tool_call_id: ToolApproved()}) if approved else None
+                    ),
+                    output_type=self._output_type,
+                    deps=deps,
+                    model=self._model,
+                    conversation_id=call.flow_id,
+                    metadata=metadata,
+                    capabilities=[
+                        ToolStepCapability(tools=tools, tool_name=record.tool_name, context=context),
+                        RevealToolCapability(tool_name=record.tool_name),
+                        ToolRetriesCapability(retries={record.tool_name: state.retries} if state.retries else {}),
+                    ],
+                    usage=usage,
+                )
         except ApprovalRequired as error:
             raise ToolApprovalRequestedError(
                 f"tool {record.tool_name!r} asked for approval of call {record.tool_call_id!r}"
@@ -187,3 +191,27 @@ class ToolSteps:
         if history.framework_run_state is not None:
             messages.extend(_history.RunState.decode(history.framework_run_state).messages)
         return messages
+
+
+def _metadata_from_the_turn(
+    agent: AbstractAgent[Any, Any], context: ToolStepContext, step_metadata: dict[str, Any]
+) -> AbstractContextManager[None]:
+    """Compute an agent's metadata function from the turn's context, as in the plain run it stands for.
+
+    A run computes its metadata when it starts, from a context whose prompt is the run's; the tool Step's
+    run starts without one (its prompt comes from the model Step, `ToolStepContext`), so a metadata
+    function is shown the turn's prompt and step, and ``step_metadata`` (the idempotency key) merged over
+    what it returns, as a run merges its run metadata over the agent's. A mapping needs nothing: the run
+    merges the Step's metadata over it itself.
+    """
+    override = getattr(agent, "_override_metadata", None)
+    current = override.get() if override is not None else None
+    config = current.value if current is not None else getattr(agent, "_metadata", None)
+    if not callable(config):
+        return nullcontext()
+
+    def computed(ctx: RunContext[Any]) -> dict[str, Any]:
+        own: dict[str, Any] | None = config(context.applied(ctx))
+        return {**(own or {}), **step_metadata}
+
+    return agent.override(metadata=computed)

@@ -29,7 +29,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, MultiModalContent,
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.tools import ToolDefinition
 
-from dex_agents.adapters.pydantic_ai import run_messages
+from dex_agents.adapters.pydantic_ai import IDEMPOTENCY_KEY_METADATA_KEY, run_messages
 from tests.integration.pydantic_ai.parity.harness import Case, ParityStack, Scenario, ScenarioSet, check_parity
 from tests.integration.pydantic_ai.parity.probe import Probe, calls, text, turn_step
 
@@ -93,6 +93,51 @@ def tool_return_content_and_metadata_reach_the_model(probe: Probe) -> Scenario:
         )
 
     return Scenario(agent=agent, turns=["draw"])
+
+
+def _own_metadata(ctx: RunContext[None]) -> dict[str, Any] | None:
+    """The run's metadata without the key a session's tool Step adds (its documented difference)."""
+    if ctx.metadata is None:
+        return None
+    return {key: value for key, value in ctx.metadata.items() if key != IDEMPOTENCY_KEY_METADATA_KEY}
+
+
+@SCENARIOS.scenario()
+def tools_read_the_run_metadata(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(("c1", "echo_metadata", {}))
+        return text(str(_returns(messages)[0].content))
+
+    agent = Agent(probe.model(respond), metadata={"tenant": "a"}, capabilities=probe.capabilities)
+
+    @agent.tool
+    def echo_metadata(ctx: RunContext[None]) -> str:
+        probe.invoked("echo_metadata", metadata=_own_metadata(ctx))
+        assert ctx.metadata is not None
+        return f"tenant={ctx.metadata['tenant']}"
+
+    return Scenario(agent=agent, turns=["who am I?", "and now?"])
+
+
+@SCENARIOS.scenario()
+def tools_read_metadata_computed_from_the_run(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(("c1", "echo_metadata", {}))
+        return text(str(_returns(messages)[0].content))
+
+    def metadata(ctx: RunContext[None]) -> dict[str, Any]:
+        return {"prompt": ctx.prompt}
+
+    agent = Agent(probe.model(respond), metadata=metadata, capabilities=probe.capabilities)
+
+    @agent.tool
+    def echo_metadata(ctx: RunContext[None]) -> str:
+        probe.invoked("echo_metadata", metadata=_own_metadata(ctx))
+        return f"metadata={_own_metadata(ctx)}"
+
+    return Scenario(agent=agent, turns=["first question", "second question"])
 
 
 @SCENARIOS.scenario()
