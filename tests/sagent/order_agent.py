@@ -49,6 +49,13 @@ TOOL_POLICIES = {
 state_dir, invocations, gate = case_state(STATE_ENV)
 
 
+def notes_file(directory: Path) -> Path:
+    """A new ``notes.txt`` in ``directory`` holding ``hello world``: the file the Read, Edit and Write cases edit."""
+    target = directory / "notes.txt"
+    target.write_text("hello world\n")
+    return target
+
+
 def files_dir() -> Path:
     path = state_dir() / "files"
     path.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ from dex_agents.adapters.sagent.runner import (
 from dex_agents.application.next import GoTo
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.testing.memory import InMemorySessionHost
-from tests.sagent.order_agent import COMPACTION, STATE_ENV, SYSTEM, TOOL_POLICIES, build_agent, invocations
+from tests.sagent.order_agent import COMPACTION, STATE_ENV, SYSTEM, TOOL_POLICIES, build_agent, invocations, notes_file
 from tests.sagent.scripted_model import ScriptedModel, call, script
 
 
@@ -183,8 +183,7 @@ async def test_a_provider_overflow_compacts_and_the_retried_model_call_succeeds(
 
 
 async def test_the_tool_state_outlives_a_compaction_of_the_turn_that_read_the_file(state_dir: Path) -> None:
-    target = state_dir / "notes.txt"
-    target.write_text("hello world\n")
+    target = notes_file(state_dir)
     session = Session()
     await session.turn(script([call("r1", "Read", file_path=str(target))], "read it", name="read"))
     for n in range(2, 6):

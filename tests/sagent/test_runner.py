@@ -21,7 +21,7 @@ from dex_agents.application.next import GoTo, StepName
 from dex_agents.domain.events import ReasoningDeltaPayload, TextDeltaPayload, ToolCallDeferredPayload
 from dex_agents.domain.snapshot import AgentSnapshot
 from dex_agents.testing.memory import InMemorySessionHost
-from tests.sagent.order_agent import STATE_ENV, TOOL_POLICIES, build_agent, invocations
+from tests.sagent.order_agent import STATE_ENV, TOOL_POLICIES, build_agent, invocations, notes_file
 from tests.sagent.scripted_model import ScriptedModel, call, script
 
 
@@ -207,8 +207,7 @@ async def test_an_error_result_is_a_failed_call_the_model_sees_and_an_exception_
 async def test_calls_sharing_a_serialize_key_run_in_waves_and_each_sees_the_tool_state_the_last_left(
     state_dir: Path,
 ) -> None:
-    target = state_dir / "notes.txt"
-    target.write_text("hello world\n")
+    target = notes_file(state_dir)
     host = Session()
     snapshot = await host.turn(
         script(
@@ -240,8 +239,7 @@ async def test_calls_sharing_a_serialize_key_run_in_waves_and_each_sees_the_tool
 async def test_a_write_over_a_file_read_in_another_session_is_refused_so_the_read_cache_is_per_session(
     state_dir: Path,
 ) -> None:
-    target = state_dir / "notes.txt"
-    target.write_text("hello world\n")
+    target = notes_file(state_dir)
     reader = Session()
     await reader.turn(script([call("r1", "Read", file_path=str(target))]))
     other = Session()
@@ -252,8 +250,7 @@ async def test_a_write_over_a_file_read_in_another_session_is_refused_so_the_rea
 
 
 async def test_the_tool_state_carries_to_later_turns_through_the_stored_messages(state_dir: Path) -> None:
-    target = state_dir / "notes.txt"
-    target.write_text("hello world\n")
+    target = notes_file(state_dir)
     host = Session()
     await host.turn(script([call("r1", "Read", file_path=str(target))], "read it"))
     snapshot = await host.turn(script([call("e1", "Write", file_path=str(target), content="bye world\n")]))

@@ -23,7 +23,7 @@ from tests.integration.runner_conformance import (
     idle,
 )
 from tests.integration.stacks import started_session
-from tests.sagent.order_agent import STATE_ENV, build_flows, gate, invocations
+from tests.sagent.order_agent import STATE_ENV, build_flows, gate, invocations, notes_file
 from tests.sagent.scripted_model import call, script
 
 pytestmark = pytest.mark.integration
@@ -69,8 +69,7 @@ async def test_parallel_calls_run_in_parallel_steps_and_the_model_sees_every_res
 async def test_same_file_calls_run_one_after_another_and_the_tool_state_survives_a_worker_kill(
     stack: AgentTestStack, flow: AgentSessionFlow, state_dir: Path
 ) -> None:
-    target = state_dir / "notes.txt"
-    target.write_text("hello world\n")
+    target = notes_file(state_dir)
     worker = await stack.start_worker()
     sessions = stack.sessions(flow)
     await sessions.start_session(

@@ -19,7 +19,7 @@ from dex_agents.domain.tools import AgentToolCall, ToolEffect, ToolPolicy
 from dex_agents.domain.turn_control import TURN_CANCELLED_NOTE_HEADER, cancel_rejection_message
 from dex_agents.testing.memory import InMemorySessionHost
 from tests.integration.runner_conformance import assert_cancelled_at_its_approval
-from tests.sagent.order_agent import STATE_ENV, TOOL_POLICIES, build_agent, invocations
+from tests.sagent.order_agent import STATE_ENV, TOOL_POLICIES, build_agent, invocations, notes_file
 from tests.sagent.scripted_model import call, script
 
 STEER = MessageDelivery.STEER
@@ -116,8 +116,7 @@ async def test_a_message_steered_during_a_tool_step_reaches_the_next_model_call_
 
 
 async def test_a_message_steered_between_waves_waits_for_the_model_call_after_the_last_wave(state_dir: Path) -> None:
-    target = state_dir / "notes.txt"
-    target.write_text("hello world\n")
+    target = notes_file(state_dir)
     host = new_host()
     await host.start(
         script(

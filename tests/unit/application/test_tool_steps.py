@@ -40,6 +40,13 @@ async def with_pending_call(
     return session
 
 
+async def run_tool_step(session: InMemorySessionHost, step: StepName) -> object:
+    """Run call ``c1``'s tool Step ``step`` (``CallTool`` or ``CallSingleAttemptTool``); return its decision."""
+    if step is StepName.CALL_TOOL:
+        return await session.call_tool("c1")
+    return await session.call_single_attempt_tool("c1")
+
+
 @pytest.mark.parametrize(
     ("policy", "step"),
     [(READ, StepName.CALL_TOOL), (NON_IDEMPOTENT_NO_APPROVAL, StepName.CALL_SINGLE_ATTEMPT_TOOL)],
@@ -47,12 +54,7 @@ async def with_pending_call(
 async def test_a_tool_step_records_success_and_publishes_its_one_result(policy: ToolPolicy, step: StepName) -> None:
     session = await with_pending_call(policy, "42 rows")
 
-    if step is StepName.CALL_TOOL:
-        decision = await session.call_tool("c1")
-    else:
-        decision = await session.call_single_attempt_tool("c1")
-
-    assert decision == End()
+    assert await run_tool_step(session, step) == End()
     record = session.tool_calls["c1"]
     assert (record.status, record.output) == (S.SUCCEEDED, "42 rows")
     assert session.results.published == [ToolCallCompleted(tool_call_id="c1", turn_id="turn-1", status=S.SUCCEEDED)]
@@ -79,32 +81,24 @@ async def test_the_runner_gets_the_record_the_idempotency_key_and_the_attempt() 
     assert {(e.turn_id, e.step_execution_id, e.attempt) for e in session.sink.events} == {("turn-1", "CallTool-5", 2)}
 
 
-async def test_the_tool_step_writes_started_as_its_first_output_and_awaits_no_heartbeat_before_the_tool_runs() -> None:
+@pytest.mark.parametrize(
+    ("policy", "step", "beats"),
+    [(READ, StepName.CALL_TOOL, 0), (NON_IDEMPOTENT_NO_APPROVAL, StepName.CALL_SINGLE_ATTEMPT_TOOL, 1)],
+)
+async def test_a_tool_step_writes_started_first_and_only_a_single_attempt_one_beats_before_the_tool_runs(
+    policy: ToolPolicy, step: StepName, beats: int
+) -> None:
     seen: list[tuple[tuple[AgentEventType, ...], int]] = []
-    session = await with_pending_call(READ, "")
+    session = await with_pending_call(policy, "")
 
     def tool(call: DeferredToolExecution) -> str:
         seen.append((session.sink.types, session.heartbeat.count))
         return "ok"
 
     session.scripted.script_tool("c1", tool)
-    await session.call_tool("c1")
+    await run_tool_step(session, step)
 
-    assert seen == [((AgentEventType.TOOL_CALL_STARTED,), 0)]
-
-
-async def test_a_single_attempt_tool_step_writes_started_and_beats_before_the_tool_runs() -> None:
-    seen: list[tuple[tuple[AgentEventType, ...], int]] = []
-    session = await with_pending_call(NON_IDEMPOTENT_NO_APPROVAL, "")
-
-    def tool(call: DeferredToolExecution) -> str:
-        seen.append((session.sink.types, session.heartbeat.count))
-        return "ok"
-
-    session.scripted.script_tool("c1", tool)
-    await session.call_single_attempt_tool("c1")
-
-    assert seen == [((AgentEventType.TOOL_CALL_STARTED,), 1)]
+    assert seen == [((AgentEventType.TOOL_CALL_STARTED,), beats)]
 
 
 async def test_a_tool_execution_error_records_failed_with_its_message_and_publishes_the_result() -> None:

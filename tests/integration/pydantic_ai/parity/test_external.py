@@ -7,6 +7,7 @@ see the same either way.
 """
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -46,24 +47,26 @@ def _seen(messages: list[ModelMessage]) -> str:
     return repr([(part.outcome, part.content) for part in parts if isinstance(part, ToolReturnPart)])
 
 
-def _inventory() -> ExternalToolset[None]:
+def _inventory_agent(probe: Probe, *asked: tuple[str, str, dict[str, Any]]) -> Agent[None, Any]:
+    """An agent whose model asks for the external ``inventory`` calls ``asked``, then answers what it was given."""
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(*asked)
+        return text(_seen(messages))
+
     schema = {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}
-    return ExternalToolset([ToolDefinition(name="inventory", parameters_json_schema=schema)])
+    return Agent(
+        probe.model(respond),
+        output_type=[str, DeferredToolRequests],
+        toolsets=[ExternalToolset([ToolDefinition(name="inventory", parameters_json_schema=schema)])],
+        capabilities=probe.capabilities,
+    )
 
 
 @SCENARIOS.scenario()
 def an_external_tools_result_reaches_the_model_as_its_value(probe: Probe) -> Scenario:
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if turn_step(messages) == 0:
-            return calls(("c1", "inventory", {"sku": "A-7"}), ("c2", "inventory", {"sku": "B-2"}))
-        return text(_seen(messages))
-
-    agent = Agent(
-        probe.model(respond),
-        output_type=[str, DeferredToolRequests],
-        toolsets=[_inventory()],
-        capabilities=probe.capabilities,
-    )
+    agent = _inventory_agent(probe, ("c1", "inventory", {"sku": "A-7"}), ("c2", "inventory", {"sku": "B-2"}))
 
     def answer(call: object) -> object:
         return {"stock": 3, "sku": "A-7"} if getattr(call, "tool_call_id", None) == "c1" else [1, True, None]
@@ -73,17 +76,7 @@ def an_external_tools_result_reaches_the_model_as_its_value(probe: Probe) -> Sce
 
 @SCENARIOS.scenario()
 def an_external_tools_error_reaches_the_model_as_retry_feedback(probe: Probe) -> Scenario:
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if turn_step(messages) == 0:
-            return calls(("c1", "inventory", {"sku": "A-7"}))
-        return text(_seen(messages))
-
-    agent = Agent(
-        probe.model(respond),
-        output_type=[str, DeferredToolRequests],
-        toolsets=[_inventory()],
-        capabilities=probe.capabilities,
-    )
+    agent = _inventory_agent(probe, ("c1", "inventory", {"sku": "A-7"}))
     return Scenario(
         agent=agent, turns=["how many A-7?"], external=lambda _call: ExternalError("the warehouse is closed")
     )

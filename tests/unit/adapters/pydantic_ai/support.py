@@ -84,6 +84,16 @@ class SessionDriver:
         records: dict[str, AgentToolCall] = {}
         failures: list[BaseException] = []
         state: str | None = None
+
+        def ended(error: BaseException | None) -> Turn:
+            return Turn(
+                turn_id=turn_id,
+                outcomes=tuple(outcomes),
+                records=tuple(records.values()),
+                step_failures=tuple(failures),
+                error=error,
+            )
+
         for attempt in range(max_model_calls):
             context = make_turn_context(
                 messages=self.messages,
@@ -101,24 +111,12 @@ class SessionDriver:
                 note = build_turn_failure_note(records.values())
                 if note is not None:
                     self._store(self.runner.build_user_message(note), turn_id)
-                return Turn(
-                    turn_id=turn_id,
-                    outcomes=tuple(outcomes),
-                    records=tuple(records.values()),
-                    step_failures=tuple(failures),
-                    error=error,
-                )
+                return ended(error)
             outcomes.append(outcome)
             if isinstance(outcome, TurnCompleted):
                 for message in outcome.new_messages:
                     self._store(message, turn_id)
-                return Turn(
-                    turn_id=turn_id,
-                    outcomes=tuple(outcomes),
-                    records=tuple(records.values()),
-                    step_failures=tuple(failures),
-                    error=None,
-                )
+                return ended(None)
             state = outcome.framework_run_state
             for requested in outcome.tool_calls:
                 record = await self._run_call(turn_id, requested.tool_call_id, requested, len(records), failures)

@@ -14,7 +14,7 @@ from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, RunCon
 from pydantic_ai.agent import AgentRunResult
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.tools import ToolDefinition, ToolPrepareFunc
 from pydantic_ai.usage import RequestUsage, RunUsage
 
 from dex_agents import AgentSessionOptions, ToolEffect, ToolExecutionError
@@ -29,7 +29,7 @@ from dex_agents.adapters.pydantic_ai._tool_context import (
 from dex_agents.application.next import GoTo, StepName
 from dex_agents.testing import make_tool_call, make_tool_execution
 from dex_agents.testing.memory import InMemorySessionHost
-from tests.unit.adapters.pydantic_ai.support import SessionDriver
+from tests.unit.adapters.pydantic_ai.support import SessionDriver, Turn
 
 READS = AgentSessionOptions(default_tool_effect=ToolEffect.READ)
 """Tools that need no approval: a plain run runs their calls in the run that asked for them."""
@@ -299,15 +299,16 @@ async def test_an_approved_call_and_the_calls_after_it_see_the_resumed_plain_run
     assert by_call["c1"] == ("c1", None, 0, 0)  # the user's resumed run: no prompt, counted from 0
 
 
-@pytest.mark.parametrize("direct", [True, False], ids=["direct", "agent-run"])
-async def test_a_tool_its_prepare_renamed_runs_under_the_new_name(direct: bool) -> None:
+async def _look_prepared_by(prepare: ToolPrepareFunc[None], called: str, *, direct: bool) -> tuple[Turn, list[str]]:
+    """A turn whose model calls ``called`` once (``what="x"``), its one tool ``look`` prepared by ``prepare``.
+
+    Returns the turn and what ``look`` was given.
+    """
+
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if _model_requests(messages) == 0:
-            return ModelResponse(parts=[ToolCallPart("peek", {"what": "x"}, tool_call_id="c1")])
+            return ModelResponse(parts=[ToolCallPart(called, {"what": "x"}, tool_call_id="c1")])
         return ModelResponse(parts=[TextPart("done")])
-
-    async def rename(ctx: RunContext[None], tool_def: ToolDefinition) -> ToolDefinition:
-        return replace(tool_def, name="peek")
 
     looked: list[str] = []
 
@@ -315,10 +316,17 @@ async def test_a_tool_its_prepare_renamed_runs_under_the_new_name(direct: bool) 
         looked.append(what)
         return what
 
-    agent: Agent[None, str] = Agent(FunctionModel(respond), tools=[Tool(look, prepare=rename)])
+    agent: Agent[None, str] = Agent(FunctionModel(respond), tools=[Tool(look, prepare=prepare)])
     driver = SessionDriver(PydanticAIRunner(agent, direct_tool_calls=direct, live_runs=False), options=READS)
+    return await driver.turn(called), looked
 
-    turn = await driver.turn("peek")
+
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "agent-run"])
+async def test_a_tool_its_prepare_renamed_runs_under_the_new_name(direct: bool) -> None:
+    async def rename(ctx: RunContext[None], tool_def: ToolDefinition) -> ToolDefinition:
+        return replace(tool_def, name="peek")
+
+    turn, looked = await _look_prepared_by(rename, "peek", direct=direct)
 
     assert turn.error is None
     assert looked == ["x"]
@@ -326,24 +334,10 @@ async def test_a_tool_its_prepare_renamed_runs_under_the_new_name(direct: bool) 
 
 @pytest.mark.parametrize("direct", [True, False], ids=["direct", "agent-run"])
 async def test_a_tool_its_prepare_made_ask_for_approval_runs_once_approved(direct: bool) -> None:
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        if _model_requests(messages) == 0:
-            return ModelResponse(parts=[ToolCallPart("look", {"what": "x"}, tool_call_id="c1")])
-        return ModelResponse(parts=[TextPart("done")])
-
     async def ask(ctx: RunContext[None], tool_def: ToolDefinition) -> ToolDefinition:
         return replace(tool_def, kind="unapproved")
 
-    looked: list[str] = []
-
-    def look(what: str) -> str:
-        looked.append(what)
-        return what
-
-    agent: Agent[None, str] = Agent(FunctionModel(respond), tools=[Tool(look, prepare=ask)])
-    driver = SessionDriver(PydanticAIRunner(agent, direct_tool_calls=direct, live_runs=False), options=READS)
-
-    turn = await driver.turn("look")
+    turn, looked = await _look_prepared_by(ask, "look", direct=direct)
 
     # The tool Step lists the tool as declared (kind "function"), the approved call runs all the same.
     assert turn.error is None

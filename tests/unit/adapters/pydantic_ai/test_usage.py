@@ -56,6 +56,15 @@ async def session_turn(
     return host
 
 
+async def over_the_limits(
+    prompt: str, limits: UsageLimits, *, live_runs: bool
+) -> tuple[UsageLimitExceeded, InMemorySessionHost]:
+    """The error a plain run of ``prompt`` under ``limits`` raises, and the session that ran the turn under them."""
+    with pytest.raises(UsageLimitExceeded) as plain:
+        await build_agent().run(prompt, usage_limits=limits)
+    return plain.value, await session_turn(prompt, usage_limits=limits, live_runs=live_runs)
+
+
 def model_attempts(host: InMemorySessionHost) -> list[int]:
     return [attempt for step, _, attempt in host.executed if step is StepName.RUN_MODEL]
 
@@ -69,14 +78,10 @@ TWO_ROUNDS = script([call("l1", "lookup", order="7")], [call("l2", "lookup", ord
 async def test_a_request_limit_counts_the_whole_turn_and_fails_it_at_once_with_pydantic_ais_error(
     live_runs: bool,
 ) -> None:
-    limits = UsageLimits(request_limit=2)
-    with pytest.raises(UsageLimitExceeded) as plain:
-        await build_agent().run(TWO_ROUNDS, usage_limits=limits)
-
-    host = await session_turn(TWO_ROUNDS, usage_limits=limits, live_runs=live_runs)
+    plain, host = await over_the_limits(TWO_ROUNDS, UsageLimits(request_limit=2), live_runs=live_runs)
 
     state = host.state.current
-    assert state.last_turn_error == f"pydantic_ai.exceptions.UsageLimitExceeded: {plain.value}"
+    assert state.last_turn_error == f"pydantic_ai.exceptions.UsageLimitExceeded: {plain}"
     assert state.active_turn_id is None
     assert model_attempts(host) == [1, 1, 1]  # the third model Step fails the turn without another attempt
     assert host.usage.get().model_calls == 2
@@ -104,26 +109,18 @@ async def test_a_sub_agent_sharing_ctx_usage_is_counted_in_the_session_as_in_the
 @LIVE
 async def test_a_request_limit_counts_the_sub_agents_requests_too(live_runs: bool) -> None:
     prompt = script([call("d1", "delegate", question="q")], "done", name="delegate")
-    limits = UsageLimits(request_limit=3)
-    with pytest.raises(UsageLimitExceeded) as plain:
-        await build_agent().run(prompt, usage_limits=limits)
+    plain, host = await over_the_limits(prompt, UsageLimits(request_limit=3), live_runs=live_runs)
 
-    host = await session_turn(prompt, usage_limits=limits, live_runs=live_runs)
-
-    assert host.state.current.last_turn_error == f"pydantic_ai.exceptions.UsageLimitExceeded: {plain.value}"
+    assert host.state.current.last_turn_error == f"pydantic_ai.exceptions.UsageLimitExceeded: {plain}"
     assert host.usage.get().model_calls == 3
 
 
 @LIVE
 async def test_a_tool_call_limit_fails_the_turn_before_any_of_its_calls_runs(live_runs: bool) -> None:
     prompt = script([call("l1", "lookup", order="7"), call("l2", "lookup", order="8")], "done", name="many")
-    limits = UsageLimits(tool_calls_limit=1)
-    with pytest.raises(UsageLimitExceeded) as plain:
-        await build_agent().run(prompt, usage_limits=limits)
+    plain, host = await over_the_limits(prompt, UsageLimits(tool_calls_limit=1), live_runs=live_runs)
 
-    host = await session_turn(prompt, usage_limits=limits, live_runs=live_runs)
-
-    assert host.state.current.last_turn_error == f"pydantic_ai.exceptions.UsageLimitExceeded: {plain.value}"
+    assert host.state.current.last_turn_error == f"pydantic_ai.exceptions.UsageLimitExceeded: {plain}"
     assert not any(step is StepName.CALL_TOOL for step, _, _ in host.executed)
     assert host.tool_calls.all() == ()
 
@@ -132,17 +129,13 @@ async def test_a_tool_call_limit_fails_the_turn_before_any_of_its_calls_runs(liv
 async def test_a_token_limit_passed_by_a_response_fails_the_turn_and_its_usage_is_still_counted(
     live_runs: bool,
 ) -> None:
-    limits = UsageLimits(output_tokens_limit=3)
-    with pytest.raises(UsageLimitExceeded) as plain:
-        await build_agent().run(TWO_ROUNDS, usage_limits=limits)
-
-    host = await session_turn(TWO_ROUNDS, usage_limits=limits, live_runs=live_runs)
+    plain, host = await over_the_limits(TWO_ROUNDS, UsageLimits(output_tokens_limit=3), live_runs=live_runs)
 
     error = host.state.current.last_turn_error
     assert error is not None
     # The count in the message is the test model's estimate, which differs between a streamed and a whole response.
     assert error.startswith("pydantic_ai.exceptions.UsageLimitExceeded: Exceeded the output_tokens_limit of 3 (")
-    assert str(plain.value).startswith("Exceeded the output_tokens_limit of 3 (")
+    assert str(plain).startswith("Exceeded the output_tokens_limit of 3 (")
     assert model_attempts(host) == [1]
     assert host.usage.get().model_calls == 1
     assert host.usage.get().output_tokens > 3
