@@ -45,7 +45,7 @@ from dex_agents.testing import (
     wait_for_agent_snapshot,
 )
 from tests.integration.case_state import case_state
-from tests.integration.stacks import started_session
+from tests.integration.stacks import session_on_a_worker, started_session
 
 
 def script(*steps: str | list[Any] | dict[str, Any], name: str = "turn") -> str:
@@ -243,9 +243,8 @@ class SessionConformance:
         self, stack: AgentTestStack, flow: AgentSessionFlow
     ) -> None:
         kit = self.kit
-        worker = await stack.start_worker()
-        await stack.sessions(flow).start_session(
-            "s", script([call("c1", "read_tool")], {"gate": "m1", "text": "@summary"}, name="kill")
+        worker, _ = await session_on_a_worker(
+            stack, flow, script([call("c1", "read_tool")], {"gate": "m1", "text": "@summary"}, name="kill")
         )
         await kit.gate("m1").wait_until_reached()
         worker.kill()
@@ -265,10 +264,10 @@ class SessionConformance:
         self, stack: AgentTestStack, flow: AgentSessionFlow
     ) -> None:
         kit = self.kit
-        worker = await stack.start_worker()
-        sessions = stack.sessions(flow)
         effects = ["read_tool", "idempotent_write", "write", "unclassified_write"]
-        await sessions.start_session("s", script([call(f"c{i}", name, gate=name) for i, name in enumerate(effects)]))
+        worker, sessions = await session_on_a_worker(
+            stack, flow, script([call(f"c{i}", name, gate=name) for i, name in enumerate(effects)])
+        )
         interrupt = await wait_for_agent_snapshot(
             sessions, "s", lambda s: next(iter(s.pending_interrupts), None), description="the unclassified approval"
         )

@@ -6,7 +6,8 @@ suite's conftest declares: the stack serves the ``flows`` fixture (each suite sa
 which flows) on the ``backend`` fixture, its Worker children run from the project
 root with ``state_env`` naming the case's state directory. `flow_fixtures` makes
 ``flows`` and ``flow`` (the first) for a suite whose stack serves all its flows.
-`started_session` is how most cases begin: a Worker, then session ``s``.
+`started_session` is how most cases begin: a Worker, then session ``s``
+(`session_on_a_worker` when the case kills that Worker).
 `shop_fixture` makes the ``shop`` fixture of the suites that run the demo shop.
 """
 
@@ -18,7 +19,7 @@ import pytest
 from dex_agents import AgentSessionClient, AgentSessionFlow, WorkerMode
 from dex_agents.cli.shop import CHUNK_DELAY_ENV
 from dex_agents.cli.shop import STATE_ENV as SHOP_STATE_ENV
-from dex_agents.testing import AgentTestStack
+from dex_agents.testing import AgentTestStack, WorkerProcess
 from dex_agents.testing.devserver import DevServerConfig
 from dex_agents.testing.stack import Backend
 from tests.integration.conftest import PROJECT_ROOT
@@ -95,10 +96,18 @@ async def started_session(
     stack: AgentTestStack, flow: AgentSessionFlow, initial_message: str | None = None, *, session_id: str = "s"
 ) -> AgentSessionClient:
     """Start a Worker, then session ``session_id`` of ``flow`` on ``initial_message``; return ``flow``'s client."""
-    await stack.start_worker()
+    _, sessions = await session_on_a_worker(stack, flow, initial_message, session_id=session_id)
+    return sessions
+
+
+async def session_on_a_worker(
+    stack: AgentTestStack, flow: AgentSessionFlow, initial_message: str | None = None, *, session_id: str = "s"
+) -> tuple[WorkerProcess, AgentSessionClient]:
+    """`started_session` for a case that kills its Worker: return the Worker too."""
+    worker = await stack.start_worker()
     sessions = stack.sessions(flow)
     await sessions.start_session(session_id, initial_message)
-    return sessions
+    return worker, sessions
 
 
 def shop_fixture(chunk_delay: str, *, autouse: bool = False) -> object:

@@ -22,7 +22,7 @@ from tests.integration.runner_conformance import (
     executed,
     idle,
 )
-from tests.integration.stacks import started_session
+from tests.integration.stacks import session_on_a_worker, started_session
 from tests.sagent.order_agent import STATE_ENV, build_flows, gate, invocations, notes_file
 from tests.sagent.scripted_model import call, script
 
@@ -70,10 +70,9 @@ async def test_same_file_calls_run_one_after_another_and_the_tool_state_survives
     stack: AgentTestStack, flow: AgentSessionFlow, state_dir: Path
 ) -> None:
     target = notes_file(state_dir)
-    worker = await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session(
-        "s",
+    worker, sessions = await session_on_a_worker(
+        stack,
+        flow,
         script(
             [
                 call("r1", "Read", file_path=str(target)),

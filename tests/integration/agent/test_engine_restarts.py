@@ -23,7 +23,7 @@ from dex_agents.testing.probes import engine_unreachable
 from tests.integration.agent.scripted_agent import COMPACT_GATE_ENV, KEEP_RECENT_ENV, gate
 from tests.integration.agent.scripted_agent import invocations as log
 from tests.integration.agent.test_sessions import fake_stack_with, tool, turn
-from tests.integration.stacks import started_session
+from tests.integration.stacks import session_on_a_worker, started_session
 
 pytestmark = pytest.mark.integration
 
@@ -88,9 +88,9 @@ async def test_a_running_read_survives_an_engine_restart_and_a_worker_kill_and_r
     engine_stack: tuple[AgentTestStack, AgentSessionFlow],
 ) -> None:
     stack, flow = engine_stack
-    worker = await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(tool("c1", "read_tool", gate="g"), tool("c2", "idempotent_write")))
+    worker, sessions = await session_on_a_worker(
+        stack, flow, turn(tool("c1", "read_tool", gate="g"), tool("c2", "idempotent_write"))
+    )
     await gate("g").wait_until_reached()
     await snapshot_where(sessions, "s", write_succeeded, "the write to be recorded")
     await stack.kill_engine()

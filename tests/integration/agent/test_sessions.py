@@ -35,7 +35,7 @@ from tests.integration.agent.scripted_agent import (
 )
 from tests.integration.runner_conformance import RunnerKit, SessionConformance, executed
 from tests.integration.runner_conformance import idle as idle_turns
-from tests.integration.stacks import agent_test_stack, started_session
+from tests.integration.stacks import agent_test_stack, session_on_a_worker, started_session
 
 pytestmark = pytest.mark.integration
 
@@ -133,9 +133,7 @@ async def test_turn_runs_each_tool_in_its_own_step_and_resumes_the_model(
 async def test_approval_given_after_the_worker_was_replaced_runs_the_tool_once(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    worker = await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(tool("c1", "approved_write")))
+    worker, sessions = await session_on_a_worker(stack, flow, turn(tool("c1", "approved_write")))
     interrupt = await pending_approval(sessions, "s")
     assert interrupt.tool_name == "approved_write"
     worker.kill()

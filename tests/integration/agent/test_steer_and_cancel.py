@@ -21,7 +21,7 @@ from dex_agents.testing import AgentTestStack
 from tests.integration.agent.scripted_agent import CLOCK_SKEW_ENV, DEADLINE_ENV, gate, invocations
 from tests.integration.agent.test_sessions import fake_stack_with, idle, pending_approval, tool, turn
 from tests.integration.runner_conformance import assert_cancelled_at_its_approval
-from tests.integration.stacks import started_session
+from tests.integration.stacks import session_on_a_worker, started_session
 
 pytestmark = pytest.mark.integration
 
@@ -191,9 +191,7 @@ async def test_cancelling_while_two_parallel_tool_steps_wait_at_gates_keeps_both
 async def test_a_cancel_accepted_just_before_the_worker_is_killed_takes_effect_once(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    worker = await stack.start_worker()
-    sessions = stack.sessions(flow)
-    await sessions.start_session("s", turn(tool("c1", "read_tool", gate="g")))
+    worker, sessions = await session_on_a_worker(stack, flow, turn(tool("c1", "read_tool", gate="g")))
     await gate("g").wait_until_reached()
 
     assert await sessions.cancel_turn("s", "stop") is True

@@ -12,6 +12,7 @@ from dex_agents import AgentSessionFlow, AgentSnapshot, MessageRole
 from dex_agents.testing import AgentTestStack
 from tests.integration.pydantic_ai.order_agent import PLAIN_FLOW_TYPE, gate, invocations
 from tests.integration.runner_conformance import executed, idle
+from tests.integration.stacks import session_on_a_worker
 from tests.unit.adapters.pydantic_ai.scripted_model import call, script
 
 pytestmark = pytest.mark.integration
@@ -61,8 +62,7 @@ async def test_a_turn_of_three_tool_batches_is_served_by_one_agent_run_with_ever
 async def test_a_worker_killed_between_model_steps_leaves_the_turn_to_a_new_run_from_the_run_state(
     stack: AgentTestStack, plain: AgentSessionFlow
 ) -> None:
-    worker = await stack.start_worker()
-    await stack.sessions(plain).start_session("s", TURN)
+    worker, _ = await session_on_a_worker(stack, plain, TURN)
     await gate("b1").wait_until_reached()
     worker.kill()
     await stack.start_worker()

@@ -24,7 +24,7 @@ from dex_agents.testing import (
     wait_for_agent_snapshot,
 )
 from tests.integration.pydantic_ai.scheduling_agent import AGENT, LIMITS, STATE_ENV, build_flows, gate, invocations
-from tests.integration.stacks import flow_fixtures, stack_fixtures, started_session
+from tests.integration.stacks import flow_fixtures, session_on_a_worker, stack_fixtures, started_session
 from tests.unit.adapters.pydantic_ai.scripted_model import call, script
 
 pytestmark = pytest.mark.integration
@@ -157,9 +157,8 @@ async def test_a_sequential_call_waiting_for_approval_holds_the_calls_after_it_u
 async def test_a_worker_killed_mid_chain_repeats_only_the_running_sequential_call(
     stack: AgentTestStack, flow: AgentSessionFlow
 ) -> None:
-    worker = await stack.start_worker()
-    await stack.sessions(flow).start_session(
-        "s", script([call("s", "serial", label="s", hold="gs"), call("c", "work", label="c")], "@summary")
+    worker, _ = await session_on_a_worker(
+        stack, flow, script([call("s", "serial", label="s", hold="gs"), call("c", "work", label="c")], "@summary")
     )
     await gate("gs").wait_until_reached()
     worker.kill()

@@ -11,7 +11,7 @@ from dex_agents import (
     ToolPolicy,
     TurnCompleted,
 )
-from dex_agents.application.next import End, GoTo, GoToMany, StepName
+from dex_agents.application.next import End, GoTo, GoToMany, Next, StepName
 from dex_agents.domain import events as ev
 from dex_agents.domain.events import AgentEventType, SteeredLanding
 from dex_agents.domain.messages import AgentUserMessage, MessageDelivery
@@ -41,6 +41,13 @@ def two_call_turn(*replies: object, policy: ToolPolicy = READ) -> InMemorySessio
     return InMemorySessionHost(runner)
 
 
+async def fanned_out(*replies: object) -> tuple[InMemorySessionHost, Next]:
+    """A `two_call_turn` started on "look it up", its first model Step run; its decision starts the tool Steps."""
+    host = two_call_turn(*replies)
+    await host.start("look it up")
+    return host, await host.run_model()
+
+
 def steered_texts(host: InMemorySessionHost) -> list[tuple[str, SteeredLanding, str | None]]:
     return [
         (e.payload.text, e.payload.landed, e.turn_id)
@@ -63,9 +70,7 @@ async def test_a_steered_message_sent_while_idle_starts_a_turn_like_a_queued_one
 
 
 async def test_a_message_steered_during_a_tool_step_joins_the_turn_after_the_tool_results() -> None:
-    host = two_call_turn()
-    await host.start("look it up")
-    fan_out = await host.run_model()
+    host, fan_out = await fanned_out()
     assert isinstance(fan_out, GoToMany)
 
     assert await host.send_user_message("also check the date", client_message_id="m1", delivery=STEER)
@@ -82,9 +87,7 @@ async def test_a_message_steered_during_a_tool_step_joins_the_turn_after_the_too
 
 
 async def test_steered_messages_are_taken_in_order_and_the_model_call_after_sees_none_again() -> None:
-    host = two_call_turn()
-    await host.start("look it up")
-    fan_out = await host.run_model()
+    host, fan_out = await fanned_out()
     for text in ("first", "second"):
         assert await host.send_user_message(text, delivery=STEER)
     await host.drive(fan_out)
@@ -107,9 +110,7 @@ async def test_a_steered_message_the_turn_ends_before_taking_starts_the_next_tur
 
 
 async def test_a_turn_whose_resume_failed_hands_back_the_steered_messages_its_model_never_saw() -> None:
-    host = two_call_turn()
-    await host.start("look it up")
-    await host.run_model()
+    host, _ = await fanned_out()
     host.steered.set([AgentUserMessage(text="late", delivery=STEER)])
 
     await host.record_turn_failure(recovery_error="the resume failed", step=StepName.RECORD_RESUME_FAILURE)
@@ -119,9 +120,7 @@ async def test_a_turn_whose_resume_failed_hands_back_the_steered_messages_its_mo
 
 
 async def test_a_turn_whose_model_step_failed_stores_the_steered_messages_its_failed_attempts_were_given() -> None:
-    host = two_call_turn()
-    await host.start("look it up")
-    await host.run_model()
+    host, _ = await fanned_out()
     host.steered.set([AgentUserMessage(text="late", delivery=STEER, client_message_id="s1")])
 
     await host.record_turn_failure(recovery_error="the model is down")
@@ -136,9 +135,7 @@ async def test_a_turn_whose_model_step_failed_stores_the_steered_messages_its_fa
 
 
 async def test_the_snapshot_lists_waiting_messages_and_the_steered_ones_the_turn_took() -> None:
-    host = two_call_turn()
-    await host.start("look it up")
-    await host.run_model()
+    host, _ = await fanned_out()
     assert await host.send_user_message("next question", client_message_id="q1")
     assert await host.send_user_message("steer me", client_message_id="s1", delivery=STEER)
     host.steered.set([AgentUserMessage(text="taken", client_message_id="s0", delivery=STEER)])
@@ -154,9 +151,7 @@ async def test_the_snapshot_lists_waiting_messages_and_the_steered_ones_the_turn
 
 
 async def test_withdrawing_removes_only_a_message_no_turn_has_taken() -> None:
-    host = two_call_turn()
-    await host.start("look it up")
-    await host.run_model()
+    host, _ = await fanned_out()
     assert await host.send_user_message("queued", client_message_id="q1")
     assert await host.send_user_message("steered", client_message_id="s1", delivery=STEER)
 
@@ -220,9 +215,7 @@ async def test_cancelling_while_waiting_for_approval_rejects_it_and_ends_the_tur
 
 
 async def test_a_tool_call_not_started_when_the_cancel_arrives_is_cancelled_without_running() -> None:
-    host = two_call_turn()
-    await host.start("look it up")
-    fan_out = await host.run_model()
+    host, fan_out = await fanned_out()
     assert await host.cancel_turn(None)
 
     decision = await host.call_tool("c1")
@@ -236,9 +229,7 @@ async def test_a_tool_call_not_started_when_the_cancel_arrives_is_cancelled_with
 
 
 async def test_a_retried_tool_attempt_is_not_recorded_cancelled_it_may_have_started() -> None:
-    host = two_call_turn()
-    await host.start("look it up")
-    await host.run_model()
+    host, _ = await fanned_out()
     assert await host.cancel_turn("stop")
     await host.call_tool("c1", attempt=2)
     assert host.tool_calls["c1"].status is ToolCallStatus.SUCCEEDED
@@ -246,9 +237,7 @@ async def test_a_retried_tool_attempt_is_not_recorded_cancelled_it_may_have_star
 
 
 async def test_a_tool_that_finished_keeps_its_result_and_the_next_model_call_ends_the_turn_instead() -> None:
-    host = two_call_turn()
-    await host.start("look it up")
-    await host.run_model()
+    host, _ = await fanned_out()
     await host.call_tool("c1")  # it was running when the cancel came
     assert await host.cancel_turn("enough")
     resumed = await host.resume_turn(host.results.take(1))
@@ -284,9 +273,7 @@ async def test_an_approval_raised_after_the_cancel_was_accepted_is_rejected_with
 
 
 async def test_a_cancel_hands_back_steered_messages_the_model_never_saw() -> None:
-    host = two_call_turn(TurnCompleted(new_messages=[assistant_message("about the date")]))
-    await host.start("look it up")
-    fan_out = await host.run_model()
+    host, fan_out = await fanned_out(TurnCompleted(new_messages=[assistant_message("about the date")]))
     assert await host.send_user_message("what about the date?", delivery=STEER)
     assert await host.cancel_turn("stop")
 
