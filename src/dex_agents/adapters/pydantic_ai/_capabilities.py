@@ -234,6 +234,8 @@ class ModelStepCapability(AbstractCapability[Any]):
     resumed: bool = False
     """Whether the run resumes the turn's run state: its first step answers calls a plain run's step listed
     the tools for, so that listing runs no ``prepare`` (unless the run starts again at 0, as a plain run does)."""
+    prompt: object = None
+    """The turn's prompt a resumed run shows as ``ctx.prompt`` (``None`` after a call a plain run defers)."""
 
     def get_ordering(self) -> CapabilityOrdering | None:
         """Return the outermost, wraps-everything ordering."""
@@ -252,7 +254,7 @@ class ModelStepCapability(AbstractCapability[Any]):
 
     async def before_node_run(self, ctx: RunContext[Any], *, node: Any) -> Any:
         """Show listeners a plain run's events and ``run_step`` (`dex_agents.adapters.pydantic_ai._run_nodes`)."""
-        continue_run_step(node, self.run_step)
+        continue_run_step(node, self.run_step, self.prompt)
         quiet_model_step_events(node, self.record.tools.kind, self.plain_deferred, self.approved)
         return node
 

@@ -13,7 +13,7 @@ from pydantic_ai.capabilities import AbstractCapability, ReinjectSystemPrompt
 from pydantic_ai.exceptions import (
     UsageLimitExceeded,
 )
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import KnownModelName, Model
 from pydantic_ai.usage import RunUsage, UsageLimits
 
@@ -138,6 +138,9 @@ class ModelSteps:
             earlier_turn_messages, supplied, results, user_prompt, usage = self._resumed(
                 turn, turn.framework_run_state, step_capability, capabilities, history
             )
+            # A plain run's context shows the turn's prompt, unless it started again after a call it deferred.
+            responses = sum(isinstance(message, ModelResponse) for message in earlier_turn_messages)
+            step_capability.prompt = prompt if step_capability.run_step == responses else None
 
         mark = copy_usage(usage)
         limits = model_step_limits(self._usage_limits)

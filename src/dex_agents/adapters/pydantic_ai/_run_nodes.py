@@ -31,7 +31,9 @@ them):
   the response's calls, at the ``run_step`` of the request that asked for the
   call; events a tool emits itself (``ctx`` custom events) still pass;
 - a resumed model Step's ``UserPromptNode`` (`continue_run_step`) starts the
-  run at the ``run_step`` of the response it answers (`resumed_run_step`: the
+  run with the turn's prompt as ``ctx.prompt`` (a resumed run has none: its
+  output functions, validators, instructions and dynamic toolsets saw
+  ``None``) at the ``run_step`` of the response it answers (`resumed_run_step`: the
   number of model responses of the turn so far), so the answering
   ``CallToolsNode`` and the next model request have the ``run_step`` of a
   plain run. A plain run ends at a response with a call asking for approval
@@ -150,20 +152,27 @@ def silence_tool_step_events(node: Any, run_step: int) -> None:
     setattr(node, _WRAPPED_STREAM, at_run_step)
 
 
-def _set_run_step(node: Any, run_step: int) -> None:
+def _continue_at(node: Any, run_step: int, prompt: object) -> None:
     original: Callable[[Any], Any] = node.run
 
     async def run(ctx: Any) -> Any:
         ctx.state.run_step = run_step
+        if prompt is not None and ctx.deps.prompt is None:
+            ctx.deps.prompt = prompt
         return await original(ctx)
 
     node.run = run
 
 
-def continue_run_step(node: Any, run_step: int) -> None:
-    """Make a resumed run's ``UserPromptNode`` start the run at ``run_step`` (no change for 0)."""
-    if run_step > 0 and Agent.is_user_prompt_node(node):
-        _set_run_step(node, run_step)
+def continue_run_step(node: Any, run_step: int, prompt: object = None) -> None:
+    """Make a resumed run's ``UserPromptNode`` start the run at ``run_step``, its context showing ``prompt``.
+
+    ``prompt`` is the turn's (``None``: none, as a plain run resumed after a deferred call has none); the
+    run's own ``ctx.prompt`` is kept when it has one (steered messages). Nothing changes for step 0 and
+    no prompt.
+    """
+    if (run_step > 0 or prompt is not None) and Agent.is_user_prompt_node(node):
+        _continue_at(node, run_step, prompt)
 
 
 def resumed_run_step(turn_messages: Sequence[ModelMessage], plain_deferred: Collection[str]) -> int:

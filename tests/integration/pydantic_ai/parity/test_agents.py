@@ -22,6 +22,7 @@ from pydantic_ai import (
     NativeOutput,
     PromptedOutput,
     RunContext,
+    TextOutput,
     ToolOutput,
     UploadedFile,
 )
@@ -682,6 +683,49 @@ def a_test_model_calls_every_tool(probe: Probe) -> Scenario:
         return "Mexico"
 
     return Scenario(agent=agent, turns=["What is the capital of Mexico?", "and its weather?"])
+
+
+@SCENARIOS.scenario()
+def an_output_function_runs_with_the_run_context(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(("c1", "lookup", {"city": "Bern"}))
+        return _output(info, {"city": "Bern", "country": _returns(messages)[0]})
+
+    def describe_city(ctx: RunContext[None], city: str, country: str) -> str:
+        """Describe a city."""
+        probe.invoked("describe_city", run_step=ctx.run_step, prompt=ctx.prompt)
+        return f"{city} is in {country} (step {ctx.run_step})"
+
+    agent = Agent(probe.model(respond), output_type=[describe_city], capabilities=probe.capabilities)
+
+    @agent.tool_plain
+    def lookup(city: str) -> str:
+        return "Switzerland"
+
+    return Scenario(agent=agent, turns=["where is Bern?"])
+
+
+@SCENARIOS.scenario()
+def a_text_output_function_and_an_output_retry(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        answers = sum(isinstance(message, ModelResponse) for message in messages)
+        if answers == 0:
+            return calls(("c1", "lookup", {"city": "Rome"}))
+        return text("rome" if answers == 1 else "Rome, Italy")
+
+    def shout(ctx: RunContext[None], answer: str) -> str:
+        if answer.islower():
+            raise ModelRetry("Capitalise the city.")
+        return answer.upper()
+
+    agent = Agent(probe.model(respond), output_type=TextOutput(shout), capabilities=probe.capabilities)
+
+    @agent.tool_plain
+    def lookup(city: str) -> str:
+        return "Italy"
+
+    return Scenario(agent=agent, turns=["where is Rome?"])
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
