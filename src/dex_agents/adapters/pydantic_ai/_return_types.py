@@ -2,7 +2,8 @@
 
 A kept tool result (`dex_agents.adapters.pydantic_ai._tool_state`) is JSON, as
 Pydantic AI serializes it: a return of a Pydantic model or a dataclass comes
-back as a ``dict``. A model reads the same JSON either way, but Python code
+back as a ``dict``, a ``datetime``, ``date``, ``Enum``, ``UUID`` or ``Decimal``
+as a string or number. A model reads the same JSON either way, but Python code
 that sees the return part (a ``FunctionModel``, a history processor, a hook)
 would see another type than in a plain run. So a resumed run gets the value
 validated into the tool's declared return type (``ToolReturn[X]`` → ``X``)
@@ -10,7 +11,8 @@ when all of these hold, and the stored value otherwise:
 
 - the tool is a function tool of one of the agent's toolsets (found by name,
   without prefixes), with a return annotation other than ``Any``/``object``;
-- the value is a JSON container (a ``dict`` or a ``list``);
+- the value is a JSON container or scalar (not ``None`` or a ``bool``, which
+  JSON keeps as they were);
 - validation succeeds and the rebuilt value serializes back to exactly the
   stored JSON (nothing coerced).
 """
@@ -78,7 +80,7 @@ class ReturnTypes:
 
     def restore(self, tool_name: str, value: object) -> object:
         """Return ``value`` as the tool's declared return type, or unchanged."""
-        if not isinstance(value, dict | list):
+        if not isinstance(value, dict | list | str | int | float) or isinstance(value, bool):
             return value
         adapter = self._adapter(tool_name)
         if adapter is None:

@@ -320,7 +320,8 @@ async def run_plain(built: Built) -> Observation:
             replies.append(None)
             continue
         usage = usage + turn_usage
-        history = messages
+        # As it would be stored: a session's history is JSON, read back (a datetime return reads as its string).
+        history = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(messages))
         errors.append(None)
         replies.append(_reply(messages))
     return Observation(

@@ -6,8 +6,10 @@ durable-execution suites): each runs plainly and as a session, compared by
 """
 
 import asyncio
+import datetime
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any
 
 import pytest
@@ -73,6 +75,57 @@ def tool_results_keep_their_types(probe: Probe) -> Scenario:
         return None
 
     return Scenario(agent=agent, turns=["call every tool"])
+
+
+def _shown(value: object) -> object:
+    return ("datetime", value.isoformat(), value.utcoffset()) if isinstance(value, datetime.datetime) else value
+
+
+@SCENARIOS.scenario()
+def tool_results_of_more_types_keep_them(probe: Probe) -> Scenario:
+    class Size(Enum):
+        SMALL = "small"
+
+    @dataclass
+    class Parcel:
+        size: Size
+        sent: datetime.date
+
+    class Line(BaseModel):
+        sku: str
+        quantity: int
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(
+                ("c1", "when", {}), ("c2", "lines", {}), ("c3", "parcel", {}), ("c4", "totals", {}), ("c5", "ratio", {})
+            )
+        # A datetime's repr names its tzinfo's class (Pydantic's TzInfo(0) is datetime.UTC): compare the value.
+        return text(repr([_shown(part.content) for part in _returns(messages)]))
+
+    agent = Agent(probe.model(respond), capabilities=probe.capabilities)
+
+    @agent.tool_plain
+    def when() -> datetime.datetime:
+        return datetime.datetime(2026, 12, 2, 1, 30, tzinfo=datetime.UTC)
+
+    @agent.tool_plain
+    def lines() -> list[Line]:
+        return [Line(sku="a", quantity=2), Line(sku="b", quantity=1)]
+
+    @agent.tool_plain
+    def parcel() -> Parcel:
+        return Parcel(size=Size.SMALL, sent=datetime.date(2026, 12, 1))
+
+    @agent.tool_plain
+    def totals() -> dict[str, float]:
+        return {"net": 10.0, "tax": 2.5}
+
+    @agent.tool_plain
+    def ratio() -> float:
+        return 0.1 + 0.2
+
+    return Scenario(agent=agent, turns=["tell me everything"])
 
 
 @SCENARIOS.scenario()
