@@ -181,7 +181,7 @@ class MethodAttempts:
                 execution.attempt += 1
                 execution.output_seen = False
                 execution.retry_at = None
-                run.journal.execution(run, execution)
+                run.journal.execution(run, execution, progress=True)
                 attempt = execution.attempt
                 if request is None:
                     request = self._method_request(run, execution, method)
@@ -211,7 +211,7 @@ class MethodAttempts:
             scaled = delay * self.config.retry_delay_scale
             execution.skipped_delay += delay - scaled
             execution.retry_at = self.clock.now() + scaled
-            run.journal.execution(run, execution)
+            run.journal.execution(run, execution, progress=True)
             if scaled > 0:
                 await self.clock.sleep_until(execution.retry_at)
 
@@ -313,7 +313,7 @@ class MethodAttempts:
             if kind == "heartbeat":
                 heartbeat = output.heartbeat
                 execution.last_heartbeat = heartbeat.value if heartbeat.HasField("value") else None
-                run.journal.execution(run, execution)
+                run.journal.execution(run, execution, progress=True)
             elif kind == "stream_write":
                 write = output.stream_write
                 # A Step's Stream write is fire-and-forget: a rejected write is dropped.
@@ -329,7 +329,7 @@ class MethodAttempts:
                     )
             if not execution.output_seen:
                 execution.output_seen = True
-                run.journal.execution(run, execution)
+                run.journal.execution(run, execution, progress=True)
             execution.progress_frames += 1
             last_activity[0] = self.clock.now()
 

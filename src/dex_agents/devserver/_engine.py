@@ -266,7 +266,7 @@ class Engine(StepExecutions, RunLookup):
                 if not run.closed.is_set():
                     continue
             try:
-                await self.journal.durable(run.journal_seq)
+                await self.journal.durable(run.journal_seq, sync=False)
             except StoreWriteError:
                 try:
                     await asyncio.wait_for(reloaded.wait(), max(deadline - loop.time(), 0.0))
@@ -373,7 +373,7 @@ class Engine(StepExecutions, RunLookup):
             if not run.running or run.closing:
                 if has_effects:
                     raise flow_closing(request.flow_id) if run.running else flow_not_active(request.flow_id)
-                await self.journal.durable(run.journal_seq)
+                await self.journal.durable(run.journal_seq, sync=False)  # a query: no commit of its own
                 return pb.InvokeRPCResponse(output=response.output)
             commit(
                 run,

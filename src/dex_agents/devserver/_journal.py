@@ -7,8 +7,12 @@ becomes one keyed row of the `Store`. `NULL_JOURNAL` (``--in-memory``) keeps not
 and costs a method call per change; `StoreJournal` (``_store_journal``) writes.
 
 Each change returns its sequence number; a Run remembers the last one that touched
-it (``Run.journal_seq``) so that an answer about that run waits only for its own
-rows (`Journal.durable`), and a read of committed state never waits.
+its state (``Run.journal_seq``) so that an answer about that run waits only for its
+own rows (`Journal.durable`), and a read of committed state never waits. An
+attempt's progress (its start, first frame, heartbeat, back-off) is journalled too,
+deferred, but moves no ``journal_seq``: nothing that leaves the server depends on
+it (a restart that lost it only counts the attempt again), so a Step's ``execute``
+does not wait for a sibling's attempt to be on disk.
 """
 
 from typing import Any
@@ -35,8 +39,11 @@ class Journal:
     def channel_message(self, run: Any, message_id: str, message: pb.ChannelMessage | None) -> None:
         """A Channel message was published (``None``: consumed or deleted)."""
 
-    def execution(self, run: Any, execution: Any, *, urgent: bool = False) -> None:
-        """A Step execution was scheduled or changed phase, condition, Timer skips or attempt."""
+    def execution(self, run: Any, execution: Any, *, urgent: bool = False, progress: bool = False) -> None:
+        """A Step execution was scheduled or changed phase, condition, Timer skips or attempt.
+
+        ``progress``: only its attempt's progress changed (deferred; moves no ``journal_seq``).
+        """
 
     def execution_done(self, run: Any, execution_id: str) -> None:
         """A Step execution ended (decided, failed or cancelled)."""
@@ -65,8 +72,11 @@ class Journal:
     def flush(self) -> None:
         """Commit what is queued now."""
 
-    async def durable(self, sequence: int | None = None) -> None:
-        """Wait until the changes up to ``sequence`` (default: all) are on disk."""
+    async def durable(self, sequence: int | None = None, *, sync: bool = True) -> None:
+        """Wait until the changes up to ``sequence`` (default: all) are on disk.
+
+        ``sync=False`` (a read): cause no commit, take the next one (`Store.durable`).
+        """
 
 
 NULL_JOURNAL = Journal()

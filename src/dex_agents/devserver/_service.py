@@ -52,11 +52,11 @@ def _durable(engine: Engine, function: Callable[[Any], Any]) -> Callable[[Any], 
 
 
 def _run_read(engine: Engine, function: Callable[[Any], Any]) -> Callable[[Any], Awaitable[Any]]:
-    """A read about one run, answered once that run's changes are on disk (at once when they are)."""
+    """A read about one run, answered once that run's changes are on disk (at once when they are; no sync)."""
 
     async def call(request: Any) -> Any:
         response = function(request)
-        await engine.journal.durable(engine.run(request.flow_id, request.run_id).journal_seq)
+        await engine.journal.durable(engine.run(request.flow_id, request.run_id).journal_seq, sync=False)
         return response
 
     return call

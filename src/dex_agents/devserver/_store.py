@@ -12,14 +12,26 @@ commit. FULL is SQLite's own default, and the level DBOS runs its SQLite system
 database at: DBOS sets only ``busy_timeout``, ``foreign_keys`` and ``IMMEDIATE``
 transactions (``dbos/_sys_db_sqlite.py``, ``SQLiteSystemDatabase._create_engine``), so
 its ``synchronous`` stays at FULL. (NORMAL in WAL mode would survive a process kill
-too, but could lose the last commits on a power cut.)
+too, but could lose the last commits on a power cut.) ``dexcli dev`` keeps its data
+in the Temporal dev server's SQLite file with SQLite's defaults, so FULL there too:
+it runs ``temporal server start-dev --db-filename FILE`` with no ``--sqlite-pragma``
+(superdurable/dex ``cli/internal/dev/temporal_process.go:40-51``), which sets only
+``mode=rwc`` (temporalio/cli ``internal/devserver/server.go:331``) and passes no
+other pragma (temporalio/temporal ``common/persistence/sql/sqlplugin/sqlite/plugin.go``,
+``buildDSNAttr``). So each commit here stays one fsync; what this module cuts is the
+number of commits.
 
 Two kinds of operations: *urgent* ones (a Step completion, a Client's write) wake
 the writer at once; *deferred* ones (an attempt's start, heartbeats, a Step's
-Stream writes) ride with the next commit, or are committed within
-`DEFERRED_FLUSH_SECONDS`. Nothing leaves the server before it is on disk: a Client
-answer or a Worker task waits (`Store.durable`) until the operations it depends on
-are committed, which costs nothing when they already are.
+Stream writes) ride with the next commit, or are committed `DEFERRED_FLUSH_SECONDS`
+after the first of them was queued. Nothing leaves the server before it is on disk:
+a Client answer or a Worker task waits (`Store.durable`) until the operations it
+depends on are committed, which costs nothing when they already are. A write's
+answer or a Worker task that waits asks for a commit now; a *read* that waits (a
+Stream message, a run's summary) never causes a commit of its own: it takes the
+next one, which comes within `READ_COMMIT_SECONDS` (a Step completion usually
+comes first), so the live events a Step writes share the commits of the Steps
+instead of paying an fsync each.
 
 A failed commit (disk full, I/O error) rolls back whole; the store then refuses
 every later operation until the engine reloads from the file (`Store.reset`).
@@ -48,6 +60,9 @@ LOCK_FILE = "LOCK"
 
 DEFERRED_FLUSH_SECONDS = 0.1
 """The longest a deferred operation (heartbeat, attempt start, Step Stream write) waits for a commit."""
+
+READ_COMMIT_SECONDS = 0.01
+"""The longest a read waits for the commit of what it returns (`Store.durable` with ``sync=False``)."""
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -157,6 +172,7 @@ class _Lock:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    # synchronous=FULL: no less durable than `dexcli dev` (SQLite's default there; see the module docstring).
     connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     connection.execute("PRAGMA busy_timeout = 5000")
     mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -213,6 +229,8 @@ class Store:
         self._pending: dict[tuple[str, tuple[Any, ...]], Row] = {}
         self._condition = threading.Condition()
         self._urgent = False
+        self._due: float | None = None
+        """When the writer commits the queued deferred operations (``time.monotonic``), ``None``: none queued."""
         self._closing = False
         self._broken: BaseException | None = None
         self._enqueued = 0
@@ -288,20 +306,37 @@ class Store:
             self._pending.pop(slot, None)
             self._pending[slot] = (table, key, values)
             self._enqueued += 1
-            if urgent:
+            # The writer wakes for an urgent operation, or for the first deferred one (to set its
+            # deadline); a deferred one after it waits for that deadline: waking the writer on each
+            # would commit (and fsync) every other heartbeat or Stream write on its own.
+            if urgent and not self._urgent:
                 self._urgent = True
-            self._condition.notify()
+                self._condition.notify()
+            elif self._due is None:
+                self._due = time.monotonic() + DEFERRED_FLUSH_SECONDS
+                self._condition.notify()
             return self._enqueued
 
     def flush(self) -> None:
         """Commit what is queued now rather than with the next deferred flush."""
         with self._condition:
-            if self._pending:
+            if self._pending and not self._urgent:
                 self._urgent = True
                 self._condition.notify()
 
-    async def durable(self, sequence: int | None = None) -> None:
+    def _commit_soon(self) -> None:
+        """Commit what is queued within `READ_COMMIT_SECONDS` (sooner if an urgent operation comes)."""
+        with self._condition:
+            soon = time.monotonic() + READ_COMMIT_SECONDS
+            if self._pending and not self._urgent and (self._due is None or self._due > soon):
+                self._due = soon
+                self._condition.notify()
+
+    async def durable(self, sequence: int | None = None, *, sync: bool = True) -> None:
         """Wait until every operation up to ``sequence`` (default: all queued) is committed.
+
+        ``sync=False`` (a read) asks for no commit of its own: it waits for the next one,
+        at the latest `READ_COMMIT_SECONDS` from now.
 
         Raises:
             StoreWriteError: the commit failed; nothing of it was written.
@@ -315,13 +350,17 @@ class Store:
             raise StoreWriteError(f"the dev server could not write its data: {self._broken}")
         future = asyncio.get_running_loop().create_future()
         self._waiters.append((target, future))
-        self.flush()
+        if sync:
+            self.flush()
+        else:
+            self._commit_soon()
         await future
 
     def reset(self) -> None:
         """Drop every queued operation and accept new ones again (after the engine reloaded the file)."""
         with self._condition:
             self._pending.clear()
+            self._due = None
             self._broken = None
             if self._enqueued > self._committed:
                 self._dropped.append((self._committed, self._enqueued))
@@ -342,12 +381,17 @@ class Store:
     def _write_loop(self) -> None:
         while True:
             with self._condition:
-                while not self._closing and not (self._pending and self._urgent):
-                    if self._pending:
-                        self._condition.wait(DEFERRED_FLUSH_SECONDS)
+                while not self._closing and not self._urgent:
+                    if not self._pending:
+                        self._condition.wait()
+                        continue
+                    left = (self._due or 0.0) - time.monotonic()
+                    if left <= 0:
                         break
-                    self._condition.wait()
+                    self._condition.wait(left)
                 if not self._pending:
+                    self._urgent = False
+                    self._due = None
                     if self._closing:
                         return
                     continue
@@ -355,6 +399,7 @@ class Store:
                 upto = self._enqueued
                 self._pending.clear()
                 self._urgent = False
+                self._due = None
                 broken = self._broken
             if broken is not None:
                 continue  # dropped: the engine reloads from the file

@@ -119,8 +119,12 @@ class StoreJournal(Journal):
         values = None if message is None else (message.SerializeToString(),)
         self._put(run, "channel_messages", (run.run_id, message_position(message_id)), values, False)
 
-    def execution(self, run: Run, execution: Execution, *, urgent: bool = False) -> None:
-        self._put(run, "executions", (run.run_id, execution.id), (execution_state(execution),), urgent)
+    def execution(self, run: Run, execution: Execution, *, urgent: bool = False, progress: bool = False) -> None:
+        key, values = (run.run_id, execution.id), (execution_state(execution),)
+        if progress:
+            self._store.put("executions", key, values)
+        else:
+            self._put(run, "executions", key, values, urgent)
 
     def execution_done(self, run: Run, execution_id: str) -> None:
         self._put(run, "executions", (run.run_id, execution_id), None, False)
@@ -159,8 +163,8 @@ class StoreJournal(Journal):
     def flush(self) -> None:
         self._store.flush()
 
-    async def durable(self, sequence: int | None = None) -> None:
-        await self._store.durable(sequence)
+    async def durable(self, sequence: int | None = None, *, sync: bool = True) -> None:
+        await self._store.durable(sequence, sync=sync)
 
 
 class DroppedJournal(Journal):
@@ -185,7 +189,7 @@ class DroppedJournal(Journal):
     def channel_message(self, run: Run, message_id: str, message: pb.ChannelMessage | None) -> None:
         self._drop(run)
 
-    def execution(self, run: Run, execution: Execution, *, urgent: bool = False) -> None:
+    def execution(self, run: Run, execution: Execution, *, urgent: bool = False, progress: bool = False) -> None:
         self._drop(run)
 
     def execution_done(self, run: Run, execution_id: str) -> None:
@@ -200,7 +204,7 @@ class DroppedJournal(Journal):
     def stream_message(self, flow_type: str, name: str, entry: StreamEntry) -> None:
         entry.journal_seq = DROPPED_SEQUENCE
 
-    async def durable(self, sequence: int | None = None) -> None:
+    async def durable(self, sequence: int | None = None, *, sync: bool = True) -> None:
         raise StoreWriteError("the dev server dropped this change after a failed commit; it read its data again")
 
 

@@ -52,7 +52,7 @@ class StreamRequests:
         )
         if entry is None:
             raise long_poll_timeout(f"no Stream message after {request.resume_token!r}")
-        await self.journal.durable(entry.journal_seq)
+        await self.journal.durable(entry.journal_seq, sync=False)
         return pb.ReadStreamResponse(message=entry.to_proto())
 
     async def list(self, request: pb.ListStreamMessagesRequest) -> pb.ListStreamMessagesResponse:
@@ -69,5 +69,5 @@ class StreamRequests:
             request.before_page_token,
         )
         if entries:
-            await self.journal.durable(max(entry.journal_seq for entry in entries))
+            await self.journal.durable(max(entry.journal_seq for entry in entries), sync=False)
         return pb.ListStreamMessagesResponse(messages=[entry.to_proto() for entry in entries], next_page_token=token)
