@@ -114,6 +114,22 @@ def has_reinject_system_prompt(agent: AbstractAgent[Any, Any]) -> bool:
     return any(isinstance(capability, ReinjectSystemPrompt) for capability in capabilities_of(agent))
 
 
+def has_system_prompt(agent: AbstractAgent[Any, Any]) -> bool:
+    """Whether the agent may have a system prompt for `ReinjectSystemPrompt` to put back.
+
+    ``ReinjectSystemPrompt`` reinjects ``agent.system_prompt_parts``: a plain ``Agent``'s static
+    system prompts and system prompt functions. With neither, it finds nothing to add and leaves the
+    messages as they are, so a run need not carry it (each capability costs every hook a context copy).
+    Anything but a plain ``Agent`` counts as having one.
+    """
+    if type(agent) is not Agent:
+        return True
+    try:
+        return bool(agent._system_prompts or agent._system_prompt_functions)  # noqa: SLF001 - no public view
+    except AttributeError:
+        return True
+
+
 def check_agent(agent: AbstractAgent[Any, Any]) -> None:
     """Refuse an agent the runner cannot run in Step mode.
 

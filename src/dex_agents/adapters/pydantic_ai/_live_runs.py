@@ -60,12 +60,14 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     repair_messages,
 )
+from pydantic_ai.models import Model
 from pydantic_ai.tools import RunContext
 from pydantic_ai.usage import RunUsage
 
 from dex_agents.adapters.pydantic_ai._capabilities import DeltaSink, ModelStepCapability, ModelStepRecord
 from dex_agents.adapters.pydantic_ai._direct_tool import plain_agent
 from dex_agents.adapters.pydantic_ai._history import UserPrompt
+from dex_agents.adapters.pydantic_ai._streaming import DeltaForwardingModel
 from dex_agents.adapters.pydantic_ai._usage import copy_usage
 
 LIVE_RUN_LIMIT = 256
@@ -324,9 +326,21 @@ def _copy_usage(usage: RunUsage) -> RunUsage:
 
 @dataclass
 class LiveModelStepCapability(ModelStepCapability):
-    """`ModelStepCapability` that hands the run's deferred tool calls to its live run's Step (`LiveRun.handle`)."""
+    """`ModelStepCapability` that hands the run's deferred tool calls to its live run's Step (`LiveRun.handle`).
+
+    It also serves the run's model requests with `DeltaForwardingModel`, as `DeltaForwardingCapability`
+    does for a model Step that is not live: a live run's agent is plain (no capability, toolset or
+    instrumentation of its own, `_direct_tool.plain_agent`), so no other capability of the run wraps or
+    picks the model, and the outermost wrapper is the innermost one.
+    """
 
     live: LiveRun | None = None
+
+    def get_wrapper_model(self, model: Model) -> Model | None:
+        """Serve each request with a streamed one whose text and reasoning go to the live run's deltas."""
+        if self.live is None:
+            return None
+        return DeltaForwardingModel(model, self.live.deltas)
 
     async def handle_deferred_tool_calls(
         self, ctx: RunContext[Any], *, requests: DeferredToolRequests

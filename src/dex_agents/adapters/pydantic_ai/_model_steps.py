@@ -18,6 +18,7 @@ from pydantic_ai.models import KnownModelName, Model
 from pydantic_ai.usage import RunUsage, UsageLimits
 
 from dex_agents.adapters.pydantic_ai import _history
+from dex_agents.adapters.pydantic_ai._agent_checks import has_system_prompt
 from dex_agents.adapters.pydantic_ai._capabilities import (
     ModelStepCapability,
     ModelStepRecord,
@@ -125,7 +126,7 @@ class ModelSteps:
         live, capabilities = self._step_capabilities(turn, record, history_key, live_possible=live_possible)
         step_capability = capabilities[0]
         assert isinstance(step_capability, ModelStepCapability)
-        if self._reinject_system_prompt:
+        if self._reinject_system_prompt and has_system_prompt(self._run_agent):
             capabilities.append(ReinjectSystemPrompt())
         deps = await self._deps(turn.flow_id)
         if turn.framework_run_state is None:
@@ -243,14 +244,12 @@ class ModelSteps:
         """The run's model Step capabilities (the first one a `ModelStepCapability`), and its live run if any."""
         live = None
         if live_possible:
-            # A plain agent (what live runs need) never streams its runs: no StreamingModelStepCapability here.
+            # A plain agent (what live runs need) never streams its runs: no StreamingModelStepCapability here,
+            # and the live capability forwards the deltas itself (one capability layer rather than two).
             live = LiveRun((turn.flow_id, turn.turn_id), history_key, base=0, turn_base=[])  # set below
             live.deltas.target = turn.events
             live.record = record
-            capabilities: list[AbstractCapability[Any]] = [
-                live.capability(),
-                DeltaForwardingCapability(events=live.deltas),
-            ]
+            capabilities: list[AbstractCapability[Any]] = [live.capability()]
         elif run_streams(self._agent):
             capabilities = [
                 StreamingModelStepCapability(events=turn.events, record=record),

@@ -4,7 +4,8 @@
 a run's events makes Pydantic AI stream the whole run through every
 capability's event-stream wrappers, which doubled the Worker CPU of a
 ``RunModel``. Instead, the capability (innermost, like the fallback
-below) swaps the model serving each non-streamed request for
+below) wraps the model serving each request (``get_wrapper_model``, after
+every ``prepare_model_request`` picked it) in
 `DeltaForwardingModel`: its ``request`` makes the wrapped model's streamed
 request, writes every text and reasoning delta as it arrives, and returns the
 complete response, so the run, its hooks and the response are those of a
@@ -12,7 +13,9 @@ non-streamed request. A model that cannot stream serves one ``request``,
 replayed as one delta per part. So does a ``TestModel``
 (`asks_as_a_plain_run`): its stream is simulated from the response its
 ``request`` gives, with usage estimated otherwise, and ``agent.run`` calls
-``request``; so the response and usage are the plain run's.
+``request``; so the response and usage are the plain run's. A live run's
+model Step capability wraps the model itself
+(`dex_agents.adapters.pydantic_ai._live_runs.LiveModelStepCapability`).
 
 **When the agent streams its runs anyway** (an ``event_stream_handler`` or a
 capability or hook that listens to events: `run_streams`), the model Step
@@ -144,6 +147,24 @@ class DeltaForwardingModel(WrapperModel):
         super().__init__(wrapped)
         self.events = events
 
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: RunContext[Any] | None = None,
+    ) -> AsyncGenerator[StreamedResponse]:
+        """Refuse: the run streams after all (`run_streams` missed a listener), which would lose the live text.
+
+        Raises:
+            RunnerContractError: always; never expected.
+        """
+        raise RunnerContractError(
+            "the model Step's run streams although no event listener was found; its live text would be lost"
+        )
+        yield  # type: ignore[unreachable]  # pragma: no cover - makes this an async generator
+
     async def request(
         self,
         messages: list[ModelMessage],
@@ -174,22 +195,15 @@ class DeltaForwardingCapability(AbstractCapability[Any]):
         """Return the innermost position: its ``prepare_model_request`` runs last."""
         return CapabilityOrdering(position="innermost")
 
-    async def prepare_model_request(
-        self, ctx: RunContext[Any], request_context: ModelRequestContext
-    ) -> ModelRequestContext:
-        """Replace the serving model of a non-streamed request.
+    def get_wrapper_model(self, model: Model) -> Model | None:
+        """Serve each request with `DeltaForwardingModel` (the model other capabilities picked, wrapped first).
 
-        Raises:
-            RunnerContractError: the run streams after all (`run_streams` missed a listener), which
-                would lose the live text; never expected.
+        A wrapper rather than a ``prepare_model_request`` hook: a run with such a hook copies every
+        tool definition for each model request.
         """
-        if request_context.streaming:
-            raise RunnerContractError(
-                "the model Step's run streams although no event listener was found; its live text would be lost"
-            )
         if self.events is None:
-            return request_context
-        return replace(request_context, model=DeltaForwardingModel(request_context.model, self.events))
+            return None
+        return DeltaForwardingModel(model, self.events)
 
     @classmethod
     def get_serialization_name(cls) -> str | None:

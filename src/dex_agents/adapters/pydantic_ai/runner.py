@@ -11,8 +11,9 @@ run, below, only saves work), so any call may run again after a crash.
   `DeltaForwardingCapability` (the run does not stream; each model request is
   served by the model's streaming API, its text and reasoning written as live
   events as they arrive; a model that cannot stream serves one request,
-  replayed as one delta per part) and `ReinjectSystemPrompt` (unless the agent
-  has its own). An agent whose runs stream anyway (an event handler or event
+  replayed as one delta per part; a live run's model Step capability does this
+  itself) and `ReinjectSystemPrompt` (unless the agent has its own, or has no
+  system prompt for it to put back). An agent whose runs stream anyway (an event handler or event
   listener) gets `StreamingModelStepCapability` and
   `NonStreamingFallbackCapability` instead: see
   `dex_agents.adapters.pydantic_ai._streaming`. The turn's first model call runs

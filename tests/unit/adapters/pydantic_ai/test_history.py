@@ -20,6 +20,7 @@ from pydantic_ai.messages import (
 
 from dex_agents import FrameworkMessage, MessageRole, RunnerContractError
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner
+from dex_agents.adapters.pydantic_ai._agent_checks import has_system_prompt
 from dex_agents.adapters.pydantic_ai._history import RunState, framework_message
 from tests.unit.adapters.pydantic_ai.scripted_model import ScriptedModel, call, order_agent, script
 from tests.unit.adapters.pydantic_ai.support import SessionDriver
@@ -142,6 +143,33 @@ async def test_a_failed_first_turn_is_replayed_with_its_note_and_the_system_prom
         note,
         script("@context", name="two"),
     ]
+
+
+async def test_a_system_prompt_function_registered_after_the_runner_was_built_is_reinjected() -> None:
+    model = ScriptedModel()
+    agent = order_agent(model)
+    session = SessionDriver(PydanticAIRunner(agent))
+
+    @agent.system_prompt
+    def brief() -> str:
+        return "Be brief."
+
+    await session.turn(script({"fail": "down"}))
+    turn = await session.turn(script("@context"))
+    assert json.loads(turn.completed.new_messages[-1].text or "")["system"] == ["Be brief."]
+
+
+def test_only_an_agent_with_a_system_prompt_has_one_to_reinject() -> None:
+    assert not has_system_prompt(Agent("test"))
+    assert not has_system_prompt(Agent("test", instructions="Use tools."))
+    assert has_system_prompt(Agent("test", system_prompt="Be brief."))
+    with_function: Agent[None, str] = Agent("test")
+
+    @with_function.system_prompt
+    def brief() -> str:
+        return "Be brief."
+
+    assert has_system_prompt(with_function)
 
 
 async def test_an_agents_own_reinject_system_prompt_is_kept() -> None:
