@@ -57,6 +57,7 @@ from pydantic_ai.result import FinalResult
 from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, FunctionToolset, PreparedToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
+from pydantic_ai.usage import UsageLimits
 from pydantic_graph import End
 
 from dex_agents.adapters.pydantic_ai._run_nodes import (
@@ -65,6 +66,7 @@ from dex_agents.adapters.pydantic_ai._run_nodes import (
     silence_tool_step_events,
 )
 from dex_agents.adapters.pydantic_ai._tool_context import ToolStepContext
+from dex_agents.adapters.pydantic_ai._usage import copy_usage
 from dex_agents.application.event_writer import AgentEventWriter
 
 _DEFERRABLE_KINDS = frozenset({"function", "unapproved"})
@@ -236,6 +238,10 @@ class ModelStepCapability(AbstractCapability[Any]):
     the tools for, so that listing runs no ``prepare`` (unless the run starts again at 0, as a plain run does)."""
     prompt: object = None
     """The turn's prompt a resumed run shows as ``ctx.prompt`` (``None`` after a call a plain run defers)."""
+    tool_calls_limit: UsageLimits | None = None
+    """The turn's limits, when they limit tool calls: checked where a plain run checks them (``before_node_run``)."""
+    answered: bool = False
+    """Whether a resumed run's first ``CallToolsNode``, the one answering the stored response, has run."""
 
     def get_ordering(self) -> CapabilityOrdering | None:
         """Return the outermost, wraps-everything ordering."""
@@ -256,7 +262,29 @@ class ModelStepCapability(AbstractCapability[Any]):
         """Show listeners a plain run's events and ``run_step`` (`dex_agents.adapters.pydantic_ai._run_nodes`)."""
         continue_run_step(node, self.run_step, self.prompt)
         quiet_model_step_events(node, self.record.tools.kind, self.plain_deferred, self.approved)
+        if Agent.is_call_tools_node(node):
+            answering = self.resumed and not self.answered
+            self.answered = True
+            if not answering:
+                self._check_tool_calls(ctx, node.model_response)
         return node
+
+    def _check_tool_calls(self, ctx: RunContext[Any], response: ModelResponse) -> None:
+        """Check the tool call limit for a new response's function calls before any event shows them.
+
+        A plain run checks it there, for every function call of the response, before its calls run;
+        the session's run defers those calls (they are external to it), so it would not.
+
+        Raises:
+            UsageLimitExceeded: the calls would exceed the limit (Pydantic AI's own check and message).
+        """
+        if self.tool_calls_limit is None:
+            return
+        functions = sum(1 for call in response.tool_calls if self.record.tools.kind(call.tool_name) == "function")
+        if functions:
+            projected = copy_usage(ctx.usage)
+            projected.tool_calls += functions
+            self.tool_calls_limit.check_before_tool_call(projected)
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext

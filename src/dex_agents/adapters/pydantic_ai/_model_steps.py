@@ -257,6 +257,9 @@ class ModelSteps:
             ]
         else:
             capabilities = [ModelStepCapability(record=record), DeltaForwardingCapability(events=turn.events)]
+        step = capabilities[0]
+        if isinstance(step, ModelStepCapability) and self._usage_limits.tool_calls_limit is not None:
+            step.tool_calls_limit = self._usage_limits
         return live, capabilities
 
     async def _continue_live(

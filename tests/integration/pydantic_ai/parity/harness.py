@@ -38,7 +38,7 @@ from pydantic_ai import DeferredToolRequests, DeferredToolResults, ModelMessages
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart
 from pydantic_ai.models import Model
-from pydantic_ai.usage import RunUsage
+from pydantic_ai.usage import RunUsage, UsageLimits
 
 from dex_agents import AgentSessionClient, AgentSessionFlow, ToolEffect, ToolPolicy
 from dex_agents.adapters.pydantic_ai import pydantic_ai_session_flow
@@ -116,6 +116,8 @@ class Scenario:
     external: External = field(default=_no_external)
     """How each call whose result comes from outside (an external tool, ``CallDeferred``) is answered:
     ``DeferredToolResults.calls`` in the plain run, ``submit_tool_result`` in the session."""
+    usage_limits: UsageLimits | None = None
+    """Each turn's limits: every run of a plain turn (``agent.run(usage_limits=...)``), the Flow's ``usage_limits``."""
 
 
 Build = Callable[[Probe], Scenario]
@@ -224,6 +226,7 @@ def build_case(case: Case) -> Built:
         default_tool_effect=ToolEffect.READ,
         deps_factory=deps_factory,
         model=scenario.model,
+        usage_limits=scenario.usage_limits,
         live_runs=fast,
         direct_tool_calls=fast,
     )
@@ -309,6 +312,7 @@ async def run_plain(built: Built) -> Observation:
                     deps=deps,
                     model=scenario.model,
                     usage=turn_usage,
+                    usage_limits=scenario.usage_limits,
                 )
                 messages = result.all_messages()
                 if not isinstance(result.output, DeferredToolRequests):

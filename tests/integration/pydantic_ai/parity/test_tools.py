@@ -7,7 +7,7 @@ durable-execution suites): each runs plainly and as a session, compared by
 
 import asyncio
 import datetime
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
@@ -30,6 +30,7 @@ from pydantic_ai.capabilities import PrepareTools
 from pydantic_ai.messages import ModelMessage, ModelResponse, MultiModalContent, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.tools import ToolDefinition
+from pydantic_ai.usage import UsageLimits
 
 from dex_agents.adapters.pydantic_ai import IDEMPOTENCY_KEY_METADATA_KEY, run_messages
 from tests.integration.pydantic_ai.parity.harness import Case, ParityStack, Scenario, ScenarioSet, check_parity
@@ -126,6 +127,39 @@ def tool_results_of_more_types_keep_them(probe: Probe) -> Scenario:
         return 0.1 + 0.2
 
     return Scenario(agent=agent, turns=["tell me everything"])
+
+
+def _calls_until_told(probe: Probe, limits: UsageLimits, turns: Sequence[str] = ("ping until done",)) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        step = turn_step(messages)
+        if step < 3:
+            return calls((f"c{step}a", "ping", {"n": step}), (f"c{step}b", "ping", {"n": step + 10}))
+        return text("done")
+
+    agent = Agent(probe.model(respond), capabilities=probe.capabilities)
+
+    @agent.tool_plain
+    def ping(n: int) -> int:
+        probe.invoked("ping", n=n)
+        return n
+
+    # A turn that fails is kept with a note for the next one (by design), so a limit is the last turn's.
+    return Scenario(agent=agent, turns=turns, usage_limits=limits)
+
+
+@SCENARIOS.scenario()
+def a_request_limit_ends_the_turn_as_a_plain_run_ends(probe: Probe) -> Scenario:
+    return _calls_until_told(probe, UsageLimits(request_limit=2))
+
+
+@SCENARIOS.scenario()
+def a_tool_calls_limit_ends_the_turn_as_a_plain_run_ends(probe: Probe) -> Scenario:
+    return _calls_until_told(probe, UsageLimits(tool_calls_limit=3))
+
+
+@SCENARIOS.scenario()
+def usage_limits_the_turn_stays_within(probe: Probe) -> Scenario:
+    return _calls_until_told(probe, UsageLimits(request_limit=4, tool_calls_limit=6), ("ping until done", "again"))
 
 
 @SCENARIOS.scenario()
