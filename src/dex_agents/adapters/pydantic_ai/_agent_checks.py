@@ -50,6 +50,11 @@ def agent_chain(agent: AbstractAgent[Any, Any]) -> list[AbstractAgent[Any, Any]]
     return chain
 
 
+def ends_early(agent: AbstractAgent[Any, Any]) -> bool:
+    """Whether the innermost `Agent`'s ``end_strategy`` is ``'early'`` (what its runs use: the runner sets none)."""
+    return any(isinstance(inner, Agent) and inner.end_strategy == "early" for inner in agent_chain(agent))
+
+
 def lists_deferred_tool_requests(output_type: object) -> bool:
     """Whether an output spec names `DeferredToolRequests` (directly or in a sequence)."""
     if output_type is DeferredToolRequests:

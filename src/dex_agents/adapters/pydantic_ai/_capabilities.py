@@ -7,8 +7,11 @@
   `ToolDefinition` and then marks every ``function`` and ``unapproved`` tool
   ``external``, so the model response that asks for tools ends the run with
   `DeferredToolRequests`; arguments are still validated against the real
-  schema. It strips the output tool call from a response that also holds
-  other tool calls. The model's text and reasoning reach the live events
+  schema. Under ``end_strategy='graceful'`` or ``'exhaustive'`` it strips the
+  output tool call from a response that also holds other tool calls (a plain
+  run runs those calls and then ends with that output: the run state keeps the
+  whole response, and the resumed run gives the output); under ``'early'`` it
+  keeps it, and the run ends there as a plain run does. The model's text and reasoning reach the live events
   through `dex_agents.adapters.pydantic_ai._streaming.DeltaForwardingCapability`
   (the run itself does not stream), or, for an agent whose runs stream anyway,
   through `StreamingModelStepCapability`'s ``on_event`` listener. Its
@@ -103,6 +106,11 @@ class ModelStepRecord:
     """Original tool definitions (``kind``, ``metadata``, ``tool_kind``)."""
     output_tool_names: set[str] = field(default_factory=set)
     """Names of the output tools offered to the model."""
+    ends_early: bool = False
+    """Whether the agent's ``end_strategy`` is ``'early'``: an output beside function tool calls ends the run
+    without them, so the model Step keeps it in the response (given, not learned)."""
+    unstripped: ModelResponse | None = None
+    """The last response as the model gave it, when the run got it without its output tool calls."""
 
 
 @dataclass
@@ -159,6 +167,7 @@ class _RecordingToolset(WrapperToolset[Any]):
     context: ToolStepContext | None = None
     unprepared: bool = False
     unprepared_step: int | None = None
+    answered_step: int | None = None
     output_names: set[str] = field(default_factory=set)
     _listed_from: AbstractToolset[Any] | None = field(default=None, init=False, repr=False)
 
@@ -186,7 +195,10 @@ class _RecordingToolset(WrapperToolset[Any]):
         offered: dict[str, ToolsetTool[Any]] = {}
         for name, tool in tools.items():
             self.tools.by_name[name] = tool.tool_def
-            if self.defer and tool.tool_def.kind in _DEFERRABLE_KINDS:
+            # The step that answers a resumed response's calls lists the tools as a plain run does: every
+            # call has its result, and Pydantic AI's end_strategy rules (a tool retry beside an output
+            # wins over it) read the kinds.
+            if self.defer and tool.tool_def.kind in _DEFERRABLE_KINDS and ctx.run_step != self.answered_step:
                 tool = replace(tool, tool_def=replace(tool.tool_def, kind="external"))
             elif self.context is not None and self.context.prepared is not None and name == self.tool_name:
                 tool = replace(tool, tool_def=self.context.prepared.apply(tool.tool_def))
@@ -255,6 +267,7 @@ class ModelStepCapability(AbstractCapability[Any]):
             tools=self.record.tools,
             defer=True,
             unprepared_step=step,
+            answered_step=self.run_step if self.resumed else None,
             output_names=self.record.output_tool_names,
         )
 
@@ -299,10 +312,12 @@ class ModelStepCapability(AbstractCapability[Any]):
     async def after_model_request(
         self, ctx: RunContext[Any], *, request_context: ModelRequestContext, response: ModelResponse
     ) -> ModelResponse:
-        """Drop the output tool call from a response that also asks for other tools."""
+        """Drop the output tool call from a response that also asks for other tools (not under ``'early'``)."""
         names = {tool.name for tool in request_context.model_request_parameters.output_tools}
         self.record.output_tool_names.update(names)
-        return without_output_calls(response, names)
+        stripped = response if self.record.ends_early else without_output_calls(response, names)
+        self.record.unstripped = None if stripped is response else response
+        return stripped
 
     @classmethod
     def get_serialization_name(cls) -> str | None:

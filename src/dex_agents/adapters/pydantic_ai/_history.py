@@ -416,9 +416,15 @@ class RunState:
     """The calls the last model response requested, in model order."""
     usage: RunUsage | None = None
     """The turn's usage up to that response (its tools not yet run); ``None`` in a state written before it was kept."""
+    output_call_ids: tuple[str, ...] = attrs.field(default=(), converter=_id_tuple)
+    """The output tool calls of that response the model Step's run did not process (it ran without them):
+    the resumed run processes them with the calls' results, as a plain run does under ``end_strategy``
+    ``'graceful'`` or ``'exhaustive'``."""
 
     def encode(self) -> str:
         """Return the state as JSON text: ``{"tool_call_ids": [...], "messages": "<JSON array>", "usage": {...}}``.
+
+        ``"output_call_ids": [...]`` follows when there are any.
 
         The text is ``json.dumps`` of that object, with the messages as
         ``ModelMessagesTypeAdapter.dump_json`` writes them; each message's part
@@ -428,7 +434,8 @@ class RunState:
         head = json.dumps({"tool_call_ids": list(self.tool_call_ids)})[:-1]
         messages = '"[' + ",".join(ENCODED_MESSAGES.bodies(self.messages)) + ']"'
         usage = "" if self.usage is None else f', "usage": {json.dumps(dump_run_usage(self.usage))}'
-        return f'{head}, "messages": {messages}{usage}}}'
+        outputs = f', "output_call_ids": {json.dumps(list(self.output_call_ids))}' if self.output_call_ids else ""
+        return f'{head}, "messages": {messages}{usage}{outputs}}}'
 
     @classmethod
     def decode(cls, text: str) -> "RunState":
@@ -442,8 +449,10 @@ class RunState:
             ids = loaded["tool_call_ids"]
             messages = ModelMessagesTypeAdapter.validate_json(loaded["messages"])
             usage = None if loaded.get("usage") is None else load_run_usage(loaded["usage"])
+            outputs = loaded.get("output_call_ids", [])
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise RunnerContractError(f"not a Pydantic AI run state: {text[:60]!r}") from error
-        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-            raise RunnerContractError(f"not a Pydantic AI run state: {text[:60]!r}")
-        return cls(messages=messages, tool_call_ids=ids, usage=usage)
+        for listed in (ids, outputs):
+            if not isinstance(listed, list) or not all(isinstance(i, str) for i in listed):
+                raise RunnerContractError(f"not a Pydantic AI run state: {text[:60]!r}")
+        return cls(messages=messages, tool_call_ids=ids, usage=usage, output_call_ids=outputs)

@@ -101,6 +101,8 @@ class ModelSteps:
     _live: LiveRuns | None
     _usage_limits: UsageLimits
     _deps: Callable[[str], Awaitable[object]]
+    _ends_early: bool
+    """Whether the agent's ``end_strategy`` is ``'early'`` (`ModelStepRecord.ends_early`)."""
 
     async def run(self, turn: AgentTurnContext) -> AgentTurnOutcome:
         """Run the agent up to the end of one model response that asks for tools, or to its output.
@@ -122,7 +124,7 @@ class ModelSteps:
             shorten_old_tool_results(history, budget_chars=self._tool_result_budget_chars)
         if turn.summary is not None:
             history.insert(0, summary_request(turn.summary))
-        record = ModelStepRecord()
+        record = ModelStepRecord(ends_early=self._ends_early)
         live, capabilities = self._step_capabilities(turn, record, history_key, live_possible=live_possible)
         step_capability = capabilities[0]
         assert isinstance(step_capability, ModelStepCapability)
@@ -204,7 +206,7 @@ class ModelSteps:
         """
         state = _history.RunState.decode(run_state)
         earlier_turn_messages = list(state.messages)
-        supplied = frozenset(state.tool_call_ids)
+        supplied = frozenset(state.tool_call_ids) | frozenset(state.output_call_ids)
         usage = turn_usage(state.usage, turn.tool_calls, state.tool_call_ids)
         results = deferred_tool_results(
             state.tool_call_ids,
@@ -212,6 +214,9 @@ class ModelSteps:
             typed=typed_call_ids(earlier_turn_messages),
             restore=self._return_types.restore,
         )
+        # An output the model gave beside the calls: listed, the resumed run processes it (its entry's
+        # value is not read) with the calls' results and ends with it, without another model request.
+        results.calls.update(dict.fromkeys(state.output_call_ids))
         # The calls a plain run defers too: it ends there, and the user's resumed run starts again.
         plain_deferred = frozenset(
             call_id
@@ -328,6 +333,11 @@ class ModelSteps:
             live.abandon()  # a run waiting at a handoff nobody keeps would wait for ever
             raise
         if isinstance(stop, Handoff) and isinstance(outcome, ToolCallsRequested) and self._live is not None:
+            if live.record.unstripped is not None:
+                # The run got the response without its output (`ModelStepRecord.unstripped`): a resumed
+                # run answers the calls and processes that output.
+                live.abandon()
+                return outcome
             live.state = outcome.framework_run_state
             live.tool_call_ids = tuple(call.tool_call_id for call in outcome.tool_calls)
             live.supplied = frozenset(live.tool_call_ids)

@@ -8,7 +8,13 @@
   a tool with a reconcile probe is ``reconcilable``) and its ``framework_state``: the context of the plain run
   that runs it (`dex_agents.adapters.pydantic_ai._tool_context`) and its tool's retry count in the turn
   (`dex_agents.adapters.pydantic_ai._tool_state`).
-- `check_answered_calls`: a run that answered a call no Dex Step ran fails the attempt.
+- `check_answered_calls`: a run that answered a call no Dex Step ran fails the attempt (but for the
+  "not executed" answers of calls beside an output that ended the run under ``end_strategy='early'``).
+
+A response that gives the output beside function tool calls (under ``'graceful'`` or ``'exhaustive'``,
+where the model Step's run got it without its output calls: `ModelStepRecord.unstripped`) is stored whole
+in the run state, its output calls listed in ``output_call_ids``: the resumed run processes them with
+the calls' results and ends with that output, as a plain run does.
 """
 
 from collections.abc import Mapping, Sequence
@@ -48,6 +54,9 @@ from dex_agents.domain.errors import RunnerContractError
 from dex_agents.domain.tools import ToolEffect
 from dex_agents.domain.turns import AgentTurnOutcome, DeferredToolCall, ToolCallsRequested, TurnCompleted
 
+NOT_EXECUTED_BESIDE_OUTPUT = "Tool not executed - a final result was already processed."
+"""What Pydantic AI answers a function tool call with when an output beside it ended the run (``'early'``)."""
+
 SEARCH_TOOLS_KIND = "tool-search"
 """The ``tool_kind`` of Pydantic AI's ``search_tools``."""
 
@@ -73,7 +82,8 @@ def check_answered_calls(
     """Fail when a run answered a tool call that no Dex Step ran.
 
     Pydantic AI's own ``retried`` answers (invalid arguments, unknown or
-    unavailable tools) and output tool returns are not tool calls a Step runs.
+    unavailable tools), output tool returns and the "not executed" answers of
+    calls beside an output that ended the run are not tool calls a Step runs.
 
     Raises:
         RunnerContractError: such an answer is in ``new_messages``.
@@ -87,6 +97,7 @@ def check_answered_calls(
                 and part.outcome != "retried"
                 and part.tool_call_id not in supplied
                 and part.tool_name not in output_tool_names
+                and part.content != NOT_EXECUTED_BESIDE_OUTPUT
             ):
                 raise RunnerContractError(
                     f"Pydantic AI answered tool call {part.tool_call_id!r} ({part.tool_name!r}) that no Dex Step "
@@ -140,6 +151,9 @@ def step_outcome(
     turn, record, prompt, usage_limits = step.turn, step.record, step.prompt, step.usage_limits
     usage = usage_since(run_usage, mark)
     if isinstance(output, DeferredToolRequests):
+        output_call_ids: list[str] = []
+        if record.unstripped is not None:
+            turn_messages, output_call_ids = _unstripped(turn_messages, record.unstripped, record.output_tool_names)
         calls = requested_calls(output, turn_messages)
         check_tool_calls(usage_limits, run_usage, len(calls), step_usage=usage)
         approvals = frozenset(call.tool_call_id for call in output.approvals)
@@ -164,6 +178,7 @@ def step_outcome(
                 messages=turn_messages,
                 tool_call_ids=[call.tool_call_id for call in calls],
                 usage=copy_usage(run_usage),
+                output_call_ids=output_call_ids,
             ).encode(),
             tool_calls=[deferred_call(call, turn, record, approvals, context, retries) for call in calls],
             usage=usage,
@@ -171,6 +186,18 @@ def step_outcome(
     if turn_messages and _history.is_bare_prompt(turn_messages[0], prompt):
         turn_messages = turn_messages[1:]
     return TurnCompleted(new_messages=[_history.framework_message(m) for m in turn_messages], usage=usage)
+
+
+def _unstripped(
+    turn_messages: list[ModelMessage], response: ModelResponse, output_tool_names: set[str]
+) -> tuple[list[ModelMessage], list[str]]:
+    """``turn_messages`` with the last response holding the parts the model gave, and its output call IDs."""
+    index = next(i for i in range(len(turn_messages) - 1, -1, -1) if isinstance(turn_messages[i], ModelResponse))
+    last = turn_messages[index]
+    assert isinstance(last, ModelResponse)
+    restored = replace(last, parts=list(response.parts))
+    output_call_ids = [call.tool_call_id for call in restored.tool_calls if call.tool_name in output_tool_names]
+    return [*turn_messages[:index], restored, *turn_messages[index + 1 :]], output_call_ids
 
 
 def deferred_call(

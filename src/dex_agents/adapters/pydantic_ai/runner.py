@@ -97,6 +97,7 @@ from pydantic_ai.usage import UsageLimits
 from dex_agents.adapters.pydantic_ai import _history
 from dex_agents.adapters.pydantic_ai._agent_checks import (
     check_agent,
+    ends_early,
     has_reinject_system_prompt,
     lists_deferred_tool_requests,
     with_deferred_output,
@@ -208,6 +209,7 @@ class PydanticAIRunner(Generic[DepsT]):
             self._live,
             UsageLimits() if usage_limits is None else usage_limits,
             self._deps,
+            ends_early(agent),
         )
         self._tool_steps = ToolSteps(
             self._run_agent,

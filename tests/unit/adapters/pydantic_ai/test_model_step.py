@@ -160,7 +160,7 @@ async def test_search_tools_is_a_read_and_is_deferred_like_any_tool() -> None:
     assert len(model.calls) == 1
 
 
-async def test_an_output_tool_call_beside_other_calls_is_dropped_and_the_next_model_call_gives_the_result() -> None:
+async def test_an_output_beside_other_calls_is_kept_and_ends_the_turn_after_them_without_another_model_call() -> None:
     TOOL_RUNS.clear()
     model = ScriptedModel()
     agent = order_agent(model, output_type=Answer)
@@ -174,13 +174,30 @@ async def test_an_output_tool_call_beside_other_calls_is_dropped_and_the_next_mo
     first = turn.outcomes[0]
     assert isinstance(first, ToolCallsRequested)
     assert [c.tool_name for c in first.tool_calls] == ["find_order"]
-    state_messages = ModelMessagesTypeAdapter.validate_json(json.loads(first.framework_run_state)["messages"])
-    response = state_messages[-1]
+    state = json.loads(first.framework_run_state)
+    response = ModelMessagesTypeAdapter.validate_json(state["messages"])[-1]
     assert isinstance(response, ModelResponse)
-    assert [p.tool_name for p in response.parts if isinstance(p, ToolCallPart)] == ["find_order"]
+    calls = [p for p in response.parts if isinstance(p, ToolCallPart)]
+    assert [p.tool_name for p in calls] == ["find_order", "final_result"]
+    assert state["output_call_ids"] == [calls[1].tool_call_id]
     assert TOOL_RUNS == ["find_order"]
-    assert turn.completed.new_messages[-2].tool_name == "final_result"
-    assert len(model.calls) == 2
+    returns = turn.completed.new_messages[-1]
+    assert returns.tool_call_ids == ("c1", calls[1].tool_call_id)
+    assert "Final result processed." in (returns.framework_item or "")
+    assert len(model.calls) == 1
+
+
+async def test_under_end_strategy_early_an_output_beside_other_calls_ends_the_turn_without_running_them() -> None:
+    TOOL_RUNS.clear()
+    model = ScriptedModel()
+    agent = order_agent(model, output_type=Answer)
+    agent.end_strategy = "early"
+    turn = await SessionDriver(PydanticAIRunner(agent)).turn(
+        script({"calls": [call("c1", "find_order", order_id="7")], "output": {"text": "early"}})
+    )
+    assert isinstance(turn.outcomes[0], TurnCompleted)
+    assert TOOL_RUNS == []
+    assert len(model.calls) == 1
 
 
 async def test_an_agent_whose_output_type_lists_deferred_tool_requests_runs_unchanged() -> None:
