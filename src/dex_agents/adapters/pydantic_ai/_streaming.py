@@ -49,6 +49,7 @@ from pydantic_ai.models import (
     ModelRequestParameters,
     StreamedResponse,
 )
+from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.models.wrapper import WrapperModel
@@ -78,7 +79,8 @@ class CompletedStreamModel(WrapperModel):
 def can_stream(model: Model) -> bool:
     """Whether ``model`` serves streamed requests.
 
-    A ``WrapperModel`` (``InstrumentedModel``...) streams when the model it wraps does.
+    A ``WrapperModel`` (``InstrumentedModel``...) streams when the model it wraps does, a
+    ``FallbackModel`` when each of its models does.
     """
     while isinstance(model, WrapperModel):
         if isinstance(model, CompletedStreamModel):
@@ -86,6 +88,9 @@ def can_stream(model: Model) -> bool:
         model = model.wrapped
     if isinstance(model, FunctionModel):
         return model.stream_function is not None
+    if isinstance(model, FallbackModel):
+        # It streams with whichever model answers: each must be able to.
+        return all(can_stream(member) for member in model.models)
     return type(model).request_stream is not Model.request_stream
 
 
@@ -99,6 +104,8 @@ def asks_as_a_plain_run(model: Model) -> bool:
     """
     while isinstance(model, WrapperModel):
         model = model.wrapped
+    if isinstance(model, FallbackModel):
+        return any(asks_as_a_plain_run(member) for member in model.models)
     return isinstance(model, TestModel)
 
 

@@ -37,8 +37,8 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import RunContext
 from pydantic_core import to_jsonable_python
 
-VOLATILE_KEYS = frozenset({"timestamp", "run_id", "conversation_id", "provider_response_id"})
-"""Keys that differ between any two runs, whatever they did."""
+VOLATILE_KEYS = frozenset({"timestamp", "run_id", "conversation_id", "provider_response_id", "duration"})
+"""Keys that differ between any two runs, whatever they did (``duration``: of a failed attempt)."""
 
 Respond = Callable[[list[ModelMessage], AgentInfo], ModelResponse]
 """A scenario's scripted model: the response to the messages it was sent."""

@@ -27,7 +27,9 @@ from pydantic_ai import (
     UploadedFile,
 )
 from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
@@ -789,6 +791,26 @@ def a_text_output_function_and_an_output_retry(probe: Probe) -> Scenario:
         return "Italy"
 
     return Scenario(agent=agent, turns=["where is Rome?"])
+
+
+@SCENARIOS.scenario()
+def a_fallback_model_takes_over_when_the_first_fails(probe: Probe) -> Scenario:
+    def unavailable(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise ModelHTTPError(status_code=503, model_name="primary", body="overloaded")
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(("c1", "lookup", {"city": "Oslo"}))
+        return text(f"{info.model_settings} {_returns(messages)}")
+
+    model = FallbackModel(probe.model(unavailable, name="primary"), probe.model(respond, name="backup"))
+    agent = Agent(model, capabilities=probe.capabilities)
+
+    @agent.tool_plain
+    def lookup(city: str) -> str:
+        return "Norway"
+
+    return Scenario(agent=agent, turns=["where is Oslo?", "and again?"])
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
