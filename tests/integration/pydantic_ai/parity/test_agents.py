@@ -28,7 +28,15 @@ from pydantic_ai import (
 )
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.exceptions import ModelHTTPError
-from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.settings import ModelSettings
@@ -811,6 +819,27 @@ def a_fallback_model_takes_over_when_the_first_fails(probe: Probe) -> Scenario:
         return "Norway"
 
     return Scenario(agent=agent, turns=["where is Oslo?", "and again?"])
+
+
+@SCENARIOS.scenario()
+def thinking_beside_calls_and_the_answer_over_turns(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return ModelResponse(
+                parts=[
+                    ThinkingPart("The user wants tea facts."),
+                    ToolCallPart("lookup", {"q": "tea"}, tool_call_id="c1"),
+                ]
+            )
+        return ModelResponse(parts=[ThinkingPart("Now answer."), TextPart(f"Tea is {_returns(messages)[0]}.")])
+
+    agent = Agent(probe.model(respond), capabilities=probe.capabilities)
+
+    @agent.tool_plain
+    def lookup(q: str) -> str:
+        return "a drink"
+
+    return Scenario(agent=agent, turns=["what is tea?", "and coffee?"])
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
