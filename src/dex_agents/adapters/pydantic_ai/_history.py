@@ -251,8 +251,12 @@ def user_message(prompt: str) -> FrameworkMessage:
 
 
 def framework_message(message: ModelMessage) -> FrameworkMessage:
-    """Return the stored form of a message a run produced, with its display projection."""
-    item = dump_message(message)
+    """Return the stored form of a message a run produced, with its display projection.
+
+    The ``framework_item`` is `dump_message`'s text; a message a live run's run state already wrote takes it
+    from `ENCODED_MESSAGES` (the same text).
+    """
+    item = ENCODED_MESSAGES.item(message) or dump_message(message)
     if isinstance(message, ModelResponse):
         calls = [part for part in message.parts if isinstance(part, ToolCallPart)]
         call = calls[0] if len(calls) == 1 else None
@@ -341,13 +345,15 @@ class EncodedMessages:
     ``ModelRequest`` are taken from here: Pydantic AI fills in fields of the
     request it is about to send (and of the newest one in its history), never
     of older ones, so those are written afresh every time. An entry holds its
-    message, so its ``id`` is not reused while it is kept. Thread-safe.
+    message, so its ``id`` is not reused while it is kept; it also holds the
+    message's ``framework_item`` (`dump_message`), which the turn's end stores
+    (`item`). Thread-safe.
     """
 
     def __init__(self, max_characters: int) -> None:
         """Make an empty cache of at most ``max_characters`` characters."""
         self.max_characters = max_characters
-        self._bodies: OrderedDict[int, tuple[ModelMessage, str]] = OrderedDict()
+        self._bodies: OrderedDict[int, tuple[ModelMessage, str, str]] = OrderedDict()
         self._characters = 0
         self._lock = threading.Lock()
 
@@ -369,30 +375,45 @@ class EncodedMessages:
             with self._lock:
                 kept = self._bodies.get(id(message)) if index < settled else None
             if kept is not None and kept[0] is message:
-                bodies.append(kept[1])
+                bodies.append(kept[2])
                 continue
-            body = json.dumps(ModelMessagesTypeAdapter.dump_json([message]).decode()[1:-1])[1:-1]
+            item = dump_message(message)
+            body = json.dumps(item[1:-1])[1:-1]
             bodies.append(body)
             if index < settled:
-                self._put(message, body)
+                self._put(message, item, body)
         return bodies
 
-    def _put(self, message: ModelMessage, body: str) -> None:
-        if len(body) > self.max_characters:
+    def item(self, message: ModelMessage) -> str | None:
+        """Return the ``framework_item`` (`dump_message`) of ``message`` as a run state last wrote it, if kept.
+
+        Only a message that was before a run state's last ``ModelRequest`` is kept (see the class docstring),
+        so the text is the one `dump_message` gives it now.
+        """
+        with self._lock:
+            kept = self._bodies.get(id(message))
+        if kept is not None and kept[0] is message:
+            return kept[1]
+        return None
+
+    def _put(self, message: ModelMessage, item: str, body: str) -> None:
+        size = len(item) + len(body)
+        if size > self.max_characters:
             return
         with self._lock:
             old = self._bodies.pop(id(message), None)
             if old is not None:
-                self._characters -= len(old[1])
-            self._bodies[id(message)] = (message, body)
-            self._characters += len(body)
+                self._characters -= len(old[1]) + len(old[2])
+            self._bodies[id(message)] = (message, item, body)
+            self._characters += size
             while self._characters > self.max_characters:
-                _, (_, evicted) = self._bodies.popitem(last=False)
-                self._characters -= len(evicted)
+                _, (_, evicted_item, evicted_body) = self._bodies.popitem(last=False)
+                self._characters -= len(evicted_item) + len(evicted_body)
 
 
-ENCODED_MESSAGES_CHARACTERS = 16 * 1024 * 1024
-"""Characters of run-state text a Worker process keeps by message object."""
+ENCODED_MESSAGES_CHARACTERS = 32 * 1024 * 1024
+"""Characters a Worker process keeps by message object: each message's run-state text and its ``framework_item``
+(so about 16 Mi characters of run-state text)."""
 
 ENCODED_MESSAGES = EncodedMessages(ENCODED_MESSAGES_CHARACTERS)
 """The per-process cache `RunState.encode` writes through."""

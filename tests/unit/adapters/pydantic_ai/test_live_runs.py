@@ -33,7 +33,12 @@ from dex_agents import (
     TurnCompleted,
 )
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner, _history
-from dex_agents.adapters.pydantic_ai._history import ENCODED_MESSAGES_CHARACTERS, EncodedMessages, RunState
+from dex_agents.adapters.pydantic_ai._history import (
+    ENCODED_MESSAGES_CHARACTERS,
+    EncodedMessages,
+    RunState,
+    dump_message,
+)
 from dex_agents.adapters.pydantic_ai._live_runs import LiveRun, LiveRuns
 from dex_agents.domain.errors import RunnerContractError
 from dex_agents.domain.events import TextDeltaPayload
@@ -560,17 +565,25 @@ async def test_an_agent_whose_step_code_reads_the_run_context_takes_the_durable_
 
 
 class CheckedEncodedMessages(EncodedMessages):
-    """The run state's encode cache, checking every body it hands out against a fresh encode of the message."""
+    """The run state's encode cache, checking every body and item it hands out against a fresh encode of the message."""
 
     def __init__(self) -> None:
         super().__init__(ENCODED_MESSAGES_CHARACTERS)
         self.checked = 0
+        self.items = 0
 
     def bodies(self, messages: Sequence[ModelMessage]) -> list[str]:
         bodies = super().bodies(messages)
         assert bodies == EncodedMessages(0).bodies(messages)  # what a live run changed is written again
         self.checked += len(bodies)
         return bodies
+
+    def item(self, message: ModelMessage) -> str | None:
+        item = super().item(message)
+        if item is not None:
+            assert item == dump_message(message)
+            self.items += 1
+        return item
 
 
 async def test_a_live_runs_run_states_reuse_only_bodies_equal_to_a_fresh_encode(
@@ -584,3 +597,4 @@ async def test_a_live_runs_run_states_reuse_only_bodies_equal_to_a_fresh_encode(
     assert all(len(run_ids(t)) == 1 for t in live)
     assert len(checked) > 0
     assert checked.checked > len(checked)
+    assert checked.items > 0  # the turn's stored messages took their text from the run states
