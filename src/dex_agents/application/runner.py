@@ -47,7 +47,7 @@ import attrs
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.domain.history import HistorySummary
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage, FrameworkMessage
-from dex_agents.domain.tools import AgentToolCall, ToolEffect, ToolPolicy
+from dex_agents.domain.tools import AgentToolCall, ToolEffect, ToolPolicy, idempotency_key
 from dex_agents.domain.turns import AgentTurnOutcome
 from dex_agents.domain.usage import AgentUsage
 
@@ -152,6 +152,28 @@ class DeferredToolExecution:
     """Records liveness."""
     history: ToolCallHistory | None = None
     """The turn's history, when the call reads it (`DeferredToolCall.reads_history`); ``None`` otherwise."""
+
+    @classmethod
+    def of_attempt(
+        cls,
+        flow_id: str,
+        tool_call: AgentToolCall,
+        *,
+        attempt: int,
+        events: AgentEventWriter,
+        heartbeat: HeartbeatFn,
+        history: ToolCallHistory | None = None,
+    ) -> "DeferredToolExecution":
+        """The execution of ``tool_call``'s attempt ``attempt``, with its idempotency key derived from the IDs."""
+        return cls(
+            flow_id=flow_id,
+            tool_call=tool_call,
+            idempotency_key=idempotency_key(flow_id, tool_call.turn_id, tool_call.tool_call_id),
+            attempt=attempt,
+            events=events,
+            heartbeat=heartbeat,
+            history=history,
+        )
 
     @property
     def turn_id(self) -> str:

@@ -27,7 +27,6 @@ from dex_agents.domain.tools import (
     ToolCallStatus,
     ToolEffect,
     ToolPolicy,
-    idempotency_key,
     is_approval_required,
 )
 from dex_agents.domain.turns import DeferredToolCall, ToolCallsRequested
@@ -338,10 +337,9 @@ def make_tool_execution(  # noqa: PLR0913 - a test builder: every field a keywor
         events = make_event_writer(
             sink, turn_id=tool_call.turn_id, step_execution_id=step_execution_id, attempt=attempt
         )
-    return DeferredToolExecution(
-        flow_id=flow_id,
-        tool_call=tool_call,
-        idempotency_key=idempotency_key(flow_id, tool_call.turn_id, tool_call.tool_call_id),
+    return DeferredToolExecution.of_attempt(
+        flow_id,
+        tool_call,
         attempt=attempt,
         events=events,
         heartbeat=RecordingHeartbeat() if heartbeat is None else heartbeat,

@@ -104,7 +104,7 @@ from dex_agents.domain.contract import broken, check_usage
 from dex_agents.domain.errors import DeliveryLedgerUnavailableError, ToolExecutionError
 from dex_agents.domain.interrupts import interrupt_id_for, result_interrupt_id_for
 from dex_agents.domain.limits import cap_text, sanitize_output_text
-from dex_agents.domain.tools import AgentToolCall, ToolCallStatus, idempotency_key
+from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
 from dex_agents.domain.turn_control import cancel_rejection_message
 
 _log = logging.getLogger(__name__)
@@ -158,10 +158,9 @@ class _ToolCallStep(Wired):
 
     async def _run(self, call: StepCall, record: AgentToolCall) -> Next:
         """Run the tool through the runner and record what it came to."""
-        execution = DeferredToolExecution(
-            flow_id=call.flow_id,
-            tool_call=record,
-            idempotency_key=idempotency_key(call.flow_id, record.turn_id, record.tool_call_id),
+        execution = DeferredToolExecution.of_attempt(
+            call.flow_id,
+            record,
             attempt=call.attempt,
             events=self.events,
             heartbeat=self.heartbeat,

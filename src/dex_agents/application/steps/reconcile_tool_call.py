@@ -40,7 +40,7 @@ from dex_agents.application.steps._shared import ToolCallFinisher, tool_call_rec
 from dex_agents.application.wiring import Wired
 from dex_agents.domain.contract import broken
 from dex_agents.domain.limits import ERROR_TEXT_BYTES, cap_text, sanitize_output_text
-from dex_agents.domain.tools import AgentToolCall, ToolCallStatus, idempotency_key
+from dex_agents.domain.tools import AgentToolCall, ToolCallStatus
 
 NO_PROBE = "the runner has no reconcile probe (reconcile_tool_call)"
 """The error added to a reconcilable call whose runner cannot reconcile it."""
@@ -75,13 +75,8 @@ class ReconcileToolCall(Wired):
     async def _reconciled(self, call: StepCall, record: AgentToolCall) -> AgentToolCall:
         if not isinstance(self.runner, ToolCallReconciler):
             return record.mark_outcome_unknown(self._error(record, NO_PROBE))
-        execution = DeferredToolExecution(
-            flow_id=call.flow_id,
-            tool_call=record,
-            idempotency_key=idempotency_key(call.flow_id, record.turn_id, record.tool_call_id),
-            attempt=call.attempt,
-            events=self.events,
-            heartbeat=self.heartbeat,
+        execution = DeferredToolExecution.of_attempt(
+            call.flow_id, record, attempt=call.attempt, events=self.events, heartbeat=self.heartbeat
         )
         returned: object = await self.runner.reconcile_tool_call(execution)
         if not isinstance(returned, ReconcileResult):
