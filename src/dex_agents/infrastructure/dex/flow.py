@@ -40,24 +40,7 @@ from dex_agents.domain.start import AgentSessionStartInput
 from dex_agents.domain.turn_control import CancelTurnRequest
 from dex_agents.infrastructure.dex.deliveries import DexDeliveryLedger, UncheckedDeliveries
 from dex_agents.infrastructure.dex.options import session_rpc
-from dex_agents.infrastructure.dex.persistence import (
-    AGENT_HISTORY_SUMMARIES,
-    AGENT_MESSAGES,
-    AGENT_STATE,
-    AGENT_TOOL_CALLS,
-    AGENT_USAGE,
-    FRAMEWORK_RUN_STATE,
-    FRAMEWORK_RUN_STATES,
-    INTERRUPT_RESOLUTIONS,
-    PENDING_INTERRUPTS,
-    QUEUED_USER_MESSAGES,
-    SEEN_STEERED_MESSAGES,
-    STEERED_MESSAGES,
-    STEERED_USER_MESSAGES,
-    TOOL_CALL_RESULTS,
-    TURN_CANCEL_REQUEST,
-    agent_events_stream,
-)
+from dex_agents.infrastructure.dex.persistence import agent_events_stream, session_schema
 from dex_agents.infrastructure.dex.session_step import SessionStep, StepDependencies
 from dex_agents.infrastructure.dex.steps import STEP_CLASSES
 from dex_agents.infrastructure.dex.stores import SystemClock, dex_session_ports
@@ -131,24 +114,7 @@ class AgentSessionFlow(dex.Flow[AgentSessionStartInput]):
 
     def get_persistence_schema(self) -> dex.PersistenceSchema:
         """Return the session's Attributes, Channels and this Flow type's Stream."""
-        return dex.PersistenceSchema.of(
-            AGENT_STATE,
-            AGENT_MESSAGES,
-            FRAMEWORK_RUN_STATE,
-            FRAMEWORK_RUN_STATES,
-            AGENT_TOOL_CALLS,
-            PENDING_INTERRUPTS,
-            AGENT_USAGE,
-            AGENT_HISTORY_SUMMARIES,
-            QUEUED_USER_MESSAGES,
-            INTERRUPT_RESOLUTIONS,
-            TOOL_CALL_RESULTS,
-            STEERED_USER_MESSAGES,
-            STEERED_MESSAGES,
-            SEEN_STEERED_MESSAGES,
-            TURN_CANCEL_REQUEST,
-            self.events_stream,
-        )
+        return session_schema(self.events_stream)
 
     def _wired(self, use_case: type[RpcUseCaseT], context: dex.Context) -> RpcUseCaseT:
         """Build an RPC's use case over the session's ports, reading the messages the caller loaded if declared."""

@@ -74,3 +74,25 @@ AGENT_EVENTS_STREAM_NAME = "flow.agent_events"
 def agent_events_stream(capacity_bytes: int) -> dex.Stream[AgentEvent]:
     """Return a new live event Stream definition for one Flow type."""
     return dex.Stream(AGENT_EVENTS_STREAM_NAME, AgentEvent, capacity_bytes)
+
+
+def session_schema(events_stream: dex.Stream[AgentEvent]) -> dex.PersistenceSchema:
+    """Return a session's Attributes and Channels (the table above) and its Flow type's ``events_stream``."""
+    return dex.PersistenceSchema.of(
+        AGENT_STATE,
+        AGENT_MESSAGES,
+        FRAMEWORK_RUN_STATE,
+        FRAMEWORK_RUN_STATES,
+        AGENT_TOOL_CALLS,
+        PENDING_INTERRUPTS,
+        AGENT_USAGE,
+        AGENT_HISTORY_SUMMARIES,
+        QUEUED_USER_MESSAGES,
+        INTERRUPT_RESOLUTIONS,
+        TOOL_CALL_RESULTS,
+        STEERED_USER_MESSAGES,
+        STEERED_MESSAGES,
+        SEEN_STEERED_MESSAGES,
+        TURN_CANCEL_REQUEST,
+        events_stream,
+    )
