@@ -26,8 +26,8 @@ from pydantic_ai import (
     ToolOutput,
     UploadedFile,
 )
-from pydantic_ai.capabilities import ProcessHistory
-from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.capabilities import AbstractCapability, PrepareOutputTools, ProcessHistory
+from pydantic_ai.exceptions import ModelHTTPError, SkipModelRequest
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -37,6 +37,7 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
+from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.models.fallback import FallbackModel
 from pydantic_ai.models.function import AgentInfo
 from pydantic_ai.settings import ModelSettings
@@ -840,6 +841,91 @@ def thinking_beside_calls_and_the_answer_over_turns(probe: Probe) -> Scenario:
         return "a drink"
 
     return Scenario(agent=agent, turns=["what is tea?", "and coffee?"])
+
+
+@SCENARIOS.scenario()
+def prepared_output_tools_and_a_named_output_tool(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(("c1", "lookup", {"city": "Lisbon"}))
+        return _output(info, {"city": "Lisbon", "country": _returns(messages)[0]})
+
+    async def describe_output(ctx: RunContext[None], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+        return [replace(tool_def, description=f"answer at step {ctx.run_step}") for tool_def in tool_defs]
+
+    agent = Agent(
+        probe.model(respond),
+        output_type=ToolOutput(City, name="final_answer", strict=True),
+        capabilities=[PrepareOutputTools(describe_output), *probe.capabilities],
+    )
+
+    @agent.tool_plain
+    def lookup(city: str) -> str:
+        return "Portugal"
+
+    return Scenario(agent=agent, turns=["where is Lisbon?", "and again?"])
+
+
+@dataclass
+class _AnswerTheSecondRequest(AbstractCapability[None]):
+    """Skips the model for every request after a tool's result, with a canned answer (a capability's hook)."""
+
+    async def before_model_request(
+        self, ctx: RunContext[None], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        if any(isinstance(part, ToolReturnPart) for part in request_context.messages[-1].parts):
+            raise SkipModelRequest(ModelResponse(parts=[TextPart(f"skipped at step {ctx.run_step}")]))
+        return request_context
+
+
+@dataclass
+class _SwapTheModel(AbstractCapability[None]):
+    """Serves every request with another model (a capability's hook)."""
+
+    model: Model
+
+    async def before_model_request(
+        self, ctx: RunContext[None], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        request_context.model = self.model
+        return request_context
+
+
+@SCENARIOS.scenario()
+def capabilities_skip_a_model_request_and_come_from_a_factory(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return calls(("c1", "lookup", {"city": "Riga"}))
+
+    def factory(ctx: RunContext[None]) -> AbstractCapability[None]:
+        return _AnswerTheSecondRequest()
+
+    agent = Agent(probe.model(respond), capabilities=[factory, *probe.capabilities])
+
+    @agent.tool_plain
+    def lookup(city: str) -> str:
+        return "Latvia"
+
+    return Scenario(agent=agent, turns=["where is Riga?", "and again?"])
+
+
+@SCENARIOS.scenario()
+def a_capability_swaps_the_model(probe: Probe) -> Scenario:
+    def never(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise AssertionError("the swapped-out model was asked")
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(("c1", "lookup", {"city": "Vilnius"}))
+        return text(f"{info.model_settings} {_returns(messages)}")
+
+    swapped = probe.model(respond, name="swapped")
+    agent = Agent(probe.model(never, name="original"), capabilities=[_SwapTheModel(swapped), *probe.capabilities])
+
+    @agent.tool_plain
+    def lookup(city: str) -> str:
+        return "Lithuania"
+
+    return Scenario(agent=agent, turns=["where is Vilnius?"])
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
