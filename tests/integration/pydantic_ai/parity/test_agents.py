@@ -867,11 +867,11 @@ def prepared_output_tools_and_a_named_output_tool(probe: Probe) -> Scenario:
 
 
 @dataclass
-class _AnswerTheSecondRequest(AbstractCapability[None]):
+class _AnswerTheSecondRequest(AbstractCapability[object]):
     """Skips the model for every request after a tool's result, with a canned answer (a capability's hook)."""
 
     async def before_model_request(
-        self, ctx: RunContext[None], request_context: ModelRequestContext
+        self, ctx: RunContext[object], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         if any(isinstance(part, ToolReturnPart) for part in request_context.messages[-1].parts):
             raise SkipModelRequest(ModelResponse(parts=[TextPart(f"skipped at step {ctx.run_step}")]))
@@ -896,7 +896,7 @@ def capabilities_skip_a_model_request_and_come_from_a_factory(probe: Probe) -> S
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return calls(("c1", "lookup", {"city": "Riga"}))
 
-    def factory(ctx: RunContext[None]) -> AbstractCapability[None]:
+    def factory(ctx: RunContext[object]) -> AbstractCapability[object]:
         return _AnswerTheSecondRequest()
 
     agent = Agent(probe.model(respond), capabilities=[factory, *probe.capabilities])
