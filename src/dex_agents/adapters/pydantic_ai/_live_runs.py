@@ -242,7 +242,7 @@ class LiveRun:
             return None
         results: asyncio.Future[DeferredToolResults] = asyncio.get_running_loop().create_future()
         self._results = results
-        handoff.set_result(Handoff(requests=requests, messages=list(ctx.messages), usage=_copy_usage(ctx.usage)))
+        handoff.set_result(Handoff(requests=requests, messages=list(ctx.messages), usage=copy_usage(ctx.usage)))
         return await results
 
     async def next_stop(self) -> Stop:
@@ -318,10 +318,6 @@ def _retrieve(task: "asyncio.Task[Any]") -> None:
     # The Step that waits reads the error; an abandoned run's cancellation or error is nobody's.
     if not task.cancelled():
         task.exception()
-
-
-def _copy_usage(usage: RunUsage) -> RunUsage:
-    return copy_usage(usage)
 
 
 @dataclass

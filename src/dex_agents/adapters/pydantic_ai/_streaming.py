@@ -153,6 +153,8 @@ class DeltaForwardingModel(WrapperModel):
         """Wrap the model that serves the request; ``events`` gets the deltas."""
         super().__init__(wrapped)
         self.events = events
+        # Decided once per wrapped model: a request, or a stream whose deltas are forwarded.
+        self._asks = not can_stream(wrapped) or asks_as_a_plain_run(wrapped)
 
     @asynccontextmanager
     async def request_stream(
@@ -179,7 +181,7 @@ class DeltaForwardingModel(WrapperModel):
         model_request_parameters: ModelRequestParameters,
     ) -> ModelResponse:
         """Stream the wrapped model's response, forwarding deltas; return the whole response."""
-        if not can_stream(self.wrapped) or asks_as_a_plain_run(self.wrapped):
+        if self._asks:
             response = await self.wrapped.request(messages, model_settings, model_request_parameters)
             for index, part in enumerate(response.parts):
                 if isinstance(part, TextPart | ThinkingPart):
@@ -199,7 +201,7 @@ class DeltaForwardingCapability(AbstractCapability[Any]):
     """Where the deltas go; ``None``: nowhere, the request is left alone."""
 
     def get_ordering(self) -> CapabilityOrdering | None:
-        """Return the innermost position: its ``prepare_model_request`` runs last."""
+        """Return the innermost position: it wraps the model every other capability picked."""
         return CapabilityOrdering(position="innermost")
 
     def get_wrapper_model(self, model: Model) -> Model | None:
