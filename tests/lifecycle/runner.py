@@ -13,6 +13,7 @@ fails). Tool codes, each its own tool:
 | ``c`` | ``crash`` | read | raises (a Step failure: retried, then ``failed``) |
 | ``a`` | ``approve`` | idempotent write, approval | answers ``ok`` |
 | ``w`` | ``write`` | non-idempotent write | answers ``ok`` |
+| ``q`` | ``ask`` | non-idempotent write | asks approval as it runs (`ToolApprovalRequestedError`); approved: ``ok`` |
 
 Everything a model call decides comes from its arguments: the opening
 message's plan and the run state, a JSON object of the round and the steered
@@ -40,7 +41,9 @@ from dex_agents import (
     DeferredToolExecution,
     FrameworkMessage,
     MessageRole,
+    ToolApprovalRequestedError,
     ToolCallsRequested,
+    ToolCallStatus,
     ToolEffect,
     ToolExecutionError,
     ToolExecutionResult,
@@ -55,6 +58,7 @@ TOOLS = {
     "c": ("crash", ToolPolicy(ToolEffect.READ)),
     "a": ("approve", ToolPolicy(ToolEffect.IDEMPOTENT_WRITE, requires_approval=True)),
     "w": ("write", ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False)),
+    "q": ("ask", ToolPolicy(ToolEffect.NON_IDEMPOTENT_WRITE, requires_approval=False)),
 }
 """Tool code -> (tool name, policy)."""
 
@@ -186,6 +190,13 @@ class LifecycleRunner:
     async def execute_deferred_tool_call(self, call: DeferredToolExecution) -> ToolExecutionResult:
         """Run one scripted tool."""
         record = call.tool_call
+        if record.tool_name == "ask":
+            if record.status is not ToolCallStatus.APPROVED:
+                self._note("asked", call.idempotency_key, call.flow_id)
+                raise ToolApprovalRequestedError("the tool asks for approval as scripted")
+            # Its approved run is the write: it must run once at the most, as every non-idempotent write.
+            self._note("tool", f"write {call.idempotency_key}", call.flow_id)
+            return ToolExecutionResult("ok")
         self._note("tool", f"{record.tool_name} {call.idempotency_key}", call.flow_id)
         if record.tool_name == "fail":
             raise ToolExecutionError("the tool failed as scripted")
