@@ -104,26 +104,19 @@ async def answered_elsewhere(sessions: AgentSessionClient, session_id: str, inte
             return next((r for r in snapshot.tool_calls if r.interrupt_id == interrupt_id), None)
 
 
+@attrs.define
 class ChatApprovals:
     """The chat's approvals: the question at the prompt, and ``/approve ID`` / ``/reject ID reason``."""
 
-    def __init__(
-        self,
-        sessions: AgentSessionClient,
-        session_id: str,
-        console: Console,
-        lines: LineSource,
-        follower: SessionFollower,
-    ) -> None:
-        self.sessions = sessions
-        self.session_id = session_id
-        self.console = console
-        self.lines = lines
-        self.follower = follower
-        self.shown: dict[str, str] = {}
-        """The digest of each pending call this chat printed whole, by interrupt ID (what an approval binds to)."""
-        self._answer: asyncio.Future[str | None] | None = None
-        self._asking: ApprovalRequest | None = None
+    sessions: AgentSessionClient
+    session_id: str
+    console: Console
+    lines: LineSource
+    follower: SessionFollower
+    shown: dict[str, str] = attrs.field(factory=dict, init=False)
+    """The digest of each pending call this chat printed whole, by interrupt ID (what an approval binds to)."""
+    _answer: asyncio.Future[str | None] | None = attrs.field(default=None, init=False)
+    _asking: ApprovalRequest | None = attrs.field(default=None, init=False)
 
     def printed(self, snapshot: AgentSnapshot) -> None:
         """Note the snapshot's pending approvals as printed whole (`joined_lines`)."""

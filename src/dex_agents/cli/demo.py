@@ -41,6 +41,7 @@ from collections.abc import Awaitable
 from datetime import timedelta
 from pathlib import Path
 
+import attrs
 from rich.console import Console
 from rich.text import Text
 
@@ -151,29 +152,24 @@ def choose_approver(console: Console, lines: TerminalLines, *, answer: bool | No
     )
 
 
+@attrs.define
 class Demo:
     """One run of the demo on an engine."""
 
-    def __init__(
-        self,
-        console: Console,
-        engine: Engine,
-        flow: AgentSessionFlow,
-        supervisor: WorkerSupervisor,
-        state: Path,
-        *,
-        framework: str = PYDANTIC_AI,
-    ) -> None:
-        self.framework = framework
-        self.console = console
-        self.engine = engine
-        self.flow = flow
-        self.supervisor = supervisor
-        self.state = state
-        self.renderer = EventRenderer(console)
-        self.crash_task: asyncio.Task[None] | None = None
-        self.engine_process: DevServerProcess | None = None
-        """The dev server child that ``--crash-engine`` kills and starts again."""
+    console: Console
+    engine: Engine
+    flow: AgentSessionFlow
+    supervisor: WorkerSupervisor
+    state: Path
+    framework: str = attrs.field(default=PYDANTIC_AI, kw_only=True)
+    renderer: EventRenderer = attrs.field(init=False)
+    crash_task: asyncio.Task[None] | None = attrs.field(default=None, init=False)
+    engine_process: DevServerProcess | None = attrs.field(default=None, init=False)
+    """The dev server child that ``--crash-engine`` kills and starts again."""
+
+    @renderer.default
+    def _console_renderer(self) -> EventRenderer:
+        return EventRenderer(self.console)
 
     def _say(self, *objects: Text | str, highlight: bool = False) -> None:
         self.console.print(*objects, soft_wrap=True, highlight=highlight)

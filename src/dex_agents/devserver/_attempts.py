@@ -9,7 +9,7 @@ until the retry policy's attempts or total duration run out. Every attempt is lo
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from dex.dexpb import dex_pb2 as pb
@@ -95,27 +95,19 @@ def _forget_heartbeat(execution: Execution) -> None:
     execution.last_heartbeat = None
 
 
+@dataclass(eq=False)
 class MethodAttempts:
     """Runs Step methods' attempts on the Workers and logs each attempt."""
 
-    def __init__(
-        self,
-        config: DevServerConfig,
-        clock: ServerClock,
-        streams: Streams,
-        blobs: BlobStore,
-        pull: PullWorkers,
-        listening: ListeningWorkers,
-    ) -> None:
-        self.config = config
-        self.clock = clock
-        self.streams = streams
-        self.blobs = blobs
-        self.pull = pull
-        self.listening = listening
-        self.log: list[AttemptRecord] = []
-        self.grace_until = 0.0
-        """Loop time until which a task waits longer for a Worker (Workers reconnect after a restart)."""
+    config: DevServerConfig
+    clock: ServerClock
+    streams: Streams
+    blobs: BlobStore
+    pull: PullWorkers
+    listening: ListeningWorkers
+    log: list[AttemptRecord] = field(default_factory=list, init=False)
+    grace_until: float = field(default=0.0, init=False)
+    """Loop time until which a task waits longer for a Worker (Workers reconnect after a restart)."""
 
     async def run_method(self, run: Run, execution: Execution, method: Method) -> Completed | Failed:
         """Run ``method`` until an attempt returns or the retry policy gives up.

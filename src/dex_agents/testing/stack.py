@@ -38,6 +38,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Literal, Protocol, Self
 
+import attrs
 import dex
 
 from dex_agents.infrastructure.dex.client import AgentSessionClient
@@ -123,15 +124,13 @@ def run_agent_worker(
     asyncio.run(serve.run(None if ready_file is None else Path(ready_file)))
 
 
+@attrs.frozen
 class _Serve:
-    def __init__(
-        self, flows: list[AgentSessionFlow], address: str, max_tasks: int, mode: WorkerMode, listen: str
-    ) -> None:
-        self.flows = flows
-        self.address = address
-        self.max_tasks = max_tasks
-        self.mode = mode
-        self.listen = listen
+    flows: list[AgentSessionFlow]
+    address: str
+    max_tasks: int
+    mode: WorkerMode
+    listen: str
 
     async def run(self, ready_file: Path | None) -> None:
         given = os.environ.get(CACHE_DIR_ENV)
