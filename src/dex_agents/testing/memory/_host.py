@@ -256,17 +256,13 @@ class InMemorySessionSteps:
         self._ran(StepName.START_AGENT_SESSION, initial_message)
         start = AgentSessionStartInput(initial_message=initial_message)
         with self.attempt(StepName.START_AGENT_SESSION, call, start) as events:
-            return await StartAgentSession.wired(
-                self.ports, self.agent, events=events, heartbeat=self.heartbeat
-            ).execute(start)
+            return await self.build(StartAgentSession, events).execute(start)
 
     async def await_user_message(self, delivered: Sequence[AgentUserMessage], *, steered: bool = False) -> Next:
         call = self.step_call(StepName.AWAIT_USER_MESSAGE)
         self._ran(StepName.AWAIT_USER_MESSAGE, None)
         with self.attempt(StepName.AWAIT_USER_MESSAGE, call, None) as events:
-            return await AwaitUserMessage.wired(
-                self.ports, self.agent, events=events, heartbeat=self.heartbeat
-            ).execute(delivered, steered=steered)
+            return await self.build(AwaitUserMessage, events).execute(delivered, steered=steered)
 
     def announce_finished_turn(self) -> None:
         """Run what ``AwaitUserMessage`` does before it waits (its ``wait_for``)."""
@@ -275,9 +271,7 @@ class InMemorySessionSteps:
         waiting = STEP_DECLARATIONS[StepName.AWAIT_USER_MESSAGE].wait_loaded()
         try:
             with self.gate.loading(waiting, "AwaitUserMessage.wait_for"):
-                AwaitUserMessage.wired(
-                    self.ports, self.agent, events=events, heartbeat=self.heartbeat
-                ).announce_finished_turn()
+                self.build(AwaitUserMessage, events).announce_finished_turn()
         finally:
             events.close()
 
@@ -345,31 +339,24 @@ class InMemorySessionSteps:
         return await self._tool_step(StepName.RECONCILE_TOOL_CALL, tool_call_id, attempt, step_execution_id)
 
     async def record_tool_failure(self, tool_call_id: str, *, recovery_error: str = "attempts exhausted") -> Next:
-        call = self.step_call(StepName.RECORD_TOOL_FAILURE)
-        self._ran(StepName.RECORD_TOOL_FAILURE, tool_call_id)
-        turn_id = self._turn_of(tool_call_id)
-        with self.attempt(StepName.RECORD_TOOL_FAILURE, call, tool_call_id, turn_id=turn_id) as events:
-            return await RecordToolFailure.wired(
-                self.ports, self.agent, events=events, heartbeat=self.heartbeat
-            ).execute(tool_call_id, recovery_error=recovery_error)
+        return await self._tool_failure_route(StepName.RECORD_TOOL_FAILURE, tool_call_id, recovery_error)
 
     async def record_tool_outcome_unknown(self, tool_call_id: str, *, recovery_error: str = "attempt failed") -> Next:
-        call = self.step_call(StepName.RECORD_TOOL_OUTCOME_UNKNOWN)
-        self._ran(StepName.RECORD_TOOL_OUTCOME_UNKNOWN, tool_call_id)
-        turn_id = self._turn_of(tool_call_id)
-        with self.attempt(StepName.RECORD_TOOL_OUTCOME_UNKNOWN, call, tool_call_id, turn_id=turn_id) as events:
-            return await RecordToolOutcomeUnknown.wired(
-                self.ports, self.agent, events=events, heartbeat=self.heartbeat
-            ).execute(tool_call_id, recovery_error=recovery_error)
+        return await self._tool_failure_route(StepName.RECORD_TOOL_OUTCOME_UNKNOWN, tool_call_id, recovery_error)
+
+    async def _tool_failure_route(self, step: StepName, tool_call_id: str, recovery_error: str) -> Next:
+        call = self.step_call(step)
+        kind = RecordToolFailure if step is StepName.RECORD_TOOL_FAILURE else RecordToolOutcomeUnknown
+        self._ran(step, tool_call_id)
+        with self.attempt(step, call, tool_call_id, turn_id=self._turn_of(tool_call_id)) as events:
+            return await self.build(kind, events).execute(tool_call_id, recovery_error=recovery_error)
 
     async def resume_turn(
         self, delivered: Sequence[ToolCallCompleted], steered: Sequence[AgentUserMessage] = ()
     ) -> Next:
         self._ran(StepName.RESUME_TURN, len(delivered))
         with self.attempt(StepName.RESUME_TURN, self.step_call(StepName.RESUME_TURN), len(delivered)) as events:
-            return await ResumeTurn.wired(self.ports, self.agent, events=events, heartbeat=self.heartbeat).execute(
-                delivered, steered
-            )
+            return await self.build(ResumeTurn, events).execute(delivered, steered)
 
     async def record_turn_failure(
         self,
@@ -382,9 +369,7 @@ class InMemorySessionSteps:
         self._ran(step, start)
         use_case = _FAILURE_RECORDS[step]  # as the Dex binding: the record of the Step that failed
         with self.attempt(step, call, start) as events:
-            return await use_case.wired(self.ports, self.agent, events=events, heartbeat=self.heartbeat).execute(
-                recovery_error=recovery_error, start=start
-            )
+            return await self.build(use_case, events).execute(recovery_error=recovery_error, start=start)
 
     async def compact_history(
         self, reason: str = "policy", *, attempt: int = 1, step_execution_id: str | None = None
@@ -392,17 +377,15 @@ class InMemorySessionSteps:
         call = self.step_call(StepName.COMPACT_HISTORY, attempt=attempt, step_execution_id=step_execution_id)
         self._ran(StepName.COMPACT_HISTORY, reason, call)
         with self.attempt(StepName.COMPACT_HISTORY, call, reason) as events:
-            return await CompactHistory.wired(self.ports, self.agent, events=events, heartbeat=self.heartbeat).execute(
-                call, reason
-            )
+            return await self.build(CompactHistory, events).execute(call, reason)
 
     async def record_compaction_failure(self, reason: str, *, recovery_error: str = "compaction failed") -> Next:
         call = self.step_call(StepName.RECORD_COMPACTION_FAILURE)
         self._ran(StepName.RECORD_COMPACTION_FAILURE, reason)
         with self.attempt(StepName.RECORD_COMPACTION_FAILURE, call, reason) as events:
-            return await RecordCompactionFailure.wired(
-                self.ports, self.agent, events=events, heartbeat=self.heartbeat
-            ).after_compaction(reason, recovery_error=recovery_error)
+            return await self.build(RecordCompactionFailure, events).after_compaction(
+                reason, recovery_error=recovery_error
+            )
 
     def _turn_of(self, tool_call_id: str) -> str | None:
         record = self.tool_calls.get(tool_call_id)
