@@ -239,6 +239,19 @@ class AgentToolCall:
         return self.interrupt_id
 
     @property
+    def waiting_deadline(self) -> datetime | None:
+        """The deadline of the wait the call is in now: its result's while ``awaiting_result``, else its approval's."""
+        if self.status is ToolCallStatus.AWAITING_RESULT:
+            return self.result_deadline
+        return self.approval_deadline
+
+    def with_waiting_deadline(self, deadline: datetime) -> "AgentToolCall":
+        """Return the record with ``deadline`` as its `waiting_deadline`."""
+        if self.status is ToolCallStatus.AWAITING_RESULT:
+            return attrs.evolve(self, result_deadline=deadline)
+        return attrs.evolve(self, approval_deadline=deadline)
+
+    @property
     def digest(self) -> str:
         """This call's `call_digest` (tool name and canonical arguments)."""
         return call_digest(self.tool_name, self.arguments)

@@ -119,43 +119,30 @@ class AwaitToolApproval(Wired):
 
         ``engine_now`` is the engine's time as this wait starts (Dex: the
         server-set ``first_attempt_at`` of ``wait_for``). The first wait of a
-        call with a deadline stores ``approval_deadline`` on its record.
+        call with a deadline stores it on its record (`AgentToolCall.waiting_deadline`:
+        ``approval_deadline``, or ``result_deadline`` for a result from outside).
         """
         record = self._record(tool_call_id)
-        if record.status is ToolCallStatus.AWAITING_RESULT:
-            return self._plan_result_wait(record, engine_now=engine_now)
-        if record.status is not ToolCallStatus.AWAITING_APPROVAL or record.approval_to_raise:
-            return None  # none to wait for, or execute raises the interrupt first, under the lock
-        assert record.interrupt_id is not None
-        interrupt = self._pending(record.interrupt_id)
+        match record.status:
+            case ToolCallStatus.AWAITING_APPROVAL if not record.approval_to_raise:
+                limit = self.options.interrupt_deadline
+            case ToolCallStatus.AWAITING_RESULT if record.result_raised:
+                limit = self.options.external_result_deadline
+            case _:
+                return None  # none to wait for, or execute raises the interrupt first, under the lock
+        interrupt_id = record.waiting_interrupt_id
+        assert interrupt_id is not None
+        interrupt = self._pending(interrupt_id)
         if interrupt is not None and self._cancelled(record):
-            return None  # execute rejects it at once
-        timer = None
-        if interrupt is not None and self.options.interrupt_deadline is not None:
-            deadline = record.approval_deadline
-            if deadline is None:
-                deadline = engine_now + self.options.interrupt_deadline
-                self.tool_calls.put(attrs.evolve(record, approval_deadline=deadline))
-            seconds = math.ceil((deadline - engine_now).total_seconds())
-            timer = timedelta(seconds=max(0, seconds))
-        return ApprovalWait(interrupt_id=record.interrupt_id, timer=timer)
-
-    def _plan_result_wait(self, record: AgentToolCall, *, engine_now: datetime) -> ApprovalWait | None:
-        assert record.result_interrupt_id is not None
-        if not record.result_raised:
-            return None  # execute raises the interrupt first, under the lock
-        interrupt = self._pending(record.result_interrupt_id)
-        if interrupt is not None and self._cancelled(record):
-            return None  # execute cancels it at once
-        timer = None
-        if interrupt is not None and self.options.external_result_deadline is not None:
-            deadline = record.result_deadline
-            if deadline is None:
-                deadline = engine_now + self.options.external_result_deadline
-                self.tool_calls.put(attrs.evolve(record, result_deadline=deadline))
-            seconds = math.ceil((deadline - engine_now).total_seconds())
-            timer = timedelta(seconds=max(0, seconds))
-        return ApprovalWait(interrupt_id=record.result_interrupt_id, timer=timer)
+            return None  # execute rejects (or cancels) it at once
+        if interrupt is None or limit is None:
+            return ApprovalWait(interrupt_id=interrupt_id, timer=None)
+        deadline = record.waiting_deadline
+        if deadline is None:
+            deadline = engine_now + limit
+            self.tool_calls.put(record.with_waiting_deadline(deadline))
+        seconds = math.ceil((deadline - engine_now).total_seconds())
+        return ApprovalWait(interrupt_id=interrupt_id, timer=timedelta(seconds=max(0, seconds)))
 
     async def execute(
         self,
