@@ -10,6 +10,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Generic, TypeVar
 
 import dex
 
@@ -19,9 +20,7 @@ from dex_agents.domain.history import HistorySummary, summary_key
 from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution
 from dex_agents.domain.limits import utf8_size
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage, message_sequence_key
-from dex_agents.domain.session import AgentState
 from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted
-from dex_agents.domain.turn_control import TurnCancelRequest
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.infrastructure.dex.frames import count_write
 from dex_agents.infrastructure.dex.persistence import (
@@ -43,21 +42,24 @@ from dex_agents.infrastructure.dex.persistence import (
     TURN_CANCEL_REQUEST,
 )
 
+ValueT = TypeVar("ValueT")
 
-class DexSessionStateStore:
-    """``AGENT_STATE``."""
 
-    def __init__(self, context: dex.Context) -> None:
+class DexAttributeStore(Generic[ValueT]):
+    """One Attribute, read and staged whole (``AGENT_STATE``, ``TURN_CANCEL_REQUEST``)."""
+
+    def __init__(self, context: dex.Context, attribute: dex.Attribute[ValueT]) -> None:
         self._context = context
+        self._attribute = attribute
 
-    def get(self) -> AgentState | None:
-        """Return the state, or ``None`` before the session started."""
-        state: AgentState | None = AGENT_STATE.get(self._context)
-        return state
+    def get(self) -> ValueT | None:
+        """Return the value, or ``None`` while the Attribute has none."""
+        value: ValueT | None = self._attribute.get(self._context)
+        return value
 
-    def set(self, state: AgentState) -> None:
-        """Stage ``state``."""
-        AGENT_STATE.set(self._context, state)
+    def set(self, value: ValueT) -> None:
+        """Stage ``value``."""
+        self._attribute.set(self._context, value)
 
 
 class DexMessageLog:
@@ -231,43 +233,29 @@ class DexSteeredMessageStore:
 
     def get(self) -> tuple[AgentUserMessage, ...]:
         """Return the steered messages the running turn took, oldest first."""
-        messages: list[AgentUserMessage] | None = STEERED_MESSAGES.get(self._context)
-        return tuple(messages or ())
+        return self._read(STEERED_MESSAGES)
 
     def set(self, messages: Sequence[AgentUserMessage]) -> None:
         """Stage them; empty deletes the Attribute."""
-        if messages:
-            STEERED_MESSAGES.set(self._context, list(messages))
-        else:
-            STEERED_MESSAGES.delete(self._context)
+        self._stage(STEERED_MESSAGES, messages)
 
     def seen(self) -> tuple[AgentUserMessage, ...]:
         """Return the steered messages a model call of the running turn saw, oldest first."""
-        messages: list[AgentUserMessage] | None = SEEN_STEERED_MESSAGES.get(self._context)
-        return tuple(messages or ())
+        return self._read(SEEN_STEERED_MESSAGES)
 
     def set_seen(self, messages: Sequence[AgentUserMessage]) -> None:
         """Stage them; empty deletes the Attribute."""
+        self._stage(SEEN_STEERED_MESSAGES, messages)
+
+    def _read(self, attribute: dex.Attribute[list[AgentUserMessage]]) -> tuple[AgentUserMessage, ...]:
+        messages: list[AgentUserMessage] | None = attribute.get(self._context)
+        return tuple(messages or ())
+
+    def _stage(self, attribute: dex.Attribute[list[AgentUserMessage]], messages: Sequence[AgentUserMessage]) -> None:
         if messages:
-            SEEN_STEERED_MESSAGES.set(self._context, list(messages))
-        elif SEEN_STEERED_MESSAGES.get(self._context) is not None:
-            SEEN_STEERED_MESSAGES.delete(self._context)
-
-
-class DexCancelRequestStore:
-    """``TURN_CANCEL_REQUEST``."""
-
-    def __init__(self, context: dex.Context) -> None:
-        self._context = context
-
-    def get(self) -> TurnCancelRequest | None:
-        """Return the latest cancel request, or ``None``."""
-        request: TurnCancelRequest | None = TURN_CANCEL_REQUEST.get(self._context)
-        return request
-
-    def set(self, request: TurnCancelRequest) -> None:
-        """Stage ``request``."""
-        TURN_CANCEL_REQUEST.set(self._context, request)
+            attribute.set(self._context, list(messages))
+        elif attribute.get(self._context) is not None:  # no delete written for an Attribute that has no value
+            attribute.delete(self._context)
 
 
 class DexResolutionPublisher:
@@ -349,7 +337,7 @@ def dex_session_ports(context: dex.Context, *, loaded_messages_only: bool = Fals
     instances their caller loaded.
     """
     return SessionPorts(
-        session_state=DexSessionStateStore(context),
+        session_state=DexAttributeStore(context, AGENT_STATE),
         messages=DexLoadedMessageLog(context) if loaded_messages_only else DexMessageLog(context),
         run_state=DexRunStateStore(context),
         tool_calls=DexToolCallStore(context),
@@ -361,5 +349,5 @@ def dex_session_ports(context: dex.Context, *, loaded_messages_only: bool = Fals
         summaries=DexHistorySummaryStore(context),
         steering=DexUserMessageQueue(context, STEERED_USER_MESSAGES),
         steered=DexSteeredMessageStore(context),
-        cancel_request=DexCancelRequestStore(context),
+        cancel_request=DexAttributeStore(context, TURN_CANCEL_REQUEST),
     )
