@@ -38,17 +38,12 @@ _RUN_USAGE = TypeAdapter(RunUsage)
 
 _RUN_USAGE_FIELDS = tuple(field.name for field in dataclasses.fields(RunUsage))
 
+_NO_USAGE = RunUsage()  # never changed: the mark `agent_usage` measures from
+
 
 def agent_usage(usage: RunUsage) -> AgentUsage:
-    """Map Pydantic AI's run usage to the session's."""
-    return AgentUsage(
-        model_calls=usage.requests,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cached_input_tokens=usage.cache_read_tokens,
-        reasoning_tokens=usage.output_reasoning_tokens,
-        tool_calls=usage.tool_calls,
-    )
+    """Map Pydantic AI's run usage to the session's: what it added since no usage (`usage_since`)."""
+    return usage_since(usage, _NO_USAGE)
 
 
 def run_usage(usage: AgentUsage) -> RunUsage:
