@@ -79,24 +79,20 @@ def _ran_out_of_retries(error: UnexpectedModelBehavior, tool_name: str) -> bool:
     )
 
 
+@attrs.frozen(kw_only=True)
 class ToolSteps:
-    """Runs the tool Steps of one runner's agent."""
+    """Runs the tool Steps of one runner's agent, with what every tool Step's run needs."""
 
-    def __init__(
-        self,
-        run_agent: AbstractAgent[Any, Any],
-        *,
-        output_type: list[object] | None,
-        model: Model | KnownModelName | str | None,
-        direct_tools: DirectToolCache | None,
-        deps: Callable[[str], Awaitable[object]],
-    ) -> None:
-        """Keep what every tool Step's run needs (the runner's agent copy, output type, model and deps)."""
-        self._run_agent = run_agent
-        self._output_type = output_type
-        self._model = model
-        self._direct_tools = direct_tools
-        self._deps = deps
+    _run_agent: AbstractAgent[Any, Any]
+    """The runner's copy of the agent."""
+    _output_type: list[object] | None
+    """The output type its runs are given."""
+    _model: Model | KnownModelName | str | None
+    """The model to run instead of the agent's own."""
+    _direct_tools: DirectToolCache | None
+    """The plain function tools a Step may call without an agent run, or ``None``: always run the agent."""
+    _deps: Callable[[str], Awaitable[object]]
+    """The agent's dependencies for a session ID."""
 
     async def execute(self, call: DeferredToolExecution) -> ToolExecutionResult:
         """Run one tool call: the contract is `PydanticAIRunner.execute_deferred_tool_call`."""

@@ -212,7 +212,7 @@ class PydanticAIRunner(Generic[DepsT]):
             ends_early(agent),
         )
         self._tool_steps = ToolSteps(
-            self._run_agent,
+            run_agent=self._run_agent,
             output_type=self._output_type,
             model=model,
             direct_tools=DirectToolCache(agent, model) if direct_tool_calls else None,
