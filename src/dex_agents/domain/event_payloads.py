@@ -12,6 +12,7 @@ from typing import ClassVar
 import attrs
 
 from dex_agents.domain.payload_view import PayloadView
+from dex_agents.domain.snapshot import TurnStatus
 from dex_agents.domain.tools import ToolCallStatus, ToolEffect
 from dex_agents.domain.usage import AgentUsage
 
@@ -36,12 +37,8 @@ class AgentEventType(StrEnum):
     TURN_CANCELLED = "turn_cancelled"
 
 
-class TurnOutcome(StrEnum):
-    """How a committed turn ended."""
-
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
+TurnOutcome = TurnStatus
+"""How a committed turn ended: the ``turn_committed`` payload's name for `TurnStatus`."""
 
 
 class SteeredLanding(StrEnum):
@@ -97,7 +94,7 @@ class TurnCommittedPayload(PayloadView):
     """A turn's final state is committed and readable."""
 
     event_type: ClassVar[AgentEventType] = AgentEventType.TURN_COMMITTED
-    outcome: TurnOutcome = attrs.field(converter=TurnOutcome)
+    outcome: TurnStatus = attrs.field(converter=TurnStatus)
     """How it ended."""
     error: str | None
     """The error of a failed turn, else ``None``."""

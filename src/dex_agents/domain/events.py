@@ -177,9 +177,8 @@ def turn_failed(error: str, client_message_id: str | None = None) -> TurnFailedP
 
 def turn_committed(*, failed_with: str | None, message_count: int, cancelled: bool = False) -> TurnCommittedPayload:
     """A turn's final state is committed: ``completed``, ``cancelled``, or ``failed`` with ``failed_with``."""
-    outcome = TurnOutcome.COMPLETED if failed_with is None else TurnOutcome.FAILED
     return TurnCommittedPayload(
-        outcome=TurnOutcome.CANCELLED if cancelled else outcome,
+        outcome=TurnOutcome.of(failed=failed_with is not None, cancelled=cancelled),
         error=failed_with,
         message_count=message_count,
     )

@@ -172,12 +172,19 @@ def _size(sizes: Mapping[int, int], sequence: int) -> int:
 
 
 class TurnStatus(StrEnum):
-    """How a finished turn ended."""
+    """How a finished turn ended (a `TurnResult`'s ``status``, a ``turn_committed`` event's ``outcome``)."""
 
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
     """A person cancelled it (`AgentSessionClient.cancel_turn`); its note is among its messages."""
+
+    @classmethod
+    def of(cls, *, failed: bool, cancelled: bool) -> "TurnStatus":
+        """Return ``cancelled`` for a cancelled turn, else ``failed`` or ``completed``."""
+        if cancelled:
+            return cls.CANCELLED
+        return cls.FAILED if failed else cls.COMPLETED
 
 
 @attrs.frozen(kw_only=True)
@@ -245,10 +252,9 @@ def turn_result(
         cancelled = failed and any((m.text or "").startswith(TURN_CANCELLED_NOTE_HEADER) for m in of_turn)
         failed = failed and not cancelled
         error = error_hint if failed else None
-    status = TurnStatus.FAILED if failed else TurnStatus.COMPLETED
     return TurnResult(
         turn_id=turn_id,
-        status=TurnStatus.CANCELLED if cancelled else status,
+        status=TurnStatus.of(failed=failed, cancelled=cancelled),
         error=error,
         messages=of_turn,
         snapshot=snapshot,
