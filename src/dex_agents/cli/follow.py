@@ -130,43 +130,33 @@ def is_idle(snapshot: AgentSnapshot, *, min_turns: int = 0) -> bool:
     return snapshot.is_idle and snapshot.state is not None and snapshot.state.turn_count >= min_turns
 
 
+def _approver_name(answered_by: str | None) -> str:
+    return answered_by or os_user()
+
+
+@attrs.define
 class SessionFollower:
     """Reads, enriches and draws one session's events; answers its approvals through an `Approver`."""
 
-    def __init__(  # noqa: PLR0913 - the follower's collaborators; the optional ones by keyword
-        self,
-        sessions: AgentSessionClient,
-        session_id: str,
-        renderer: EventRenderer,
-        *,
-        approver: Approver | None = None,
-        answered_by: str | None = None,
-        resume_token: str = "",
-        poll: timedelta = DEFAULT_POLL,
-    ) -> None:
-        """Create a follower.
-
-        Args:
-            sessions: the session client of the session's Flow.
-            session_id: the session.
-            renderer: where events are drawn.
-            approver: answers pending approvals; ``None`` only draws them.
-            answered_by: who the answers name as approver (default: the OS user, `os_user`).
-            resume_token: where to start reading (``""``: the oldest event kept).
-            poll: how long one read waits before the snapshot is checked.
-        """
-        self.sessions = sessions
-        self.session_id = session_id
-        self.renderer = renderer
-        self.approver = approver
-        self.answered_by = answered_by or os_user()
-        self.resume_token = resume_token
-        self.poll = poll
-        self.on_event: Callable[[AgentEvent], None] | None = None
-        """Called after each event is drawn (the demo uses it to react to a tool starting)."""
-        self.last_snapshot: AgentSnapshot | None = None
-        """The latest snapshot the follower read."""
-        self._asked: set[str] = set()
+    sessions: AgentSessionClient
+    """The session client of the session's Flow."""
+    session_id: str
+    """The session."""
+    renderer: EventRenderer
+    """Where events are drawn."""
+    approver: Approver | None = attrs.field(default=None, kw_only=True)
+    """Answers pending approvals; ``None`` only draws them."""
+    answered_by: str = attrs.field(default=None, kw_only=True, converter=_approver_name)
+    """Who the answers name as approver (given ``None``: the OS user, `os_user`)."""
+    resume_token: str = attrs.field(default="", kw_only=True)
+    """Where to start reading (``""``: the oldest event kept)."""
+    poll: timedelta = attrs.field(default=DEFAULT_POLL, kw_only=True)
+    """How long one read waits before the snapshot is checked."""
+    on_event: Callable[[AgentEvent], None] | None = attrs.field(default=None, init=False)
+    """Called after each event is drawn (the demo uses it to react to a tool starting)."""
+    last_snapshot: AgentSnapshot | None = attrs.field(default=None, init=False)
+    """The latest snapshot the follower read."""
+    _asked: set[str] = attrs.field(factory=set, init=False)
 
     @property
     def console(self) -> Console:
