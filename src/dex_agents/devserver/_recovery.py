@@ -33,59 +33,35 @@ from dex_agents.devserver._store import Store
 from dex_agents.devserver._store_journal import decode
 from dex_agents.devserver._streams import StreamEntry
 
+_EXECUTION_MESSAGES = {
+    "movement": pb.StepMovement,
+    "recovery": pb.RecoveryErrorInfo,
+    "waiting": pb.WaitingCondition,
+    "results": pb.ConditionResults,
+    "last_heartbeat": pb.Value,
+}
+"""The fields of an execution's row that `execution_state` stores as encoded protobuf messages."""
+
 
 def _run(row: tuple[Any, ...]) -> Run:
+    """A run from its row: the fields `run_state` wrote, by name, with its tuples back from JSON lists."""
     run_id, flow_id, position, text = row
     state = json.loads(text)
     close_request = state["close_request"]
-    return Run(
-        flow_id=flow_id,
-        run_id=run_id,
-        first_run_id=state["first_run_id"],
-        flow_type=state["flow_type"],
-        request_id=state["request_id"],
-        started_at=state["started_at"],
-        worker_target=state["worker_target"],
-        status=state["status"],
-        closed_at=state["closed_at"],
-        error_type=state["error_type"],
-        error_message=state["error_message"],
-        graceful=state["graceful"],
-        closing=state["closing"],
-        close_request=None if close_request is None else (close_request[0], close_request[1], close_request[2]),
-        counters=state["counters"],
-        next_message=state["next_message"],
-        next_wait=state["next_wait"],
-        pending_skips=[(skip[0], skip[1], skip[2]) for skip in state["pending_skips"]],
-        position=position,
-    )
+    state["close_request"] = None if close_request is None else tuple(close_request)
+    state["pending_skips"] = [tuple(skip) for skip in state["pending_skips"]]
+    return Run(flow_id=flow_id, run_id=run_id, position=position, **state)
 
 
 def _execution(execution_id: str, text: str) -> Execution:
+    """An execution from its row: the fields `execution_state` wrote, by name, decoded; its task resumed."""
     state = json.loads(text)
-    return Execution(
-        id=execution_id,
-        step_type=state["step_type"],
-        movement=decode(pb.StepMovement, state["movement"]),
-        from_id=state["from_id"],
-        recovery=decode(pb.RecoveryErrorInfo, state["recovery"]),
-        started_at=state["started_at"],
-        phase=Phase(state["phase"]),
-        waiting=decode(pb.WaitingCondition, state["waiting"]),
-        wait_sequence=state["wait_sequence"],
-        timer_deadlines=list(state["timer_deadlines"]),
-        skipped_timers=set(state["skipped_timers"]),
-        results=decode(pb.ConditionResults, state["results"]),
-        locals={key: decode(pb.Value, value) for key, value in state["locals"].items()},
-        last_heartbeat=decode(pb.Value, state["last_heartbeat"]),
-        method=state["method"],
-        attempt=state["attempt"],
-        first_attempt_at=state["first_attempt_at"],
-        output_seen=state["output_seen"],
-        retry_at=state["retry_at"],
-        skipped_delay=state["skipped_delay"],
-        task_resumed=True,
-    )
+    for name, message_type in _EXECUTION_MESSAGES.items():
+        state[name] = decode(message_type, state[name])
+    state["phase"] = Phase(state["phase"])
+    state["skipped_timers"] = set(state["skipped_timers"])
+    state["locals"] = {key: decode(pb.Value, value) for key, value in state["locals"].items()}
+    return Execution(id=execution_id, task_resumed=True, **state)
 
 
 def load(engine: Engine, store: Store) -> int:
