@@ -19,6 +19,7 @@ from dex_agents import (
     InputProblem,
     InvalidInputError,
     ListAgentMessagesRequest,
+    NotAwaitingToolResultError,
     ResolveInterruptRequest,
     SessionUnavailableError,
     message_sequence_key,
@@ -97,6 +98,29 @@ async def test_resolve_interrupt_gives_up_on_a_lock_conflict_after_its_retry_win
         await sessions_with(FakeDexClient({"resolve_interrupt": always_locked})).resolve_interrupt(
             "s", "i", approved=False, rejection_message="no"
         )
+
+
+async def test_submit_tool_result_asks_again_while_the_call_is_about_to_wait() -> None:
+    answers = iter(["not_yet_waiting", "not_yet_waiting", "accepted"])
+
+    def submit(_request: object, _options: dex.RPCInvokeOptions) -> str:
+        return next(answers)
+
+    fake = FakeDexClient({"submit_tool_result": submit})
+    await sessions_with(fake).submit_tool_result("s", "call-1", result={"ok": True})
+    assert len(fake.calls) == 3
+
+
+async def test_submit_tool_result_stops_asking_once_the_retry_window_has_passed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dex_agents.infrastructure.dex import _client_rpc as client_module
+
+    monkeypatch.setattr(client_module, "LOCK_CONFLICT_RETRY", timedelta(0))
+    fake = FakeDexClient({"submit_tool_result": lambda _request, _options: "not_yet_waiting"})
+    with pytest.raises(NotAwaitingToolResultError):
+        await sessions_with(fake).submit_tool_result("s", "call-1", result={"ok": True})
+    assert len(fake.calls) == 1
 
 
 def test_the_lock_conflict_window_outlasts_the_back_off_of_the_step_holding_the_lock() -> None:

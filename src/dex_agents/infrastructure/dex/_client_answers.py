@@ -4,10 +4,8 @@ Both retry a lock conflict (a Step holding ``PENDING_INTERRUPTS``) for up to
 `LOCK_CONFLICT_RETRY`: Dex holds a Step's lock through its retry back-off.
 """
 
-import asyncio
 import enum
 import json
-import time
 
 from dex_agents.application.rpcs.resolve_interrupt import request_refusal
 from dex_agents.application.rpcs.submit_tool_result import raise_for_tool_result_answer
@@ -17,8 +15,8 @@ from dex_agents.domain.interrupts import ResolveInterruptRequest, SubmitToolResu
 from dex_agents.domain.json_values import JsonValue
 from dex_agents.domain.limits import InputProblem
 from dex_agents.infrastructure.dex._client_events import AgentEventMessage as AgentEventMessage
-from dex_agents.infrastructure.dex._client_rpc import LOCK_CONFLICT_MAX_PAUSE, LOCK_CONFLICT_PAUSE, SessionRpc, raise_if
 from dex_agents.infrastructure.dex._client_rpc import LOCK_CONFLICT_RETRY as LOCK_CONFLICT_RETRY
+from dex_agents.infrastructure.dex._client_rpc import LockBackoff, SessionRpc, raise_if
 from dex_agents.infrastructure.dex._client_waits import RECHECK_INTERVAL as RECHECK_INTERVAL
 from dex_agents.infrastructure.dex._client_waits import MessageReceipt as MessageReceipt
 from dex_agents.infrastructure.dex.session_errors import NoWorkerError as NoWorkerError
@@ -105,16 +103,13 @@ class SessionAnswers(SessionRpc):
         self._check_session_id(session_id)
         request = _tool_result_request(tool_call_id, result, error)
         raise_if(result_refusal(request, self._flow.options))
-        give_up = time.monotonic() + LOCK_CONFLICT_RETRY.total_seconds()
-        pause = LOCK_CONFLICT_PAUSE
+        backoff = LockBackoff()
         while True:
             answer = SubmitToolResultAnswer(
                 await self._call_through_lock_conflicts(self._flow.submit_tool_result, session_id, request)
             )
-            if answer is not SubmitToolResultAnswer.NOT_YET_WAITING or time.monotonic() >= give_up:
+            if answer is not SubmitToolResultAnswer.NOT_YET_WAITING or not await backoff.pause():
                 break
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, LOCK_CONFLICT_MAX_PAUSE)
         raise_for_tool_result_answer(answer, tool_call_id)
 
 

@@ -64,6 +64,25 @@ def raise_if(refused: InvalidInputError | None) -> None:
         raise refused
 
 
+class LockBackoff:
+    """The pauses between tries of a locking RPC, for `LOCK_CONFLICT_RETRY` from the first try.
+
+    `LOCK_CONFLICT_PAUSE` first, doubling up to `LOCK_CONFLICT_MAX_PAUSE`.
+    """
+
+    def __init__(self) -> None:
+        self._give_up = time.monotonic() + LOCK_CONFLICT_RETRY.total_seconds()
+        self._next = LOCK_CONFLICT_PAUSE
+
+    async def pause(self) -> bool:
+        """Pause before the next try; ``False``, without pausing, once the retry window has passed."""
+        if time.monotonic() >= self._give_up:
+            return False
+        await asyncio.sleep(self._next)
+        self._next = min(self._next * 2, LOCK_CONFLICT_MAX_PAUSE)
+        return True
+
+
 class SessionRpc:
     """The RPC calls of one `AgentSessionFlow` through a Dex `AsyncClient`, for its sessions."""
 
@@ -82,16 +101,13 @@ class SessionRpc:
         request: InputT,
     ) -> OutputT:
         """Invoke a locking RPC, retrying lock conflicts (backing off) for `LOCK_CONFLICT_RETRY`, then re-raising."""
-        give_up = time.monotonic() + LOCK_CONFLICT_RETRY.total_seconds()
-        pause = LOCK_CONFLICT_PAUSE
+        backoff = LockBackoff()
         while True:
             try:
                 return await self._call(rpc, session_id, request)
             except dex.RpcLockConflictError:
-                if time.monotonic() >= give_up:
+                if not await backoff.pause():
                     raise
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, LOCK_CONFLICT_MAX_PAUSE)
 
     async def _call(
         self,
