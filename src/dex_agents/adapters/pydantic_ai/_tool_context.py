@@ -130,11 +130,12 @@ class ToolStepContext:
         if self.prompt is not None:
             data["prompt"] = _PROMPT.dump_python(self.prompt, mode="json")
         if self.prepared is not None:
-            data["tool"] = {
+            prepared = {
                 "description": self.prepared.description,
                 "strict": self.prepared.strict,
                 "timeout": self.prepared.timeout,
             }
+            data["tool"] = {key: value for key, value in prepared.items() if value is not None}  # absent reads as None
         return data
 
     @classmethod

@@ -90,12 +90,17 @@ def usage_since(now: RunUsage, mark: RunUsage) -> AgentUsage:
 
 
 def dump_run_usage(usage: RunUsage) -> object:
-    """``usage`` as JSON data."""
-    return _RUN_USAGE.dump_python(usage, mode="json")
+    """``usage`` as JSON data: the fields that differ from their defaults (`load_run_usage` gives the rest back).
+
+    Most of RunUsage's counters stay 0 in a turn; written out they made each tool call's record
+    (which carries the turn's usage) larger than the 1 KiB above which Dex hands a value to a Worker
+    as a blob ID, fetched with a ``LoadBlobs`` call of its own.
+    """
+    return _RUN_USAGE.dump_python(usage, mode="json", exclude_defaults=True)
 
 
 def load_run_usage(data: object) -> RunUsage:
-    """Read what `dump_run_usage` wrote.
+    """Read what `dump_run_usage` wrote (a missing field takes its default; records with every field still read).
 
     Raises:
         pydantic.ValidationError: ``data`` is not such usage.

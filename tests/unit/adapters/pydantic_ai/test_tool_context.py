@@ -201,6 +201,37 @@ def test_the_context_keeps_other_keys_of_the_per_call_state_and_reads_back() -> 
     assert decode_context('{"retries": 2}') is None
 
 
+def test_the_context_writes_only_the_usage_fields_and_prepared_fields_that_are_set() -> None:
+    context = ToolStepContext(
+        run_step=2,
+        usage=RunUsage(requests=2, input_tokens=40, tool_calls=1),
+        prepared=PreparedFields(description="Looks.", strict=None, timeout=None),
+    )
+
+    state = encode_context(context)
+
+    assert state == (
+        '{"context":{"run_step":2,"usage":{"input_tokens":40,"requests":2,"tool_calls":1},'
+        '"tool":{"description":"Looks."}}}'
+    )
+    assert decode_context(state) == context
+    assert decode_context('{"context":{"run_step":1,"tool":{}}}') == ToolStepContext(prepared=PreparedFields())
+
+
+def test_a_context_written_with_every_usage_and_prepared_field_still_reads() -> None:
+    full = (
+        '{"context":{"run_step":2,"usage":{"input_tokens":40,"cache_write_tokens":0,"cache_read_tokens":0,'
+        '"output_tokens":3,"input_audio_tokens":0,"audio_seconds":0.0,"details":{},"cost":null,"requests":2,'
+        '"tool_calls":1},"tool":{"description":"Looks.","strict":null,"timeout":null}}}'
+    )
+
+    assert decode_context(full) == ToolStepContext(
+        run_step=2,
+        usage=RunUsage(requests=2, input_tokens=40, output_tokens=3, tool_calls=1),
+        prepared=PreparedFields(description="Looks."),
+    )
+
+
 def _reading_agent(seen: list[dict[str, Any]]) -> Agent[None, str]:
     agent: Agent[None, str] = Agent(FunctionModel(_respond))
 
