@@ -39,7 +39,14 @@ from typing import Any
 
 from benchmarks.peers.processes import TemporalServer, Worker, WorkerFailedError
 from benchmarks.peers.procstat import proc_cpu_s, proc_mem_kib
-from benchmarks.peers.report import render_markdown, replace_readme_block, summarize_results
+from benchmarks.peers.report import (
+    SUMMARY_BEGIN,
+    SUMMARY_END,
+    render_markdown,
+    render_summary,
+    replace_readme_block,
+    summarize_results,
+)
 from benchmarks.peers.results import (
     Sample,
     machine_info,
@@ -327,14 +334,14 @@ def main() -> int:
     p.add_argument("--out", default=None, help="also write latest.json and latest.md here")
     p.add_argument("--render", default=None, metavar="RESULTS_JSON", help="only print the tables of a saved run")
     p.add_argument("--readme", default=None, metavar="README", help="put the tables in this page (docs/benchmarks.md)")
+    p.add_argument("--summary", default=None, metavar="README", help="put the summary in this page (README.md)")
     args = p.parse_args()
     if args.render:
         saved = json.loads(Path(args.render).read_text())
         saved_shapes = parse_shapes(saved["args"]["shapes"])
         saved["summary"] = summarize_results(saved, saved["configs"], saved_shapes)
         print(render_markdown(saved, saved["configs"], saved_shapes))
-        if args.readme:
-            update_readme(Path(args.readme), saved, saved["configs"], saved_shapes)
+        update_pages(args, saved, saved["configs"], saved_shapes)
         return 0
 
     configs = [c for c in args.configs.split(",") if c]
@@ -384,17 +391,25 @@ def main() -> int:
         out.mkdir(parents=True, exist_ok=True)
         (out / "latest.json").write_text(json.dumps(bench.results, indent=1))
         (out / "latest.md").write_text(markdown)
-    if args.readme:
-        update_readme(Path(args.readme), bench.results, configs, shapes)
+    update_pages(args, bench.results, configs, shapes)
     print()
     print(markdown)
     return 0
 
 
-def update_readme(path: Path, results: dict[str, Any], configs: list[str], shapes: list[tuple[int, int]]) -> None:
-    block = render_markdown(results, configs, shapes, readme=True)
-    path.write_text(replace_readme_block(path.read_text(), block))
-    print(f"updated the benchmark tables in {path}", flush=True)
+def update_pages(
+    args: argparse.Namespace, results: dict[str, Any], configs: list[str], shapes: list[tuple[int, int]]
+) -> None:
+    """Write the run's tables into ``--readme``'s page and its summary into ``--summary``'s, when given."""
+    if args.readme:
+        path = Path(args.readme)
+        path.write_text(replace_readme_block(path.read_text(), render_markdown(results, configs, shapes, readme=True)))
+        print(f"updated the benchmark tables in {path}", flush=True)
+    if args.summary:
+        path = Path(args.summary)
+        block = render_summary(results, shapes)
+        path.write_text(replace_readme_block(path.read_text(), block, markers=(SUMMARY_BEGIN, SUMMARY_END)))
+        print(f"updated the benchmark summary in {path}", flush=True)
 
 
 if __name__ == "__main__":
