@@ -6,7 +6,7 @@ failure routes, delivers waits from the in-memory channels, fires an approval
 Timer once the clock has reached it (the host's clock stands in for the
 engine's), takes steered messages before queued ones and at every
 ``ResumeTurn``, and returns the Steps left waiting. The Steps and RPCs it
-runs are `InMemorySessionSteps`'.
+runs are `InMemorySessionSteps`' and `InMemorySessionRpcs`'.
 """
 
 from collections import deque
@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable
 
 from dex_agents.application.next import End, GoTo, GoToMany, Next, StepName, WaitAgain
 from dex_agents.application.policies import STEP_POLICIES
-from dex_agents.testing.memory._host import InMemorySessionSteps
+from dex_agents.testing.memory._rpcs import InMemorySessionRpcs
 
 
-class InMemorySessionHost(InMemorySessionSteps):
+class InMemorySessionHost(InMemorySessionRpcs):
     """One agent session whose ports are all in-memory fakes, and a driver that runs its Steps."""
 
     async def drive(self, *decisions: Next) -> tuple[GoTo, ...]:
