@@ -325,30 +325,34 @@ class MethodAttempts:
             execution.progress_frames += 1
             last_activity[0] = self.clock.now()
 
-        async def watchdog() -> AttemptError:
-            # Activity only moves the deadline later, so the watchdog sleeps to the deadline it knows and
-            # looks again then; waking it on every frame would cost the dev server a few tasks per frame.
-            while True:
-                deadline = min(started + method_timeout, last_activity[0] + heartbeat_timeout)
-                await self.clock.sleep_until(deadline)
-                now = self.clock.now()
-                if now >= started + method_timeout:
-                    return AttemptError(METHOD_TIMEOUT, f"{method} exceeded its {method_timeout:g} s timeout")
-                if now >= last_activity[0] + heartbeat_timeout:
-                    return AttemptError(
-                        HEARTBEAT_TIMEOUT,
-                        f"no heartbeat for {heartbeat_timeout:g} s",
-                    )
-
         call = asyncio.ensure_future(self.call_worker(run, method, request, on_frame))
-        guard = asyncio.ensure_future(watchdog())
+        timed_out: list[AttemptError] = []
+
+        def watch() -> None:
+            # Activity only moves the deadline later, so the watch waits for the deadline it knows and
+            # looks again then (a clock timer, not a task: waking on every frame would cost a few tasks each).
+            now = self.clock.now()
+            if now >= started + method_timeout:
+                error = AttemptError(METHOD_TIMEOUT, f"{method} exceeded its {method_timeout:g} s timeout")
+            elif now >= last_activity[0] + heartbeat_timeout:
+                error = AttemptError(HEARTBEAT_TIMEOUT, f"no heartbeat for {heartbeat_timeout:g} s")
+            else:
+                timer[0] = self.clock.call_at(
+                    min(started + method_timeout, last_activity[0] + heartbeat_timeout), watch
+                )
+                return
+            if call.cancel():  # a call that already returned keeps its result
+                timed_out.append(error)
+
+        timer = [self.clock.call_at(min(started + method_timeout, started + heartbeat_timeout), watch)]
         try:
-            await asyncio.wait({call, guard}, return_when=asyncio.FIRST_COMPLETED)
+            return await call
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if timed_out and (current is None or not current.cancelling()):
+                raise timed_out[0] from None
+            raise
         finally:
-            for task in (call, guard):
-                if not task.done():
-                    task.cancel()
-            await asyncio.gather(call, guard, return_exceptions=True)
-        if call.done() and not call.cancelled():
-            return call.result()
-        raise guard.result()
+            timer[0].cancel()
+            if not call.done():
+                call.cancel()

@@ -6,6 +6,49 @@ server-clock time across a restart: time the server was down counts.
 
 import asyncio
 import time
+from collections.abc import Callable
+
+
+class ClockTimer:
+    """A callback due at a server-clock deadline (`ServerClock.call_at`); ``cancel`` drops it."""
+
+    __slots__ = ("_callback", "_clock", "_handle", "_pending", "deadline")
+
+    def __init__(
+        self, clock: "ServerClock", pending: "set[ClockTimer]", deadline: float, callback: Callable[[], None]
+    ) -> None:
+        self._clock = clock
+        self._pending = pending
+        self._callback = callback
+        self._handle: asyncio.TimerHandle | None = None
+        self.deadline = deadline
+        pending.add(self)
+        self._arm()
+
+    def _arm(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if not self._clock.frozen:
+            remaining = max(self.deadline - self._clock.now(), 0.0)
+            self._handle = asyncio.get_running_loop().call_later(remaining, self.check)
+
+    def check(self) -> None:
+        """Fire once the deadline passed on the server clock, else wait the rest (the clock follows real time)."""
+        if self not in self._pending:
+            return
+        if self._clock.now() < self.deadline:
+            self._arm()
+            return
+        self.cancel()
+        self._callback()
+
+    def cancel(self) -> None:
+        """Drop the callback (idempotent)."""
+        self._pending.discard(self)
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
 
 class ServerClock:
@@ -22,6 +65,7 @@ class ServerClock:
         self._offset = 0.0
         self._frozen_at: float | None = 0.0 if frozen else None
         self._changed = asyncio.Event()
+        self._timers: set[ClockTimer] = set()
 
     @property
     def offset(self) -> float:
@@ -60,6 +104,17 @@ class ServerClock:
         """Wake every sleeper (used after ``advance`` and when a watched value changes)."""
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
+        for timer in list(self._timers):
+            timer.check()
+
+    def call_at(self, deadline: float, callback: Callable[[], None]) -> ClockTimer:
+        """Call ``callback`` (on the running loop) once ``deadline`` passes on this clock.
+
+        A loop timer, not a task: a jump of the clock (``advance``) fires what fell due at
+        once. Cheaper than a task in `sleep_until` for what is almost always cancelled
+        (a method's timeout watch).
+        """
+        return ClockTimer(self, self._timers, deadline, callback)
 
     async def sleep_until(self, deadline: float, wake: asyncio.Event | None = None) -> bool:
         """Sleep until ``deadline`` on this clock, or until ``wake`` is set.

@@ -1,7 +1,6 @@
 """`StoreJournal`: the engine's changes as rows of its data dir's `Store`, and their encoding."""
 
 import base64
-import dataclasses
 import json
 from typing import Any
 
@@ -154,7 +153,8 @@ class StoreJournal(Journal):
         self._store.put("blobs", (blob_id,), (value.SerializeToString(),))
 
     def attempt(self, number: int, record: AttemptRecord) -> None:
-        state = json.dumps(dataclasses.asdict(record), separators=(",", ":"))
+        # vars(), not dataclasses.asdict: the fields are plain values, and asdict deep-copies each one.
+        state = json.dumps(vars(record), separators=(",", ":"))
         self._store.put("attempts", (number,), (record.flow_id, state))
 
     def meta(self, key: str, value: str) -> None:

@@ -69,15 +69,16 @@ class _Stream:
         self.entries: deque[StreamEntry] = deque()
         self.by_flow: dict[str, deque[StreamEntry]] = {}
         self.bytes = 0
-        self.appended: dict[str, asyncio.Event] = {}
+        self.appended: dict[str, asyncio.Future[None]] = {}
+        """Per Flow instance, the future its readers wait on; resolved (and replaced) by its next message."""
 
     def add(self, entry: StreamEntry) -> None:
         self.entries.append(entry)
         self.by_flow.setdefault(entry.flow_id, deque()).append(entry)
         self.bytes += entry.size
         appended = self.appended.pop(entry.flow_id, None)
-        if appended is not None:
-            appended.set()
+        if appended is not None and not appended.done():
+            appended.set_result(None)
 
     def trim_oldest(self) -> StreamEntry:
         entry = self.entries.popleft()
@@ -99,8 +100,11 @@ class _Stream:
             found = entry
         return found
 
-    def wait_event(self, flow_id: str) -> asyncio.Event:
-        return self.appended.setdefault(flow_id, asyncio.Event())
+    def appended_future(self, flow_id: str) -> "asyncio.Future[None]":
+        future = self.appended.get(flow_id)
+        if future is None:
+            future = self.appended[flow_id] = asyncio.get_running_loop().create_future()
+        return future
 
 
 _EMPTY: "deque[StreamEntry]" = deque()
@@ -155,7 +159,8 @@ class Streams:
         self._journal = dropped
         for stream in self._streams.values():
             for appended in stream.appended.values():
-                appended.set()
+                if not appended.done():
+                    appended.set_result(None)
             stream.appended.clear()
 
     def restore(self, flow_type: str, name: str, entry: StreamEntry) -> None:
@@ -219,9 +224,10 @@ class Streams:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return None
-            try:
-                await asyncio.wait_for(stream.wait_event(flow_id).wait(), remaining)
-            except TimeoutError:
+            # asyncio.wait, not wait_for: no task per long poll, and a reader that goes away
+            # (cancelled) leaves the future its instance's other readers share untouched.
+            done, _ = await asyncio.wait((stream.appended_future(flow_id),), timeout=remaining)
+            if not done:
                 return None
 
     def page(

@@ -335,6 +335,26 @@ class ListeningWorkers:
         self._redeliver_before_output = redeliver_before_output
         self._redeliver_after_output = redeliver_after_output  # DevServerConfig.redeliver_after_output
         self._channels: dict[str, Any] = {}
+        self._methods: dict[tuple[str, str], Any] = {}
+        """Multi-callables by (address, method path): made once per channel, not per call."""
+
+    def _method(self, channel: Any, address: str, path: str, request_type: Any, response_type: Any) -> Any:
+        method = self._methods.get((address, path))
+        if method is None:
+            method = self._methods[address, path] = (
+                channel.unary_unary(
+                    path,
+                    request_serializer=request_type.SerializeToString,
+                    response_deserializer=response_type.FromString,
+                )
+                if path == _RPC_PATH
+                else channel.unary_stream(
+                    path,
+                    request_serializer=request_type.SerializeToString,
+                    response_deserializer=response_type.FromString,
+                )
+            )
+        return method
 
     def _channel(self, address: str) -> Any:
         channel = self._channels.get(address)
@@ -366,12 +386,7 @@ class ListeningWorkers:
         deadline = asyncio.get_running_loop().time() + dispatch_wait
         while True:
             channel = await self._ready(address, deadline)
-            method = channel.unary_stream(
-                path,
-                request_serializer=type(request).SerializeToString,
-                response_deserializer=output_type.FromString,
-            )
-            call = method(request)
+            call = self._method(channel, address, path, type(request), output_type)(request)
             result: Any = None
             has_output = False
             try:
@@ -398,11 +413,7 @@ class ListeningWorkers:
         deadline = asyncio.get_running_loop().time() + dispatch_wait
         while True:
             channel = await self._ready(address, deadline)
-            method = channel.unary_unary(
-                _RPC_PATH,
-                request_serializer=pb.InvokeWorkerRPCRequest.SerializeToString,
-                response_deserializer=pb.InvokeWorkerRPCResponse.FromString,
-            )
+            method = self._method(channel, address, _RPC_PATH, pb.InvokeWorkerRPCRequest, pb.InvokeWorkerRPCResponse)
             try:
                 return await method(request)
             except grpc.aio.AioRpcError as error:
@@ -413,6 +424,7 @@ class ListeningWorkers:
     async def close(self) -> None:
         """Close every cached channel."""
         channels, self._channels = self._channels, {}
+        self._methods.clear()
         for channel in channels.values():
             await channel.close(None)
 
