@@ -31,10 +31,11 @@ The emulated server rules, their sources and the configurable assumptions
 
 from dex_agents.devserver._attempts import HEARTBEAT_TIMEOUT, METHOD_TIMEOUT, AttemptRecord
 from dex_agents.devserver._config import DevServerConfig
+from dex_agents.devserver._data_dir import DATABASE_FILE, SCHEMA_VERSION, StoreError
 from dex_agents.devserver._history import EXECUTE_COMPLETED_EVENT, StepHistoryEntry, step_history
 from dex_agents.devserver._process import DevServerProcess
 from dex_agents.devserver._server import DevServer
-from dex_agents.devserver._store import DATABASE_FILE, SCHEMA_VERSION, CommitStats, StoreError, StoreWriteError
+from dex_agents.devserver._store import CommitStats, StoreWriteError
 from dex_agents.devserver._workers import (
     NO_WORKER_AVAILABLE,
     UNKNOWN_NAME,

@@ -12,9 +12,9 @@ import sys
 from collections.abc import Sequence
 
 from dex_agents.devserver._config import DevServerConfig
+from dex_agents.devserver._data_dir import StoreError
 from dex_agents.devserver._process import config_from_json
 from dex_agents.devserver._server import DevServer
-from dex_agents.devserver._store import StoreError
 
 
 async def _serve(port: int, config: DevServerConfig, data_dir: str | None) -> None:

@@ -15,7 +15,8 @@ import dex
 import pytest
 
 from dex_agents.devserver import StoreError
-from dex_agents.devserver._store import DATABASE_FILE, Row
+from dex_agents.devserver._data_dir import DATABASE_FILE
+from dex_agents.devserver._store import Row
 from dex_agents.testing import wait_until as wait_until_async
 from dex_agents.testing.devserver import (
     EXECUTE_COMPLETED_EVENT,
