@@ -6,8 +6,9 @@ A trivial Flow runs one Step execution after another (``go_to`` itself until its
 counter reaches 0), so every Step is one full round trip: the server dispatches
 ``execute`` to a pull Worker, the Worker runs the handler and returns the decision,
 and the server commits it and schedules the next execution. Server, Worker and
-Client share one process and one event loop here. The server keeps its data in a
-temporary data dir (each Step completion one SQLite commit, fsynced; concurrent
+Client share one process and one event loop here, so the CPU per Step printed (the process's, over each phase) is
+the server's, the Worker's and the Client's together: compare it between two server
+versions. The server keeps its data in a temporary data dir (each Step completion one SQLite commit, fsynced; concurrent
 Flows share commits) unless ``--in-memory``; the commit count and the time the
 writer spent in commits are printed.
 """
@@ -60,17 +61,17 @@ async def _run(steps: int, flows: int, steps_per_flow: int, *, in_memory: bool) 
                 await client.start_flow(flow, "warm-up", 5)
                 await client.wait_for_flow("warm-up")
 
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), time.process_time()
                 await client.start_flow(flow, "trivial", steps)
                 result = await client.wait_for_flow("trivial")
-                single = time.perf_counter() - started
+                single, single_cpu = time.perf_counter() - started, time.process_time() - cpu
                 assert result.single_output(str) == f"Count-{steps}"
 
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), time.process_time()
                 ids = [f"concurrent-{i}" for i in range(flows)]
                 await asyncio.gather(*(client.start_flow(flow, flow_id, steps_per_flow) for flow_id in ids))
                 await asyncio.gather(*(client.wait_for_flow(flow_id) for flow_id in ids))
-                concurrent = time.perf_counter() - started
+                concurrent, concurrent_cpu = time.perf_counter() - started, time.process_time() - cpu
             stats = server.commit_stats()
             data_bytes = server.data_bytes()
             await worker.stop()
@@ -80,10 +81,13 @@ async def _run(steps: int, flows: int, steps_per_flow: int, *, in_memory: bool) 
     total = flows * steps_per_flow
     print(f"Python {platform.python_version()} ({platform.python_implementation()}, {sys.platform})")
     print(f"dex-python-sdk {importlib.metadata.version('dex-python-sdk')}, grpcio {grpc_version()}")
-    print(f"trivial Flow:        {steps} Steps in {single:.3f} s = {steps / single:,.0f} Step round trips/s")
+    print(
+        f"trivial Flow:        {steps} Steps in {single:.3f} s = {steps / single:,.0f} Step round trips/s, "
+        f"{single_cpu / steps * 1000:.3f} ms CPU per Step"
+    )
     print(
         f"{flows} concurrent Flows: {total} Steps ({steps_per_flow} each) in {concurrent:.3f} s"
-        f" = {total / concurrent:,.0f} Step round trips/s"
+        f" = {total / concurrent:,.0f} Step round trips/s, {concurrent_cpu / total * 1000:.3f} ms CPU per Step"
     )
     if in_memory:
         print("engine in memory: nothing committed")

@@ -12,7 +12,8 @@ and why that level are ``_data_dir``'s): what this module cuts is the number of 
 Two kinds of operations: *urgent* ones (a Step completion, a Client's write) wake
 the writer at once; *deferred* ones (an attempt's start, heartbeats, a Step's
 Stream writes) ride with the next commit, or are committed `DEFERRED_FLUSH_SECONDS`
-after the first of them was queued. Nothing leaves the server before it is on disk:
+after the first of them was queued (a loop timer asks for that commit: the writer
+thread wakes only to commit). Nothing leaves the server before it is on disk:
 a Client answer or a Worker task waits (`Store.durable`) until the operations it
 depends on are committed, which costs nothing when they already are. A write's
 answer or a Worker task that waits asks for a commit now; a *read* that waits (a
@@ -106,7 +107,10 @@ class Store:
         self._condition = threading.Condition()
         self._urgent = False
         self._due: float | None = None
-        """When the writer commits the queued deferred operations (``time.monotonic``), ``None``: none queued."""
+        """When the queued deferred operations are committed (``time.monotonic``), ``None``: none queued."""
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due = 0.0
+        """The loop timer that asks for the commit at ``_due`` (loop thread only): armed at or before it."""
         self._closing = False
         self._broken: BaseException | None = None
         self._enqueued = 0
@@ -170,6 +174,10 @@ class Store:
         self._on_failure = on_failure
         self._thread = threading.Thread(target=self._write_loop, name="devserver-store", daemon=True)
         self._thread.start()
+        with self._condition:
+            due = self._due if self._pending else None
+        if due is not None:
+            self._wake_at(due)
 
     def put(self, table: str, key: tuple[Any, ...], values: tuple[Any, ...] | None, *, urgent: bool = False) -> int:
         """Queue an upsert (``values``: every column after the key) or a delete (``None``) of one row.
@@ -182,16 +190,21 @@ class Store:
             self._pending.pop(slot, None)
             self._pending[slot] = (table, key, values)
             self._enqueued += 1
-            # The writer wakes for an urgent operation, or for the first deferred one (to set its
-            # deadline); a deferred one after it waits for that deadline: waking the writer on each
-            # would commit (and fsync) every other heartbeat or Stream write on its own.
-            if urgent and not self._urgent:
-                self._urgent = True
-                self._condition.notify()
-            elif self._due is None:
-                self._due = time.monotonic() + DEFERRED_FLUSH_SECONDS
-                self._condition.notify()
-            return self._enqueued
+            sequence = self._enqueued
+            # The writer wakes for an urgent operation only. A deferred one sets the deadline on a loop
+            # timer: waking the writer thread costs a cross-thread wake-up (a futex call, and the
+            # GIL changing hands), and waking it on each would commit (and fsync) every other
+            # heartbeat or Stream write on its own.
+            if urgent:
+                if not self._urgent:
+                    self._urgent = True
+                    self._condition.notify()
+                return sequence
+            if self._due is not None:
+                return sequence
+            due = self._due = time.monotonic() + DEFERRED_FLUSH_SECONDS
+        self._wake_at(due)
+        return sequence
 
     def flush(self) -> None:
         """Commit what is queued now rather than with the next deferred flush."""
@@ -202,11 +215,37 @@ class Store:
 
     def _commit_soon(self) -> None:
         """Commit what is queued within `READ_COMMIT_SECONDS` (sooner if an urgent operation comes)."""
+        soon = time.monotonic() + READ_COMMIT_SECONDS
         with self._condition:
-            soon = time.monotonic() + READ_COMMIT_SECONDS
-            if self._pending and not self._urgent and (self._due is None or self._due > soon):
-                self._due = soon
+            if not self._pending or self._urgent or (self._due is not None and self._due <= soon):
+                return
+            self._due = soon
+        self._wake_at(soon)
+
+    def _wake_at(self, due: float) -> None:
+        """Have the loop ask for a commit at ``due`` (loop thread; before `start`, `start` does)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        timer = self._timer
+        if timer is not None:
+            if self._timer_due <= due:
+                return  # it fires first, and arms itself again for what is still due
+            timer.cancel()
+        self._timer_due = due
+        self._timer = loop.call_later(max(0.0, due - time.monotonic()), self._deadline)
+
+    def _deadline(self) -> None:
+        self._timer = None
+        with self._condition:
+            due = self._due
+            if due is None or self._urgent or self._closing:
+                return  # committed already, or about to be
+            if due <= time.monotonic():
+                self._urgent = True
                 self._condition.notify()
+                return
+        self._wake_at(due)
 
     async def durable(self, sequence: int | None = None, *, sync: bool = True) -> None:
         """Wait until every operation up to ``sequence`` (default: all queued) is committed.
@@ -258,13 +297,7 @@ class Store:
         while True:
             with self._condition:
                 while not self._closing and not self._urgent:
-                    if not self._pending:
-                        self._condition.wait()
-                        continue
-                    left = (self._due or 0.0) - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._condition.wait(left)
+                    self._condition.wait()
                 if not self._pending:
                     self._urgent = False
                     self._due = None
@@ -317,11 +350,15 @@ class Store:
         try:
             if injected is not None:
                 raise injected
+            # One executemany per statement: a batch holds each row once, so their order does not matter.
+            statements: dict[str, list[tuple[Any, ...]]] = {}
             for table, key, values in batch:
                 if values is None:
-                    connection.execute(_DELETES[table], key)
+                    statements.setdefault(_DELETES[table], []).append(key)
                 else:
-                    connection.execute(_upsert(table, len(key) + len(values)), key + values)
+                    statements.setdefault(_upsert(table, len(key) + len(values)), []).append(key + values)
+            for statement, parameters in statements.items():
+                connection.executemany(statement, parameters)
             connection.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):

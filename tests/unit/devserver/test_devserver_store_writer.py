@@ -1,0 +1,61 @@
+"""The data dir's writer (`Store`): when it commits, and what a commit holds."""
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+from dex_agents.devserver._data_dir import DATABASE_FILE
+from dex_agents.devserver._store import Store
+
+
+def _rows(directory: Path, table: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(directory / DATABASE_FILE) as connection:
+        return sorted(connection.execute(f"SELECT * FROM {table}"))
+
+
+async def test_a_deferred_operation_waits_for_its_deadline_on_the_loop_and_is_then_committed(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.start(asyncio.get_running_loop(), lambda error: None)
+    try:
+        sequence = store.put("meta", ("k",), ("v",))
+        # No urgent operation and no reader: nothing asks the writer for a commit before the deadline's
+        # loop timer runs, and the loop has not run since the put.
+        assert store.stats().commits == 0
+        await store.durable(sequence, sync=False)
+        assert store.stats().commits == 1
+        assert _rows(tmp_path, "meta") == [("k", "v")]
+    finally:
+        store.close()
+
+
+async def test_a_deferred_operation_queued_before_the_writer_starts_is_committed_once_it_runs(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    sequence = store.put("meta", ("k",), ("v",))
+    store.start(asyncio.get_running_loop(), lambda error: None)
+    try:
+        await store.durable(sequence, sync=False)
+        assert _rows(tmp_path, "meta") == [("k", "v")]
+    finally:
+        store.close()
+
+
+async def test_one_commit_holds_every_queued_upsert_and_delete_of_several_tables(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.start(asyncio.get_running_loop(), lambda error: None)
+    try:
+        store.put("meta", ("a",), ("1",))
+        store.put("meta", ("b",), ("2",))
+        store.put("blobs", ("x",), (b"X",))
+        await store.durable()
+        commits = store.stats().commits
+        store.put("meta", ("a",), None)
+        store.put("meta", ("c",), ("3",))
+        store.put("blobs", ("y",), (b"Y",))
+        store.put("blobs", ("x",), None)
+        store.put("meta", ("b",), ("2b",))
+        await store.durable()
+        assert store.stats().commits == commits + 1
+        assert _rows(tmp_path, "meta") == [("b", "2b"), ("c", "3")]
+        assert _rows(tmp_path, "blobs") == [("y", b"Y")]
+    finally:
+        store.close()
