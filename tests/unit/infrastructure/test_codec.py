@@ -3,6 +3,7 @@
 import json
 from datetime import UTC, datetime
 
+import attrs
 import cattrs
 import dex
 import pytest
@@ -35,7 +36,7 @@ from dex_agents.domain.interrupts import SubmitToolResultRequest
 from dex_agents.domain.messages import MessageDelivery
 from dex_agents.domain.snapshot import MessageIndex
 from dex_agents.domain.turn_control import CancelTurnRequest, TurnCancelRequest
-from dex_agents.infrastructure.dex.codec import WIRE_TYPES
+from dex_agents.infrastructure.dex.codec import WIRE_TYPES, to_json_data
 from tests.builders import make_interrupt
 
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
@@ -150,3 +151,31 @@ def test_a_value_missing_a_required_field_is_refused() -> None:
 
 def test_the_codec_registry_is_built_once() -> None:
     assert codec_registry() is codec_registry()
+
+
+def test_a_tool_call_record_is_stored_without_its_unset_fields_and_reads_back_whole() -> None:
+    codec = codec_registry().resolve(AgentToolCall)
+    pending = attrs.evolve(RECORD, status=ToolCallStatus.PENDING, rejection_message=None, interrupt_id=None)
+
+    stored = json.loads(str(codec.encode(pending).data))
+
+    assert set(stored) == {"tool_call_id", "turn_id", "tool_name", "arguments", "policy", "deferral_order", "status"}
+    assert codec.decode(codec.encode(pending)) == pending
+
+
+def test_a_tool_call_record_stored_with_every_field_still_reads() -> None:
+    every_field = json.dumps(to_json_data(RECORD, AgentToolCall), sort_keys=True)
+
+    assert "approval_deadline" in every_field
+    assert codec_registry().resolve(AgentToolCall).decode(dex.Value(dex.WireKind.JSON, every_field)) == RECORD
+
+
+def test_a_snapshot_keeps_every_field_of_its_tool_call_records() -> None:
+    value = AgentSnapshot(
+        state=STATE, messages=(), pending_interrupts=(), tool_calls=(RECORD,), usage=USAGE, queued_message_count=0
+    )
+
+    snapshot = json.loads(str(codec_registry().resolve(AgentSnapshot).encode(value).data))
+
+    assert snapshot["tool_calls"][0]["approval_deadline"] is None
+    assert snapshot["tool_calls"][0]["sequential"] is False

@@ -36,6 +36,7 @@ from typing import Any, Generic, TypeVar, cast
 
 import cattrs
 import dex
+from cattrs.gen import make_dict_unstructure_fn
 from cattrs.preconf.json import make_converter
 
 from dex_agents.domain.events import EVENT_PAYLOAD_TYPES, AgentEvent, AgentEventType
@@ -84,6 +85,15 @@ WIRE_TYPES: tuple[object, ...] = (
 
 MEMOIZED_WIRE_TYPES: tuple[type, ...] = (AgentMessage, AgentState, AgentToolCall, AgentUsage)
 """Frozen types, immutable all the way down, that Steps read again and again: decoded once per JSON text."""
+
+STORED_WITHOUT_DEFAULTS: tuple[type, ...] = (AgentToolCall,)
+"""Stored types whose own codec leaves out the fields that equal their defaults; decoding fills them in again.
+
+A tool-call record is written at every change of its call and read by every model Step of its turn, and Dex
+hands a Worker any value over 1 KiB as a blob ID that it fetches with a call of its own: without its dozen unset
+fields (about 320 characters) a record with ordinary arguments stays inline. Only the record's own codec: a
+record inside another value (an `AgentSnapshot` a client reads) keeps every field.
+"""
 
 DECODE_MEMO_CHARACTERS = 4 * 1024 * 1024
 """JSON characters a `MemoizingJsonCodec` keeps by default (oldest out first); memory is about three times that."""
@@ -217,6 +227,8 @@ def json_codec(type_hint: object) -> "dex.JsonCodec[Any]":
     """Return the Dex codec of one wire type, backed by the converter (memoizing for `MEMOIZED_WIRE_TYPES`)."""
     conv = converter()
     unstructure = conv.get_unstructure_hook(type_hint)
+    if type_hint in STORED_WITHOUT_DEFAULTS:
+        unstructure = make_dict_unstructure_fn(type_hint, conv, _cattrs_omit_if_default=True)
     structure = conv.get_structure_hook(type_hint)
     name = f"dex_agents.{_type_name(type_hint)}"
     codec: type[dex.JsonCodec[Any]] = MeteredJsonCodec
