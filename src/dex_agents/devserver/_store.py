@@ -376,6 +376,12 @@ class Store:
 
     def _succeeded(self, upto: int) -> None:
         self._committed = max(self._committed, upto)
+        timer = self._timer
+        if timer is not None and self._due is None:
+            # The commit took the deferred rows the timer was for: a cancelled timer wakes no idle loop.
+            # (Only this thread sets ``_due``; the writer clearing it meanwhile just leaves the timer.)
+            timer.cancel()
+            self._timer = None
         ready = [(target, future) for target, future in self._waiters if target <= self._committed]
         self._waiters = [(target, future) for target, future in self._waiters if target > self._committed]
         for _, future in ready:
