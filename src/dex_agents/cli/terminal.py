@@ -119,9 +119,9 @@ class TerminalLines:
 
         On a terminal, canonical mode is off meanwhile, so no line limit applies; ``None`` at end of input.
         """
-        self._console.print(Text(prompt))
         fd = self._terminal_fd()
         if fd is None:
+            self._console.print(Text(prompt))
             return await self._block_of_lines()
         import termios
 
@@ -131,6 +131,8 @@ class TerminalLines:
         raw[6][termios.VMIN], raw[6][termios.VTIME] = 1, 0
         termios.tcsetattr(fd, termios.TCSANOW, raw)
         try:
+            # The prompt only once the line limit is off: text pasted as soon as it shows is not cut.
+            self._console.print(Text(prompt))
             # Lines the terminal already handed over (a paste that arrived with the command) come first.
             block = bytearray(b"".join(line.encode() + b"\n" for line, _size in self._lines) + self._buffer)
             self._lines.clear()
