@@ -17,7 +17,7 @@ from datetime import timedelta
 from benchmarks.peers.app_dex import build_flow
 from benchmarks.peers.scenario import make_prompt
 from dex_agents import AgentContainer, AgentEventType, AgentSessionClient, WorkerMode, wait_worker_serving
-from dex_agents.infrastructure.dex.container import free_loopback_address
+from dex_agents.infrastructure.dex.container import free_listen_address
 from dex_agents.testing.devserver import DevServer
 
 
@@ -49,7 +49,7 @@ async def _run(rounds: int, tools: int) -> None:
                 server_address=server.address,
                 blob_cache_directory=cache,
                 worker_mode=WorkerMode.LISTEN,
-                listen_address=free_loopback_address(),
+                listen_address=free_listen_address(),
             )
             worker, client = container.worker(), container.client()
             serving = asyncio.create_task(worker.start())

@@ -60,7 +60,7 @@ from dex_agents import (
 )
 from dex_agents.adapters.pydantic_ai import pydantic_ai_session_flow
 from dex_agents.devserver import DATABASE_FILE
-from dex_agents.infrastructure.dex.container import DEFAULT_LISTEN_ADDRESS, free_loopback_address
+from dex_agents.infrastructure.dex.container import DEFAULT_LISTEN_ADDRESS, free_listen_address
 from dex_agents.testing.devserver import EXECUTE_COMPLETED_EVENT, DevServer, read_history_events, step_history
 from dex_agents.testing.stack import (
     LISTEN_ADDRESS_ENV,
@@ -185,7 +185,7 @@ class _DexRunner(Runner):
     def _choose_mode(self, args: argparse.Namespace) -> None:
         self.worker_mode = default_worker_mode()
         if self.worker_mode is WorkerMode.LISTEN:
-            self.listen_address = free_loopback_address()
+            self.listen_address = free_listen_address()
 
     def _open_client(self) -> AgentSessionClient:
         self._container = AgentContainer.build(

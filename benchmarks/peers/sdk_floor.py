@@ -61,7 +61,7 @@ from benchmarks.peers.runners import Describe
 from benchmarks.peers.scenario import make_agent
 from benchmarks.peers.steps import SDK_FLOOR_CONFIGS
 from dex_agents import wait_worker_serving
-from dex_agents.infrastructure.dex.container import free_loopback_address
+from dex_agents.infrastructure.dex.container import free_listen_address
 from dex_agents.testing.stack import LISTEN_ADDRESS_ENV, READY_FILE_ENV, SERVER_ADDRESS_ENV
 
 FLOW_TYPE = "PeerBenchSdkFloor"
@@ -268,7 +268,7 @@ class SdkFloorRunner(ChildProcessesRunner):
 
     async def start(self, args: argparse.Namespace) -> None:
         self._children = ChildProcesses(args.workdir, self.name)
-        listen = free_loopback_address()
+        listen = free_listen_address()
         worker_env = {
             LISTEN_ADDRESS_ENV: listen,
             AGENT_ENV: "1" if self.name == "sdk-floor-agent" else "",

@@ -16,7 +16,7 @@ from dex_agents.infrastructure.dex.client import NO_WORKER_WAIT
 from dex_agents.infrastructure.dex.container import (
     AgentContainer,
     WorkerMode,
-    free_loopback_address,
+    free_listen_address,
     wait_worker_serving,
 )
 from dex_agents.infrastructure.dex.persistence import (
@@ -133,7 +133,7 @@ async def in_process_stack(
                 flows=[flow, *other_flows],
                 server_address=fake.address,
                 worker_mode=WorkerMode.LISTEN,
-                listen_address=free_loopback_address(),
+                listen_address=free_listen_address(),
                 blob_cache_directory=cache,
                 stop_drain_seconds=1,
             )

@@ -32,7 +32,7 @@ import attrs
 import pytest
 
 from dex_agents.devserver import DevServer
-from dex_agents.infrastructure.dex.container import free_loopback_address
+from dex_agents.infrastructure.dex.container import free_listen_address
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).resolve().with_name("sample_runner.py")
@@ -123,7 +123,7 @@ async def test_the_python_sample_runs_as_pasted(sample: Sample, tmp_path: Path, 
 
 async def run_sample(sample: Sample, scratch: Path, runner: SampleRunner) -> None:
     """Run ``sample`` as a program in ``scratch`` (on a dev server of its own when it names one)."""
-    code = sample.code.replace(LISTEN_ADDRESS, free_loopback_address())
+    code = sample.code.replace(LISTEN_ADDRESS, free_listen_address())
     if not sample.needs_server:
         await _run(sample, code, scratch, runner)
         return

@@ -64,7 +64,7 @@ from dex_agents.cli.views import render_snapshot
 from dex_agents.devserver import DevServer, DevServerConfig, DevServerProcess
 from dex_agents.domain.events import AgentEvent, ToolCallStartedPayload
 from dex_agents.domain.snapshot import AgentSnapshot
-from dex_agents.infrastructure.dex.container import WorkerMode, free_loopback_address
+from dex_agents.infrastructure.dex.container import WorkerMode, free_listen_address
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
 from dex_agents.launch.demo import DEMO_PROMPT
 from dex_agents.launch.engine import Engine, open_engine
@@ -368,7 +368,7 @@ async def run_demo(
         work_dir = Path(tmp)
         state = work_dir / "shop"
         state.mkdir()
-        listen = free_loopback_address()  # the faster mode: the dev server calls the Worker children here
+        listen = free_listen_address()  # the faster mode: the dev server calls the Worker children here
         env = {
             STATE_ENV: str(state),
             FRAMEWORK_ENV: framework,

@@ -46,7 +46,7 @@ from dex_agents.infrastructure.dex.container import (
     DEFAULT_LISTEN_ADDRESS,
     AgentContainer,
     WorkerMode,
-    free_loopback_address,
+    free_listen_address,
     wait_worker_serving,
 )
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
@@ -323,7 +323,7 @@ class AgentTestStack:
         else:
             self.address = await self._start_dexcli()
         if self.worker_mode is WorkerMode.LISTEN:
-            self.listen_address = free_loopback_address()
+            self.listen_address = free_listen_address()
         self._container = AgentContainer.build(
             flows=self._flows,
             server_address=self.address,

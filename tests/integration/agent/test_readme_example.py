@@ -100,14 +100,14 @@ async def test_readme_listening_worker_example_serves_a_session_through_the_cont
         WorkerMode,
         wait_worker_serving,
     )
-    from dex_agents.infrastructure.dex.container import free_loopback_address
+    from dex_agents.infrastructure.dex.container import free_listen_address
 
     flow = AgentSessionFlow(
         ScriptedAgentRunner(),
         flow_type="TriageAgent",
         options=AgentSessionOptions(tool_policies={"search_tickets": ToolPolicy(ToolEffect.READ)}),
     )
-    listen = free_loopback_address()  # docs/client.md binds 127.0.0.1:8803; a free port keeps parallel runs apart
+    listen = free_listen_address()  # docs/client.md binds 127.0.0.1:8803; a free port keeps parallel runs apart
     async with DevServer() as fake:
         # --- docs/client.md's listening variant, but for the address, the port and the cache folder ---
         container = AgentContainer.build(

@@ -1,16 +1,23 @@
 """The composition root builds a pull Worker and a pull-routing Client from declared dependencies."""
 
 import asyncio
+import socket
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
 import dex
+import grpc  # type: ignore[import-untyped]  # grpcio ships no stubs
 import pytest
 from dependency_injector import errors
 
 from dex_agents import AgentContainer, AgentSessionFlow, WorkerMode, codec_registry, wait_worker_serving
-from dex_agents.infrastructure.dex.container import DEFAULT_LISTEN_ADDRESS, free_loopback_address
+from dex_agents.infrastructure.dex.container import (
+    DEFAULT_LISTEN_ADDRESS,
+    HELD_LISTEN_PORTS,
+    free_listen_address,
+    free_loopback_address,
+)
 from dex_agents.testing import ScriptedRunner
 
 
@@ -89,6 +96,30 @@ def test_a_listening_container_advertises_the_address_dex_reaches(tmp_path: Path
 def test_the_default_listening_address_is_loopback() -> None:
     assert DEFAULT_LISTEN_ADDRESS.startswith("127.0.0.1:")
     assert free_loopback_address().startswith("127.0.0.1:")
+    assert free_listen_address().startswith("127.0.0.1:")
+
+
+def _port(address: str) -> int:
+    return int(address.rpartition(":")[2])
+
+
+async def test_a_listen_address_is_held_from_other_binders_but_a_grpc_server_binds_it() -> None:
+    port = _port(free_listen_address())
+
+    with socket.socket() as other, pytest.raises(OSError, match="in use"):
+        other.bind(("127.0.0.1", port))  # what another process's probe or server would get
+    server = grpc.aio.server()
+    try:
+        assert server.add_insecure_port(f"127.0.0.1:{port}") == port  # the Worker's gRPC server
+        await server.start()
+    finally:
+        await server.stop(None)
+
+
+def test_listen_addresses_differ_while_they_are_held() -> None:
+    ports = [_port(free_listen_address()) for _ in range(HELD_LISTEN_PORTS)]
+
+    assert len(set(ports)) == HELD_LISTEN_PORTS
 
 
 @pytest.mark.parametrize("address", ["8803", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:70000", ":8803"])
@@ -110,7 +141,7 @@ async def test_waiting_for_a_worker_that_stopped_first_raises_with_its_error(tmp
         server_address=free_loopback_address(),  # nothing serves there
         blob_cache_directory=str(tmp_path),
         worker_mode="listen",
-        listen_address=free_loopback_address(),
+        listen_address=free_listen_address(),
     )
     worker = container.worker()
     options = worker.options

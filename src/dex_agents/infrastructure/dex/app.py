@@ -36,7 +36,7 @@ from dex_agents.infrastructure.dex.container import (
     DEFAULT_STOP_DRAIN_SECONDS,
     AgentContainer,
     WorkerMode,
-    free_loopback_address,
+    free_listen_address,
     wait_worker_serving,
 )
 from dex_agents.infrastructure.dex.flow import AgentSessionFlow
@@ -105,7 +105,7 @@ async def open_agent_app(  # noqa: PLR0913 - one keyword per option of the app
     async with contextlib.AsyncExitStack() as stack:
         directory = blob_cache_directory or stack.enter_context(tempfile.TemporaryDirectory(prefix="dex-agents-"))
         if mode is WorkerMode.LISTEN:
-            listen_address = listen_address or free_loopback_address()
+            listen_address = listen_address or free_listen_address()
         container = AgentContainer.build(
             flows=list(flows),
             server_address=server_address,

@@ -39,7 +39,9 @@ their ``tool_call_started`` back through it before they run the tool.
 """
 
 import asyncio
+import collections
 import socket
+import threading
 from collections.abc import Callable, Iterable
 from datetime import timedelta
 from enum import StrEnum
@@ -82,10 +84,42 @@ class WorkerMode(StrEnum):
 
 
 def free_loopback_address() -> str:
-    """Return ``127.0.0.1:PORT`` for a port free right now (for a listening Worker of this machine)."""
+    """Return ``127.0.0.1:PORT`` for a port free right now (for a server; a listening Worker: `free_listen_address`)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
+    return f"127.0.0.1:{port}"
+
+
+HELD_LISTEN_PORTS = 64
+"""How many of the latest `free_listen_address` ports this process keeps held."""
+
+_held_ports: collections.deque[socket.socket] = collections.deque()
+_held_lock = threading.Lock()
+
+
+def free_listen_address() -> str:
+    """Return ``127.0.0.1:PORT`` for a listening Worker of this process or its children, held until it binds.
+
+    The SDK's Worker serves gRPC, which binds with ``SO_REUSEPORT``: two processes that picked the same
+    free port (each probing port 0 before either Worker bound it) would both listen on it, and the
+    kernel would split Dex's calls between their Workers (one answering "Flow is not registered").
+    So the port stays bound here, by a socket that allows port reuse and does not listen: a Worker
+    (gRPC, same user) can still bind it, while no other process's probe is handed it. The latest
+    `HELD_LISTEN_PORTS` stay held; by then their Workers have bound them, which keeps them taken.
+    Where the platform has no ``SO_REUSEPORT``, this is `free_loopback_address`.
+    """
+    reuse_port = getattr(socket, "SO_REUSEPORT", None)
+    if reuse_port is None:
+        return free_loopback_address()
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))  # without port reuse: the kernel hands out a port nobody has bound
+    holder.setsockopt(socket.SOL_SOCKET, reuse_port, 1)  # now a gRPC server of the same user may bind it too
+    port: int = holder.getsockname()[1]
+    with _held_lock:
+        _held_ports.append(holder)
+        while len(_held_ports) > HELD_LISTEN_PORTS:
+            _held_ports.popleft().close()
     return f"127.0.0.1:{port}"
 
 

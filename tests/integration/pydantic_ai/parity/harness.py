@@ -51,7 +51,7 @@ from dex_agents.domain.snapshot import turn_result
 from dex_agents.infrastructure.dex.container import (
     AgentContainer,
     WorkerMode,
-    free_loopback_address,
+    free_listen_address,
     wait_worker_serving,
 )
 from dex_agents.testing.devserver import TEST_RETRY_DELAY_SCALE, DevServer, DevServerConfig
@@ -252,7 +252,7 @@ class ParityStack:
             max_concurrent_tasks=32,
             stop_drain_seconds=1,
             worker_mode=WorkerMode.LISTEN,
-            listen_address=free_loopback_address(),
+            listen_address=free_listen_address(),
         )
         worker, client = container.worker(), container.client()
         serving = asyncio.create_task(worker.start())
