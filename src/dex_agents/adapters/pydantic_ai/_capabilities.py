@@ -285,7 +285,8 @@ class ModelStepCapability(AbstractCapability[Any]):
     def _check_tool_calls(self, ctx: RunContext[Any], response: ModelResponse) -> None:
         """Check the tool call limit for a new response's function calls before any event shows them.
 
-        A plain run checks it there, for every function call of the response, before its calls run;
+        A plain run checks it there, for every call of the response to a function tool or to a tool it does
+        not know (not its external or output tools' calls), before its calls run;
         the session's run defers those calls (they are external to it), so it would not.
 
         Raises:
@@ -293,11 +294,16 @@ class ModelStepCapability(AbstractCapability[Any]):
         """
         if self.tool_calls_limit is None:
             return
-        functions = sum(1 for call in response.tool_calls if self.record.tools.kind(call.tool_name) == "function")
+        functions = sum(1 for call in response.tool_calls if self._counted(call.tool_name))
         if functions:
             projected = copy_usage(ctx.usage)
             projected.tool_calls += functions
             self.tool_calls_limit.check_before_tool_call(projected)
+
+    def _counted(self, tool_name: str) -> bool:
+        """Whether a plain run counts a call to ``tool_name`` against the limit: a function or unknown tool's."""
+        kind = self.record.tools.kind(tool_name)
+        return kind == "function" or (kind is None and tool_name not in self.record.output_tool_names)
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext

@@ -156,6 +156,8 @@ def step_outcome(
         if record.unstripped is not None:
             turn_messages, output_call_ids = _unstripped(turn_messages, record.unstripped, record.output_tool_names)
         calls = requested_calls(output, turn_messages)
+        # The calls from outside count here too: a plain run counts them when the run resumes with
+        # their results, which in a session is this turn's next model Step, where none is counted.
         check_tool_calls(usage_limits, run_usage, len(calls), step_usage=usage)
         approvals = frozenset(call.tool_call_id for call in output.approvals)
         # The context of the plain run that runs these calls: a plain run ends at a response with a

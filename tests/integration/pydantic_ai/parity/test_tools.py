@@ -158,6 +158,24 @@ def a_tool_calls_limit_ends_the_turn_as_a_plain_run_ends(probe: Probe) -> Scenar
 
 
 @SCENARIOS.scenario()
+def a_tool_calls_limit_counts_a_call_to_an_unknown_tool(probe: Probe) -> Scenario:
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if turn_step(messages) == 0:
+            return calls(("c1", "ping", {"n": 1}), ("c2", "no_such_tool", {}))
+        return text("done")
+
+    agent = Agent(probe.model(respond), capabilities=probe.capabilities)
+
+    @agent.tool_plain
+    def ping(n: int) -> int:
+        probe.invoked("ping", n=n)
+        return n
+
+    # A plain run counts the unknown tool's call too, so one function call beside it passes a limit of one.
+    return Scenario(agent=agent, turns=["ping"], usage_limits=UsageLimits(tool_calls_limit=1))
+
+
+@SCENARIOS.scenario()
 def usage_limits_the_turn_stays_within(probe: Probe) -> Scenario:
     return _calls_until_told(probe, UsageLimits(request_limit=4, tool_calls_limit=6), ("ping until done", "again"))
 
