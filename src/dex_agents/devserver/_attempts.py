@@ -302,11 +302,16 @@ class MethodAttempts:
 
         def on_frame(output: Any) -> None:
             kind = output.WhichOneof("output")
+            first = not execution.output_seen
+            execution.output_seen = True
             if kind == "heartbeat":
                 heartbeat = output.heartbeat
                 execution.last_heartbeat = heartbeat.value if heartbeat.HasField("value") else None
+            if first or kind == "heartbeat":
+                # One row, queued before the frame's Stream message: a reader that saw the message as
+                # durable finds the attempt's output seen after a restart too (it is not sent again).
                 run.journal.execution(run, execution, progress=True)
-            elif kind == "stream_write":
+            if kind == "stream_write":
                 write = output.stream_write
                 # A Step's Stream write is fire-and-forget: a rejected write is dropped.
                 with contextlib.suppress(ServiceError):
@@ -319,9 +324,6 @@ class MethodAttempts:
                         f"#{execution.id}",
                         self.clock.now(),
                     )
-            if not execution.output_seen:
-                execution.output_seen = True
-                run.journal.execution(run, execution, progress=True)
             execution.progress_frames += 1
             last_activity[0] = self.clock.now()
 

@@ -10,9 +10,10 @@ Each change returns its sequence number; a Run remembers the last one that touch
 its state (``Run.journal_seq``) so that an answer about that run waits only for its
 own rows (`Journal.durable`), and a read of committed state never waits. An
 attempt's progress (its start, first frame, heartbeat, back-off) is journalled too,
-deferred, but moves no ``journal_seq``: nothing that leaves the server depends on
-it (a restart that lost it only counts the attempt again), so a Step's ``execute``
-does not wait for a sibling's attempt to be on disk.
+deferred, but moves no ``journal_seq``: no answer waits for it (a restart that lost it
+only counts the attempt again), so a Step's ``execute`` does not wait for a sibling's
+attempt to be on disk. The first frame's row is queued before that frame's Stream
+message, so a message a reader saw is never of an attempt a restart would send again.
 """
 
 from typing import Any

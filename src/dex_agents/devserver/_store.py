@@ -180,7 +180,7 @@ class Store:
             self._wake_at(due)
 
     def put(self, table: str, key: tuple[Any, ...], values: tuple[Any, ...] | None, *, urgent: bool = False) -> int:
-        """Queue an upsert (``values``: every column after the key) or a delete (``None``) of one row.
+        """Queue an upsert (``values``: every column after the key) or a delete (``None``) of a row; loop thread only.
 
         Returns:
             The operation's sequence number (see `durable`).
