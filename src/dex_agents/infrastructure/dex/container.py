@@ -106,15 +106,20 @@ def free_listen_address() -> str:
     kernel would split Dex's calls between their Workers (one answering "Flow is not registered").
     So the port stays bound here, by a socket that allows port reuse and does not listen: a Worker
     (gRPC, same user) can still bind it, while no other process's probe is handed it. The latest
-    `HELD_LISTEN_PORTS` stay held; by then their Workers have bound them, which keeps them taken.
+    `HELD_LISTEN_PORTS` stay held; by then their Workers have bound them, which keeps them taken (a Worker
+    started again on an address released by then has the race back: take a new address for it).
     Where the platform has no ``SO_REUSEPORT``, this is `free_loopback_address`.
     """
     reuse_port = getattr(socket, "SO_REUSEPORT", None)
     if reuse_port is None:
         return free_loopback_address()
     holder = socket.socket()
-    holder.bind(("127.0.0.1", 0))  # without port reuse: the kernel hands out a port nobody has bound
-    holder.setsockopt(socket.SOL_SOCKET, reuse_port, 1)  # now a gRPC server of the same user may bind it too
+    try:
+        holder.bind(("127.0.0.1", 0))  # without port reuse: the kernel hands out a port nobody has bound
+        holder.setsockopt(socket.SOL_SOCKET, reuse_port, 1)  # now a gRPC server of the same user may bind it too
+    except OSError:
+        holder.close()  # a platform that refuses the option: the port is only free, as before
+        return free_loopback_address()
     port: int = holder.getsockname()[1]
     with _held_lock:
         _held_ports.append(holder)
