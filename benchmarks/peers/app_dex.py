@@ -78,8 +78,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 CONTEXT_BUDGET_TOKENS = 16_000
 """The bench agent's compaction budget (64 KiB of stored messages, about four turns of 5x4): the model
-reads the latest summary and the messages after it, so a growing session's model calls stop growing
-(issue 11). The summary is the default compactor's: one request to the agent's own (scripted) model."""
+reads the latest summary and the messages after it, so a growing session's model calls stop growing.
+The summary is the default compactor's: one request to the agent's own (scripted) model."""
 
 
 FLOOR_ENV = "PEERBENCH_DEX_FLOOR"
