@@ -315,8 +315,3 @@ RPC_DECLARATIONS: Mapping[RpcName, RpcDeclaration] = {
     )
 }
 """Every RPC of the session Flow."""
-
-
-def step_declaration(name: StepName) -> StepDeclaration:
-    """Return the declaration of Step ``name``."""
-    return STEP_DECLARATIONS[name]

@@ -27,6 +27,7 @@ from typing import Any
 from dex.dexpb import dex_pb2 as pb
 
 from dex_agents.devserver._attempts import AttemptRecord
+from dex_agents.devserver._data_dir import StoreError
 from dex_agents.devserver._engine import Engine
 from dex_agents.devserver._state import Execution, Phase, Run
 from dex_agents.devserver._store import Store
@@ -43,25 +44,38 @@ _EXECUTION_MESSAGES = {
 """The fields of an execution's row that `execution_state` stores as encoded protobuf messages."""
 
 
+def _unreadable(table: str, key: str, error: Exception) -> StoreError:
+    return StoreError(
+        f"a row of the data dir's {table} table ({key}) is not one this dex-agents wrote ({error!r}); move the data "
+        "dir away or delete it to start empty (its sessions are lost), or use another --data DIR"
+    )
+
+
 def _run(row: tuple[Any, ...]) -> Run:
     """A run from its row: the fields `run_state` wrote, by name, with its tuples back from JSON lists."""
     run_id, flow_id, position, text = row
-    state = json.loads(text)
-    close_request = state["close_request"]
-    state["close_request"] = None if close_request is None else tuple(close_request)
-    state["pending_skips"] = [tuple(skip) for skip in state["pending_skips"]]
-    return Run(flow_id=flow_id, run_id=run_id, position=position, **state)
+    try:
+        state = json.loads(text)
+        close_request = state["close_request"]
+        state["close_request"] = None if close_request is None else tuple(close_request)
+        state["pending_skips"] = [tuple(skip) for skip in state["pending_skips"]]
+        return Run(flow_id=flow_id, run_id=run_id, position=position, **state)
+    except (KeyError, TypeError, ValueError) as error:
+        raise _unreadable("runs", run_id, error) from error
 
 
 def _execution(execution_id: str, text: str) -> Execution:
     """An execution from its row: the fields `execution_state` wrote, by name, decoded; its task resumed."""
-    state = json.loads(text)
-    for name, message_type in _EXECUTION_MESSAGES.items():
-        state[name] = decode(message_type, state[name])
-    state["phase"] = Phase(state["phase"])
-    state["skipped_timers"] = set(state["skipped_timers"])
-    state["locals"] = {key: decode(pb.Value, value) for key, value in state["locals"].items()}
-    return Execution(id=execution_id, task_resumed=True, **state)
+    try:
+        state = json.loads(text)
+        for name, message_type in _EXECUTION_MESSAGES.items():
+            state[name] = decode(message_type, state[name])
+        state["phase"] = Phase(state["phase"])
+        state["skipped_timers"] = set(state["skipped_timers"])
+        state["locals"] = {key: decode(pb.Value, value) for key, value in state["locals"].items()}
+        return Execution(id=execution_id, task_resumed=True, **state)
+    except (KeyError, TypeError, ValueError) as error:
+        raise _unreadable("executions", execution_id, error) from error
 
 
 def load(engine: Engine, store: Store) -> int:

@@ -184,3 +184,13 @@ async def test_a_full_disk_fails_the_commit_and_the_server_goes_on_once_there_is
             await wait_until_async("the server to take writes again", published, timeout=10)
             outcome = (await client.wait_for_flow("f-1", timeout=timedelta(seconds=30))).single_output(WaitOutcome)
             assert outcome.values == ["after"], "the refused write left nothing behind"
+
+
+async def test_a_run_row_this_release_did_not_write_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    async with DevServer(config(), data_dir=data):
+        pass
+    with sqlite3.connect(data / DATABASE_FILE) as connection:
+        connection.execute("INSERT INTO runs VALUES ('run-1', 'flow-1', 0, '{\"no_such_field\": 1}')")
+    with pytest.raises(StoreError, match=r"runs table \(run-1\).*delete"):
+        await DevServer(config(), data_dir=data).start()

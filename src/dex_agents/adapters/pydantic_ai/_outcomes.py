@@ -21,8 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import attrs
-from pydantic_ai import DeferredToolRequests
-from pydantic_ai._tool_execution import _TOOL_SKIPPED_FINAL_ALREADY_PROCESSED
+from pydantic_ai import DeferredToolRequests, _tool_execution
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.usage import RunUsage, UsageLimits
@@ -55,7 +54,11 @@ from dex_agents.domain.errors import RunnerContractError
 from dex_agents.domain.tools import ToolEffect
 from dex_agents.domain.turns import AgentTurnOutcome, DeferredToolCall, ToolCallsRequested, TurnCompleted
 
-NOT_EXECUTED_BESIDE_OUTPUT: str = _TOOL_SKIPPED_FINAL_ALREADY_PROCESSED
+NOT_EXECUTED_BESIDE_OUTPUT: str = getattr(
+    _tool_execution,
+    "_TOOL_SKIPPED_FINAL_ALREADY_PROCESSED",  # private: a release that renames it gets 2.68's text
+    "Tool not executed - a final result was already processed.",
+)
 """What Pydantic AI answers a function tool call with when an output beside it ended the run (``'early'``)."""
 
 SEARCH_TOOLS_KIND = "tool-search"

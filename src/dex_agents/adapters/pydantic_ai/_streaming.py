@@ -153,7 +153,7 @@ class DeltaForwardingModel(WrapperModel):
         """Wrap the model that serves the request; ``events`` gets the deltas."""
         super().__init__(wrapped)
         self.events = events
-        # Decided once per wrapped model: a request, or a stream whose deltas are forwarded.
+        # Decided once per request (a model is wrapped for each): a request, or a stream whose deltas are forwarded.
         self._asks = not can_stream(wrapped) or asks_as_a_plain_run(wrapped)
 
     @asynccontextmanager

@@ -226,9 +226,10 @@ def _type_name(type_hint: object) -> str:
 def json_codec(type_hint: object) -> "dex.JsonCodec[Any]":
     """Return the Dex codec of one wire type, backed by the converter (memoizing for `MEMOIZED_WIRE_TYPES`)."""
     conv = converter()
-    unstructure = conv.get_unstructure_hook(type_hint)
     if type_hint in STORED_WITHOUT_DEFAULTS:
-        unstructure = make_dict_unstructure_fn(type_hint, conv, _cattrs_omit_if_default=True)
+        unstructure: Callable[[Any], Any] = make_dict_unstructure_fn(type_hint, conv, _cattrs_omit_if_default=True)
+    else:
+        unstructure = conv.get_unstructure_hook(type_hint)
     structure = conv.get_structure_hook(type_hint)
     name = f"dex_agents.{_type_name(type_hint)}"
     codec: type[dex.JsonCodec[Any]] = MeteredJsonCodec

@@ -55,8 +55,6 @@ SYNC = dex.StepOptions(wait_for_durability=dex.StepDurability.SYNC, execute_dura
 PER_CALL_STEPS = frozenset(name for name, step in STEP_DECLARATIONS.items() if step.takes_tool_call)
 """Steps whose input is a tool-call ID and that load only that call's record."""
 
-HISTORY_TOOL_STEPS = frozenset(name for name, step in STEP_DECLARATIONS.items() if Load.CALL_HISTORY in step.loads)
-"""Per-call Steps that load the turn's history for a call that reads it (`AgentToolCall.history_window`)."""
 
 WINDOW_STEPS = frozenset(name for name, step in STEP_DECLARATIONS.items() if Load.WINDOW in step.loads)
 """Steps that read the model's window: a movement to one loads exactly the window's messages and summary."""
