@@ -207,8 +207,7 @@ class SessionConformance:
         assert await executed(stack, "s") == [
             "StartAgentSession",
             "RunModel",
-            "CallTool",
-            "ResumeTurn",
+            "CallTool",  # the response's one call: its tool Step resumes the turn
             "RunModel",
             "AwaitToolApproval",
             "CallTool",

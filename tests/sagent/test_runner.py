@@ -230,8 +230,7 @@ async def test_calls_sharing_a_serialize_key_run_in_waves_and_each_sees_the_tool
         "CallTool",
         "ResumeTurn",
         "RunModel",
-        "CallTool",
-        "ResumeTurn",
+        "CallTool",  # the wave's one call: its tool Step resumes the turn
         "RunModel",
     ]
 

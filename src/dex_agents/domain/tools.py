@@ -225,6 +225,9 @@ class AgentToolCall:
     """The model's window when the call was asked for, for a call whose tool Step reads the turn's history
     (`DeferredToolCall.reads_history`): its tool Step loads these messages, the summary and the run state;
     ``None``: it loads none of them."""
+    resumes_turn: bool = False
+    """Whether the Step that ends the call resumes the turn itself, with no ``ResumeTurn`` joining its result:
+    the model's response asked for this one call, and it started ``pending``. Cleared when it waits for an answer."""
 
     @property
     def has_external_result(self) -> bool:
@@ -328,7 +331,9 @@ class AgentToolCall:
         The approval interrupt (``interrupt_id``) is still to be raised (`approval_to_raise`).
         """
         asking = transition(self, to=ToolCallStatus.AWAITING_APPROVAL)
-        return attrs.evolve(asking, interrupt_id=interrupt_id, attempts=attempt, approval_to_raise=True)
+        return attrs.evolve(
+            asking, interrupt_id=interrupt_id, attempts=attempt, approval_to_raise=True, resumes_turn=False
+        )
 
     def await_result(self, interrupt_id: str, *, attempt: int = 1) -> "AgentToolCall":
         """Return the record waiting for its result from outside, under the ``tool_result`` interrupt ID.
@@ -336,7 +341,7 @@ class AgentToolCall:
         ``attempt``: the tool Step attempt that deferred it (0 when no tool Step ran: an external call).
         """
         waiting = transition(self, to=ToolCallStatus.AWAITING_RESULT)
-        return attrs.evolve(waiting, result_interrupt_id=interrupt_id, attempts=attempt)
+        return attrs.evolve(waiting, result_interrupt_id=interrupt_id, attempts=attempt, resumes_turn=False)
 
     def succeed(self, output: str, *, attempt: int = 1) -> "AgentToolCall":
         """Return the record succeeded with ``output`` on ``attempt``."""

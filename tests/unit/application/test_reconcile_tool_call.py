@@ -41,12 +41,17 @@ async def with_pending_call(
     probe: list[ReconcileResult | Exception] | None = None,
     tool: object = "sent",
 ) -> InMemorySessionHost:
-    calls = tool_calls_requested(deferred_tool_call("c1", "email", '{"to": "a"}', policy=policy))
+    # A sibling call, so c1's result is joined by ResumeTurn (test_lone_tool_call: a call asked for alone).
+    calls = tool_calls_requested(
+        deferred_tool_call("c1", "email", '{"to": "a"}', policy=policy),
+        deferred_tool_call("sibling", "lookup", "{}", policy=ToolPolicy(ToolEffect.READ)),
+    )
+    replies = {"c1": tool, "sibling": "found"}
     runner: ScriptedRunner
     if probe is None:
-        runner = ScriptedRunner([calls], tool_replies={"c1": tool})  # type: ignore[dict-item]
+        runner = ScriptedRunner([calls], tool_replies=replies)  # type: ignore[arg-type]
     else:
-        runner = ProbingRunner([calls], tool_replies={"c1": tool}, probe=probe)
+        runner = ProbingRunner([calls], tool_replies=replies, probe=probe)
     session = InMemorySessionHost(runner)
     await session.start("go")
     await session.run_model()

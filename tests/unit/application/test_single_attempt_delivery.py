@@ -8,7 +8,7 @@ as the engine's stored Stream.
 import attrs
 import pytest
 
-from dex_agents.application.next import End
+from dex_agents.application.next import GoTo, StepName
 from dex_agents.application.runner import DeferredToolExecution
 from dex_agents.application.steps.call_tool import CONCURRENT_DELIVERY, EARLIER_DELIVERY
 from dex_agents.domain.errors import DeliveryUnconfirmedError
@@ -49,11 +49,10 @@ async def test_a_redelivered_attempt_whose_start_was_stored_records_outcome_unkn
 
     decision = await session.call_single_attempt_tool("c1", step_execution_id="CallSingleAttemptTool-7")
 
-    assert decision == End()
+    assert decision == GoTo(step=StepName.RUN_MODEL, window=session.state.current.model_window()), "its turn resumes"
     assert ran == [1]
     record = session.tool_calls["c1"]
     assert (record.status, record.error, record.attempts) == (S.OUTCOME_UNKNOWN, EARLIER_DELIVERY, 1)
-    assert [r.status for r in session.results.published] == [S.OUTCOME_UNKNOWN]
 
 
 async def test_a_read_redelivered_after_its_start_runs_again_on_todays_path() -> None:

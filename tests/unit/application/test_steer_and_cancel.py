@@ -11,7 +11,7 @@ from dex_agents import (
     ToolPolicy,
     TurnCompleted,
 )
-from dex_agents.application.next import End, GoTo, GoToMany, Next, StepName
+from dex_agents.application.next import End, GoTo, Next, StepName
 from dex_agents.domain import events as ev
 from dex_agents.domain.events import AgentEventType, SteeredLanding
 from dex_agents.domain.messages import AgentUserMessage, MessageDelivery
@@ -71,7 +71,7 @@ async def test_a_steered_message_sent_while_idle_starts_a_turn_like_a_queued_one
 
 async def test_a_message_steered_during_a_tool_step_joins_the_turn_after_the_tool_results() -> None:
     host, fan_out = await fanned_out()
-    assert isinstance(fan_out, GoToMany)
+    assert fan_out == GoTo(step=StepName.CALL_TOOL, input="c1"), "one call: its tool Step resumes the turn"
 
     assert await host.send_user_message("also check the date", client_message_id="m1", delivery=STEER)
     assert host.steering.size() == 1, "taken at the next model-call boundary, not before"
@@ -220,11 +220,13 @@ async def test_a_tool_call_not_started_when_the_cancel_arrives_is_cancelled_with
 
     decision = await host.call_tool("c1")
 
-    assert decision == End()
+    assert decision == GoTo(step=StepName.RUN_MODEL, window=host.state.current.model_window()), "it ends the turn"
     record = host.tool_calls["c1"]
     assert (record.status, record.rejection_message) == (ToolCallStatus.CANCELLED, cancel_rejection_message(None))
     assert host.scripted.executed_tool_call_ids == ()
-    assert [r.status for r in host.results.published] == [ToolCallStatus.CANCELLED]
+    assert host.results.published == [], "the lone call resumes its turn: no ResumeTurn waits for a result"
+    assert await host.run_model() == GoTo(step=StepName.AWAIT_USER_MESSAGE)
+    assert host.state.current.last_turn_cancelled
     del fan_out
 
 
@@ -238,10 +240,9 @@ async def test_a_retried_tool_attempt_is_not_recorded_cancelled_it_may_have_star
 
 async def test_a_tool_that_finished_keeps_its_result_and_the_next_model_call_ends_the_turn_instead() -> None:
     host, _ = await fanned_out()
-    await host.call_tool("c1")  # it was running when the cancel came
-    assert await host.cancel_turn("enough")
-    resumed = await host.resume_turn(host.results.take(1))
+    resumed = await host.call_tool("c1")  # the turn's one call: its Step resumes the turn
     assert resumed == GoTo(step=StepName.RUN_MODEL, window=host.state.current.model_window())
+    assert await host.cancel_turn("enough")  # it came while the call ran; the model Step is next
 
     assert await host.run_model() == GoTo(step=StepName.AWAIT_USER_MESSAGE)
 

@@ -149,10 +149,11 @@ async def test_a_cancel_that_reaches_a_compaction_ends_the_turn_uncompacted_and_
     steps = [step for step, *_ in host.executed]
     assert steps.count(StepName.RECORD_COMPACTION_FAILURE) == 1
     compactions_before_the_cancel = 3
-    # ResumeTurn went to CompactHistory (still over budget); the cancel ended the turn there, no summary asked.
+    # The lone call's Step resumed the turn to CompactHistory (still over budget); the cancel ended the turn there,
+    # no summary asked.
     cancelled = host.sink.payloads(TurnCancelledPayload)
     assert [(p.reason, p.finished_tool_calls) for p in cancelled] == [("enough", 1)]
-    resumed = steps.index(StepName.RESUME_TURN)
+    resumed = steps.index(StepName.CALL_TOOL)
     assert steps[resumed + 1 : resumed + 3] == [StepName.COMPACT_HISTORY, StepName.AWAIT_USER_MESSAGE]
     assert runner.model_turns[2].turn_id == "turn-3"
     assert all(turn.turn_id != "turn-3" for turn in runner.model_turns[3:]), "no further model call in turn 3"

@@ -2,7 +2,7 @@
 
 from datetime import timedelta
 
-from dex_agents.application.next import GoTo, StepName
+from dex_agents.application.next import GoTo, GoToMany, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.runner import ToolApprovalRequestedError
 from dex_agents.application.steps.call_tool import ASKED_AGAIN
@@ -131,7 +131,9 @@ async def test_a_turn_cancelled_before_the_asked_approval_is_raised_rejects_the_
     session = session_for()
     await session.start("delete .env")
     await session.run_model()
-    assert await session.call_tool(CALL) == GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=CALL)
+    assert await session.call_tool(CALL) == GoToMany(
+        movements=[GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=CALL), GoTo(step=StepName.RESUME_TURN, input=1)]
+    ), "the turn's one call waits for an answer now: ResumeTurn joins its result"
     assert await session.cancel_turn("user left")
 
     await session.drive(GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=CALL))

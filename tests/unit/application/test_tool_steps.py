@@ -27,12 +27,13 @@ S = ToolCallStatus
 
 
 async def with_pending_call(
-    policy: ToolPolicy, replies: ToolReplies, *, tool_call_id: str = "c1"
+    policy: ToolPolicy, replies: ToolReplies, *, tool_call_id: str = "c1", alone: bool = False
 ) -> InMemorySessionHost:
-    runner = ScriptedRunner(
-        [tool_calls_requested(deferred_tool_call(tool_call_id, "tool", '{"x": 1}', policy=policy))],
-        tool_replies={tool_call_id: replies},
-    )
+    """A session whose model asked for ``tool_call_id``; unless ``alone``, beside a read ``sibling`` it joins with."""
+    calls = [deferred_tool_call(tool_call_id, "tool", '{"x": 1}', policy=policy)]
+    if not alone:
+        calls.append(deferred_tool_call("sibling", "tool", "{}", policy=READ))
+    runner = ScriptedRunner([tool_calls_requested(*calls)], tool_replies={tool_call_id: replies, "sibling": "ok"})
     session = InMemorySessionHost(runner)
     await session.start("go")
     await session.run_model()

@@ -1,5 +1,6 @@
 """The in-memory host refuses what a Step or RPC did not declare, and the Dex binding loads what each declares."""
 
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -104,8 +105,23 @@ def _one_tool_call_runner() -> ScriptedRunner:
     )
 
 
-async def test_a_session_runs_within_its_declared_loads() -> None:
-    host = InMemorySessionHost(_one_tool_call_runner())
+def _two_tool_calls_runner() -> ScriptedRunner:
+    read = ToolPolicy(ToolEffect.READ)
+    return ScriptedRunner(
+        [
+            tool_calls_requested(
+                deferred_tool_call("c1", "lookup", "{}", policy=read),
+                deferred_tool_call("c2", "lookup", "{}", policy=read),
+            ),
+            TurnCompleted(new_messages=[assistant_message("done")]),
+        ],
+        tool_replies={"lookup": "found"},
+    )
+
+
+@pytest.mark.parametrize("runner", [_one_tool_call_runner, _two_tool_calls_runner], ids=["alone", "joined"])
+async def test_a_session_runs_within_its_declared_loads(runner: Callable[[], ScriptedRunner]) -> None:
+    host = InMemorySessionHost(runner())
     await host.drive(await host.start("look it up"))
     assert host.state.current.last_turn_error is None
     assert host.messages.texts[-1] == "done"
@@ -117,7 +133,7 @@ async def test_a_step_whose_use_case_reads_what_it_does_not_declare_fails_its_tu
     resume = STEP_DECLARATIONS[StepName.RESUME_TURN]
     undeclared = attrs.evolve(resume, loads=frozenset())
     monkeypatch.setitem(STEP_DECLARATIONS, StepName.RESUME_TURN, undeclared)
-    host = InMemorySessionHost(_one_tool_call_runner())
+    host = InMemorySessionHost(_two_tool_calls_runner())
     await host.drive(await host.start("look it up"))
     error = host.state.current.last_turn_error
     assert error is not None

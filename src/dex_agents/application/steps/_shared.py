@@ -137,19 +137,26 @@ def tool_call_record(tool_calls: ToolCallStore, tool_call_id: str) -> AgentToolC
 
 @attrs.frozen(kw_only=True)
 class ToolCallFinisher(Wired):
-    """Stores a tool-call record that became final (publishing its one result), or settles an unknown outcome."""
+    """Stores a tool-call record that became final (publishing its one result), or settles an unknown outcome.
+
+    A record that resumes the turn itself (`AgentToolCall.resumes_turn`: the model asked for this one call) has
+    no ``ResumeTurn`` waiting for its result, so the Step that ends it does what ``ResumeTurn`` would: it counts
+    the usage the call reported and the model comes next (`model_movement`). A user message steered meanwhile is
+    taken by ``RunModel``, which sends it through ``ResumeTurn`` first (a Step sees its Channels as they were
+    when it started, and a tool may run for minutes).
+    """
 
     tool_calls: ToolCallStore
     results: ToolResultPublisher
     events: AgentEventWriter
+    session_state: SessionStateStore
+    usage_meter: UsageMeter
+    options: AgentSessionOptions
 
-    def finish(self, record: AgentToolCall) -> None:
-        """Store a record that just became final and publish its one result."""
+    def finish(self, record: AgentToolCall) -> Next:
+        """Store a record that just became final and publish its one result, or resume its turn; what is next."""
         assert record.is_final
         self.tool_calls.put(record)
-        self.results.publish(
-            ToolCallCompleted(tool_call_id=record.tool_call_id, turn_id=record.turn_id, status=record.status)
-        )
         self.events.write(
             ev.tool_call_finished(
                 record.tool_call_id,
@@ -158,6 +165,22 @@ class ToolCallFinisher(Wired):
                 output=record.output,
                 error=record.error if record.error is not None else record.rejection_message,
             )
+        )
+        if not record.resumes_turn:
+            self._publish(record)
+            return End()
+        if record.usage is not None:
+            self.usage_meter.add(record.usage)
+        state = self.session_state.get()
+        assert state is not None, "the session has not started"
+        assert state.active_turn_id == record.turn_id, "the call's turn is not active"
+        resumed = state.resume_model()
+        self.session_state.set(resumed)
+        return model_movement(resumed, self.options.compaction)
+
+    def _publish(self, record: AgentToolCall) -> None:
+        self.results.publish(
+            ToolCallCompleted(tool_call_id=record.tool_call_id, turn_id=record.turn_id, status=record.status)
         )
 
     def settle_unknown(self, record: AgentToolCall, error: str) -> Next:
@@ -169,8 +192,7 @@ class ToolCallFinisher(Wired):
         """
         settled = record.unknown_outcome(error)
         if settled.is_final:
-            self.finish(settled)
-            return End()
+            return self.finish(settled)
         self.tool_calls.put(settled)
         return GoTo(step=StepName.RECONCILE_TOOL_CALL, input=record.tool_call_id)
 

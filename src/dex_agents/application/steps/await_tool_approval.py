@@ -202,8 +202,7 @@ class AwaitToolApproval(Wired):
         cancelled = cancel is not None and cancel.applies_to(record.turn_id)
         if not record.result_raised:
             if cancelled and cancel is not None:
-                self.tool_call_finisher.finish(record.cancel(cancel_rejection_message(cancel.reason)))
-                return End()
+                return self.tool_call_finisher.finish(record.cancel(cancel_rejection_message(cancel.reason)))
             self._raise_result_interrupt(record, interrupt_id)
             return WaitAgain(input=record.tool_call_id)
         interrupt = self._pending(interrupt_id)
@@ -229,8 +228,7 @@ class AwaitToolApproval(Wired):
             return WaitAgain(input=record.tool_call_id)  # as for approvals: never write a stale list back
         cancel = self.cancel_request.get()
         if cancel is not None and cancel.applies_to(record.turn_id):
-            self.tool_call_finisher.finish(record.reject(cancel_rejection_message(cancel.reason)))
-            return End()
+            return self.tool_call_finisher.finish(record.reject(cancel_rejection_message(cancel.reason)))
         raised = attrs.evolve(record, approval_to_raise=False)
         interrupt = approval_interrupt(raised, now=self.clock.now(), options=self.options, events=self.events)
         self.interrupts.set([*self.interrupts.get(), interrupt])
@@ -271,8 +269,7 @@ class AwaitToolApproval(Wired):
                 kind=InterruptKind.TOOL_RESULT.value,
             )
         )
-        self.tool_call_finisher.finish(finished)
-        return End()
+        return self.tool_call_finisher.finish(finished)
 
     def _apply(self, record: AgentToolCall, resolution: AgentInterruptResolution, *, expired: bool = False) -> Next:
         self.events.write(
@@ -296,8 +293,7 @@ class AwaitToolApproval(Wired):
             if expired
             else record.reject(resolution.rejection_message, resolution.approver)
         )
-        self.tool_call_finisher.finish(finished)
-        return End()
+        return self.tool_call_finisher.finish(finished)
 
     def _cancelled(self, record: AgentToolCall) -> bool:
         cancel = self.cancel_request.get()

@@ -82,7 +82,7 @@ import attrs
 
 from dex_agents.application.event_writer import AgentEventWriter
 from dex_agents.application.invocation import StepCall
-from dex_agents.application.next import End, GoTo, Next, StepName
+from dex_agents.application.next import End, GoTo, GoToMany, Next, StepName
 from dex_agents.application.options import AgentSessionOptions
 from dex_agents.application.ports import (
     CancelRequestStore,
@@ -134,24 +134,21 @@ class _ToolCallStep(Wired):
         if call.attempt == 1 and cancel is not None and cancel.applies_to(record.turn_id):
             # Only a first attempt: a later one may follow an attempt that started the tool.
             cancelled = record.cancel(cancel_rejection_message(cancel.reason))
-            self.tool_call_finisher.finish(cancelled)
-            return End()
+            return self.tool_call_finisher.finish(cancelled)
         assert record.status in (ToolCallStatus.PENDING, ToolCallStatus.APPROVED), (
             f"tool call {tool_call_id!r} may not run in status {record.status.value!r}"
         )
         mismatch = record.approval_mismatch()
         if mismatch is not None:
             failed = record.fail(mismatch, attempt=0)
-            self.tool_call_finisher.finish(failed)
-            return End()
+            return self.tool_call_finisher.finish(failed)
         try:
             held = await self._announce(call, record)
         except DeliveryLedgerUnavailableError as error:
             # Nothing was announced: the tool did not run, and never will on this Worker as it is set up.
             _log.error("%s (session %s, tool call %s)", error, call.flow_id, record.tool_call_id)
             failed = record.fail(str(error), attempt=call.attempt)
-            self.tool_call_finisher.finish(failed)
-            return End()
+            return self.tool_call_finisher.finish(failed)
         if held is not None:
             return self.tool_call_finisher.settle_unknown(record, held)
         return await self._run(call, record)
@@ -176,14 +173,13 @@ class _ToolCallStep(Wired):
                 result_interrupt_id_for(record.turn_id, record.tool_call_id), attempt=call.attempt
             )
             self.tool_calls.put(waiting)
-            return GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=record.tool_call_id)
+            return _await_answer(record)
         except ToolApprovalRequestedError:
             if record.status is ToolCallStatus.APPROVED:
-                self.tool_call_finisher.finish(record.fail(ASKED_AGAIN, attempt=call.attempt))
-                return End()
+                return self.tool_call_finisher.finish(record.fail(ASKED_AGAIN, attempt=call.attempt))
             asking = record.ask_approval(interrupt_id_for(record.turn_id, record.tool_call_id), attempt=call.attempt)
             self.tool_calls.put(asking)
-            return GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=record.tool_call_id)
+            return _await_answer(record)
         except ToolExecutionError as error:
             finished = record.fail(self._bounded(error.message, "the tool's error"), attempt=call.attempt)
             state, usage = error.framework_state, error.usage
@@ -196,8 +192,7 @@ class _ToolCallStep(Wired):
             check_usage("execute_deferred_tool_call", usage)
             if not usage.is_zero:
                 finished = attrs.evolve(finished, usage=usage)
-        self.tool_call_finisher.finish(finished)
-        return End()
+        return self.tool_call_finisher.finish(finished)
 
     def _history(self, record: AgentToolCall) -> ToolCallHistory | None:
         """The turn's history for a call that reads it: what its movement loaded (`tool_step_movement`)."""
@@ -213,6 +208,18 @@ class _ToolCallStep(Wired):
         """Write ``tool_call_started`` before the tool runs; return why it must not run, or ``None``."""
         self.events.write_tool_call_started(record.tool_call_id, record.tool_name)
         return None
+
+
+def _await_answer(record: AgentToolCall) -> Next:
+    """``AwaitToolApproval`` next for a call that now waits for an answer; with ``ResumeTurn``, when none waits.
+
+    A call that resumed its turn itself (`AgentToolCall.resumes_turn`) stops doing so while it waits, so its
+    result is joined as any other call's.
+    """
+    waiting = GoTo(step=StepName.AWAIT_TOOL_APPROVAL, input=record.tool_call_id)
+    if not record.resumes_turn:
+        return waiting
+    return GoToMany(movements=(waiting, GoTo(step=StepName.RESUME_TURN, input=1)))
 
 
 class CallTool(_ToolCallStep):

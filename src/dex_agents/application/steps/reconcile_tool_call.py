@@ -69,8 +69,7 @@ class ReconcileToolCall(Wired):
             f"tool call {tool_call_id!r} may not be reconciled in status {record.status.value!r}"
         )
         finished = await self._reconciled(call, record)
-        self.tool_call_finisher.finish(finished)
-        return End()
+        return self.tool_call_finisher.finish(finished)
 
     async def _reconciled(self, call: StepCall, record: AgentToolCall) -> AgentToolCall:
         if not isinstance(self.runner, ToolCallReconciler):

@@ -52,8 +52,7 @@ class RecordToolFailure(_ToolFailureRoute):
 
     def _record(self, record: AgentToolCall, error: str) -> Next:
         finished = record.after_exhausted_retries(error)
-        self.tool_call_finisher.finish(finished)
-        return End()
+        return self.tool_call_finisher.finish(finished)
 
 
 class RecordToolOutcomeUnknown(_ToolFailureRoute):

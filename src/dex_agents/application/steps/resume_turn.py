@@ -1,7 +1,9 @@
 """``ResumeTurn``: waits for the results of one model response's tool calls.
 
 Input: the number of results to wait for. Waits for that many
-``TOOL_CALL_RESULTS`` messages. When every record of the active turn is final,
+``TOOL_CALL_RESULTS`` messages. Input 0 comes from ``RunModel``, when a
+steered user message waits at a model call that resumes the turn: nothing is
+joined, the messages are taken and the model comes next. When every record of the active turn is final,
 the session runs the model again (next: ``RunModel``, or ``CompactHistory``
 first when the context is over budget); if a started record is still
 unfinished, it waits again for the results still missing.
@@ -46,6 +48,7 @@ from dex_agents.application.steps._shared import ToolCallStarter, UsageMeter
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.messages import AgentUserMessage
+from dex_agents.domain.session import AgentStatus
 from dex_agents.domain.tool_order import next_wave, release
 from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted, ToolCallStatus
 from dex_agents.domain.turn_control import cancel_rejection_message
@@ -98,6 +101,8 @@ class ResumeTurn(Wired):
                             record.tool_call_id, record.tool_name, cancelled.status, error=cancelled.rejection_message
                         )
                     )
+        if state.status is AgentStatus.RUNNING_MODEL:
+            return model_movement(state, self.options.compaction)  # sent by RunModel: nothing was joined
         resumed = state.resume_model()
         self.session_state.set(resumed)
         return model_movement(resumed, self.options.compaction)

@@ -13,6 +13,12 @@ A turn with a `TurnCancelRequest` ends here, before the model is called
 (`TurnCloser.end_if_cancelled`): this is the boundary every cancel reaches
 (``CompactHistory``, which may come first, checks the same request).
 
+A model call that resumes a turn after tool calls, while a steered user
+message waits, goes to ``ResumeTurn`` (input 0: nothing to join) first, which
+takes the message at this boundary and comes back here. It is how a message
+steered while the response's one call ran (that call's Step resumed the turn,
+`AgentToolCall.resumes_turn`) reaches this model call.
+
 - `TurnFailedError` (the framework ended the turn, such as at a usage limit):
   fails the turn at once, as ``RecordTurnFailure`` does after exhausted
   attempts (the message is ``last_turn_error``), and counts the usage the
@@ -32,7 +38,9 @@ A turn with a `TurnCancelRequest` ends here, before the model is called
   ``external`` call that needs none ``awaiting_result``, its interrupt raised
   by ``AwaitToolApproval``) and goes to many: per call ``AwaitToolApproval``,
   ``CallTool`` or ``CallSingleAttemptTool``, plus ``ResumeTurn`` with the
-  number of calls.
+  number of calls. A response of one call that needs no answer goes to its
+  tool Step alone: nothing is to be joined, so the Step that ends the call
+  resumes the turn (`AgentToolCall.resumes_turn`, `ToolCallFinisher`).
   When the response has ``sequential`` calls, only its first wave starts
   here (`dex_agents.domain.tool_order`): the calls of later waves are stored
   ``queued``, and ``ResumeTurn`` counts only the first wave's calls.
@@ -53,6 +61,7 @@ from dex_agents.application.ports import (
     RunStateStore,
     SessionStateStore,
     SteeredMessageStore,
+    SteeringQueue,
     ToolCallStore,
 )
 from dex_agents.application.runner import (
@@ -131,8 +140,13 @@ class ToolCallDeferral(Wired):
         movements: list[GoTo] = []
         first = first_wave_size([requested.sequential for requested in outcome.tool_calls])
         window = state.model_window()
+        alone = len(outcome.tool_calls) == 1
+        resumes = False
         for index, requested in enumerate(outcome.tool_calls):
             record = _record(turn_id, requested, earlier + index, queued=index >= first, window=window)
+            if alone and record.status is ToolCallStatus.PENDING:
+                # Nothing to join: its tool Step resumes the turn itself, one Step less per model call.
+                record, resumes = attrs.evolve(record, resumes_turn=True), True
             starting.store(record)
             self.events.write(
                 ev.tool_call_deferred(
@@ -144,6 +158,8 @@ class ToolCallDeferral(Wired):
             movements.append(starting.start(record))
         starting.store_interrupts(unchanged_too=True)
         self.session_state.set(state.wait_for_tools())
+        if resumes:
+            return movements[0]
         movements.append(GoTo(step=StepName.RESUME_TURN, input=first))
         return GoToMany(movements=movements)
 
@@ -155,6 +171,7 @@ class RunModel(Wired):
     session_state: SessionStateStore
     tool_calls: ToolCallStore
     steered: SteeredMessageStore
+    steering: SteeringQueue
     model: ModelCaller
     usage_meter: UsageMeter
     turn_closer: TurnCloser
@@ -170,6 +187,9 @@ class RunModel(Wired):
         if cancelled is not None:
             return cancelled
         records = self.tool_calls.all()
+        if records and self.steering.size():
+            # A message steered while the turn's tools ran: ResumeTurn takes it at this boundary first.
+            return GoTo(step=StepName.RESUME_TURN, input=0)
         steered = self.steered.get()
         try:
             returned = await self.model.call(call, state, records, steered)

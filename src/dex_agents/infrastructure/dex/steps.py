@@ -214,9 +214,10 @@ class ResumeTurnStep(SessionStep[int]):
 
     async def wait_for(self, context: dex.AsyncContext, input: int) -> dex.Wait:
         """Wait for ``input`` tool results, and take whatever steered messages are queued by then."""
-        return dex.Wait.all_of(
-            TOOL_CALL_RESULTS.for_n(input), STEERED_USER_MESSAGES.at_most(STEERED_MESSAGES_PER_BOUNDARY)
-        )
+        steered = STEERED_USER_MESSAGES.at_most(STEERED_MESSAGES_PER_BOUNDARY)
+        if input == 0:
+            return dex.Wait.until(steered)  # RunModel sent it for the steered messages alone
+        return dex.Wait.all_of(TOOL_CALL_RESULTS.for_n(input), steered)
 
     async def execute(self, context: dex.AsyncContext, input: int) -> dex.StepDecision:
         """Resume the turn, or wait for what is missing."""

@@ -14,7 +14,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from dex_agents import AgentSessionOptions, MessageRole, ToolEffect, ToolPolicy
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner
-from dex_agents.application.next import GoToMany
+from dex_agents.application.next import GoTo, StepName
 from dex_agents.domain.messages import MessageDelivery
 from dex_agents.testing import InMemorySessionHost
 
@@ -38,7 +38,7 @@ async def test_a_steered_message_is_sent_after_the_tool_returns_and_stored_in_th
     host = InMemorySessionHost(PydanticAIRunner(agent), options=options)
     await host.start("Where is order 7?")
     fan_out = await host.run_model()
-    assert isinstance(fan_out, GoToMany)
+    assert fan_out == GoTo(step=StepName.CALL_TOOL, input="c1"), "one call: its tool Step alone, no join"
     assert await host.send_user_message("Also: when was it delivered?", delivery=MessageDelivery.STEER)
 
     await host.drive(fan_out)
