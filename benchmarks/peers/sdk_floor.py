@@ -7,6 +7,8 @@ K x M turn and no agent, no binding, no events, no stored state:
 - ``Model`` (like ``RunModel``) fans out M ``Tool`` Steps and one ``Join`` K times, then completes the Flow;
 - ``Tool`` (like ``CallTool``) publishes one message to the ``RESULTS`` Channel and ends;
 - ``Join`` (like ``ResumeTurn``) waits in ``wait_for`` for M results, then moves to ``Model``.
+- For M = 1 there is nothing to join, as in the session: ``Model`` moves to its one ``Tool``, which moves to
+  ``Model`` itself.
 
 The Steps write the live events dex-agents' event contract asks of such a turn, one Stream frame each
 (``turn_started``; per model call ``usage_recorded`` and one ``tool_call_deferred`` per call; per tool
@@ -100,8 +102,8 @@ def _load(*loads: dex.AttributeMapLoad) -> dex.StepOptions:
     return dataclasses.replace(SYNC, execute_load_attribute_maps=(RECORDS,), execute_load_attribute_map_instances=loads)
 
 
-def _own_record(n: int) -> dex.StepOptions:
-    return dataclasses.replace(SYNC, execute_load_attribute_map_instances=(RECORDS.load(str(n)),))
+def _own_record(n: str) -> dex.StepOptions:
+    return dataclasses.replace(SYNC, execute_load_attribute_map_instances=(RECORDS.load(n),))
 
 
 def _read_session(context: dex.AsyncContext) -> None:
@@ -183,36 +185,53 @@ class Model(_Step):  # type: ignore[misc]
             return dex.graceful_complete(output="answered")
         for _ in range(m):
             _event(context, "tool_call_deferred")
+        after = f"{k} {m} {done + 1}"
+        calls = [f"{done * 1000 + j} {after}" for j in range(m)]
         if _STORE:
             RUN_STATE.set(context, "run", "x" * (300 + _RUN_STATE_STEP * (done + 1)))
             for j in range(m):
                 RECORDS.set(context, str(done * 1000 + j), _RECORD_VALUE)
-            tools = [dex.StepMovement.of(Tool, n, options=_own_record(n)) for n in range(done * 1000, done * 1000 + m)]
-            join = dex.StepMovement.of(Join, f"{k} {m} {done + 1}", options=_load())
-            return dex.go_to_many(*tools, join)
-        tools = [dex.StepMovement.of(Tool, done * 1000 + j, options=SYNC) for j in range(m)]
-        return dex.go_to_many(*tools, dex.StepMovement.of(Join, f"{k} {m} {done + 1}", options=SYNC))
+            tools = [dex.StepMovement.of(Tool, call, options=_own_record(call.split()[0])) for call in calls]
+            if m == 1:
+                return dex.go_to_many(*tools)
+            return dex.go_to_many(*tools, dex.StepMovement.of(Join, after, options=_load()))
+        tools = [dex.StepMovement.of(Tool, call, options=SYNC) for call in calls]
+        if m == 1:
+            return dex.go_to_many(*tools)
+        return dex.go_to_many(*tools, dex.StepMovement.of(Join, after, options=SYNC))
 
     def get_step_options(self) -> dex.StepOptions:
         return SYNC
 
 
 class Tool(_Step):  # type: ignore[misc]
-    """A tool call: publishes its result."""
+    """A tool call (input: its number and the shape after it): publishes its result, or, alone, resumes the turn."""
 
-    async def execute(self, context: dex.AsyncContext, input: int) -> dex.StepDecision:
+    async def execute(self, context: dex.AsyncContext, input: str) -> dex.StepDecision:
+        number, after = input.split(" ", 1)
         _event(context, "tool_call_started")
         if _STORE:
             _read_session(context)
-            RECORDS.get(context, str(input))
-            RECORDS.set(context, str(input), _RECORD_VALUE)
-            RECORDS.set(context, str(input), _RECORD_VALUE)
-        RESULTS.publish(context, input)
+            RECORDS.get(context, number)
+            RECORDS.set(context, number, _RECORD_VALUE)
+            RECORDS.set(context, number, _RECORD_VALUE)
         _event(context, "tool_call_finished")
+        if _shape(after)[1] == 1:
+            return _resume(context, after)
+        RESULTS.publish(context, int(number))
         return dex.dead_end()
 
     def get_step_options(self) -> dex.StepOptions:
         return SYNC
+
+
+def _resume(context: dex.AsyncContext, shape: str) -> dex.StepDecision:
+    """The model next, as ``ResumeTurn`` (or a lone call's tool Step) moves it with the state it writes."""
+    if _STORE:
+        STATE.set(context, _STATE_VALUE)
+        window = _load(MESSAGES.load("0"), RUN_STATE.load("run"))
+        return dex.go_to_many(dex.StepMovement.of(Model, shape, options=window))
+    return dex.go_to(Model, shape)
 
 
 class Join(_Step):  # type: ignore[misc]
@@ -226,10 +245,7 @@ class Join(_Step):  # type: ignore[misc]
         if _STORE:
             _read_session(context)
             _read_records(context)
-            STATE.set(context, _STATE_VALUE)
-            window = _load(MESSAGES.load("0"), RUN_STATE.load("run"))
-            return dex.go_to_many(dex.StepMovement.of(Model, input, options=window))
-        return dex.go_to(Model, input)
+        return _resume(context, input)
 
     def get_step_options(self) -> dex.StepOptions:
         return SYNC
