@@ -12,7 +12,7 @@ from sagent.types.runtime import AssistantMessage, ToolResult, UserMessage
 from dex_agents import AgentSessionOptions, MessageRole, ToolCallStatus
 from dex_agents.adapters.sagent import SagentRunner, _codec
 from dex_agents.adapters.sagent.runner import NOT_APPROVED, RunState, tool_result
-from dex_agents.application.next import GoToMany
+from dex_agents.application.next import GoTo, GoToMany, StepName
 from dex_agents.domain.messages import MessageDelivery
 from dex_agents.domain.snapshot import turn_result
 from dex_agents.domain.tools import AgentToolCall, ToolEffect, ToolPolicy
@@ -92,7 +92,7 @@ async def test_a_message_steered_during_a_tool_step_reaches_the_next_model_call_
     host = new_host()
     await host.start(script([call("f1", "find_order", order_id="7")], "@context", name="steer"))
     fan_out = await host.run_model()
-    assert isinstance(fan_out, GoToMany)
+    assert fan_out == GoTo(step=StepName.CALL_TOOL, input="f1"), "one call: its tool Step resumes the turn"
     assert await host.send_user_message("Also: when was it delivered?", delivery=STEER)
 
     await host.drive(fan_out)
@@ -161,7 +161,7 @@ async def test_a_steered_message_stays_in_the_history_of_later_turns() -> None:
     host = new_host()
     await host.start(script([call("f1", "find_order", order_id="7")], "first answer", name="one"))
     fan_out = await host.run_model()
-    assert isinstance(fan_out, GoToMany)
+    assert fan_out == GoTo(step=StepName.CALL_TOOL, input="f1"), "one call: its tool Step resumes the turn"
     await host.send_user_message("steered text", delivery=STEER)
     waiting = await host.drive(fan_out)
     await host.send_user_message(script("@context", name="two"))

@@ -216,7 +216,10 @@ class ResumeTurnStep(SessionStep[int]):
         """Wait for ``input`` tool results, and take whatever steered messages are queued by then."""
         steered = STEERED_USER_MESSAGES.at_most(STEERED_MESSAGES_PER_BOUNDARY)
         if input == 0:
-            return dex.Wait.until(steered)  # RunModel sent it for the steered messages alone
+            # RunModel sent it for the steered messages alone. A Wait of one at_most condition completes at once,
+            # on an empty Channel too (the real server's scenario at_most_empty,
+            # server/integ/workflow/channel_multivalue/routers.go).
+            return dex.Wait.until(steered)
         return dex.Wait.all_of(TOOL_CALL_RESULTS.for_n(input), steered)
 
     async def execute(self, context: dex.AsyncContext, input: int) -> dex.StepDecision:
