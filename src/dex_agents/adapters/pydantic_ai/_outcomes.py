@@ -35,12 +35,11 @@ from dex_agents.adapters.pydantic_ai._retries import (
 )
 from dex_agents.adapters.pydantic_ai._run_nodes import resumed_run_step
 from dex_agents.adapters.pydantic_ai._tool_context import (
+    ContextTexts,
     PreparedFields,
     ToolStepContext,
-    encode_context,
     reads_run_messages,
 )
-from dex_agents.adapters.pydantic_ai._tool_state import ToolCallState
 from dex_agents.adapters.pydantic_ai._usage import (
     check_tool_calls,
     copy_usage,
@@ -179,6 +178,7 @@ def step_outcome(
             usage=usage_of_last(turn_messages, run_step) if restarted else copy_usage(run_usage),
         )
         retries = turn_retries(turn_messages)
+        texts = ContextTexts(context)
         return ToolCallsRequested(
             framework_run_state=_history.RunState(
                 messages=turn_messages,
@@ -186,7 +186,7 @@ def step_outcome(
                 usage=copy_usage(run_usage),
                 output_call_ids=output_call_ids,
             ).encode(),
-            tool_calls=[deferred_call(call, turn, record, approvals, context, retries) for call in calls],
+            tool_calls=[deferred_call(call, turn, record, approvals, texts, retries) for call in calls],
             usage=usage,
         )
     if turn_messages and _history.is_bare_prompt(turn_messages[0], prompt):
@@ -211,12 +211,13 @@ def deferred_call(
     turn: AgentTurnContext,
     record: ModelStepRecord,
     approvals: frozenset[str],
-    context: ToolStepContext,
+    texts: ContextTexts,
     retries: Mapping[str, int],
 ) -> DeferredToolCall:
+    """The record of one requested call; ``texts`` writes its state over the response's context."""
     definition = record.tools.by_name.get(call.tool_name)
-    if definition is not None:
-        context = replace(context, prepared=PreparedFields.of(definition))
+    prepared = PreparedFields.of(definition) if definition is not None else None
+    new_run = False
     if definition is None and call.tool_kind == SEARCH_TOOLS_KIND:
         effect: ToolEffect | None = ToolEffect.READ
     else:
@@ -227,7 +228,7 @@ def deferred_call(
         policy = attrs.evolve(policy, requires_approval=True)
     if policy.requires_approval is True or (definition is not None and definition.kind == "external"):
         # A call a plain run defers runs in the user's resumed run: a new run's context.
-        context = ToolStepContext(prepared=context.prepared, run_step=0)
+        new_run = True
     elif definition is not None and definition.kind == "external" and policy.requires_approval is None:
         # Nothing runs here: the result comes from outside, which is the answer a person gives.
         policy = attrs.evolve(policy, requires_approval=False)
@@ -238,7 +239,7 @@ def deferred_call(
         tool_name=call.tool_name,
         arguments=call.args_as_json_str(),
         policy=policy,
-        framework_state=encode_context(context, ToolCallState(retries=retries.get(call.tool_name, 0)).encode()),
+        framework_state=texts.encode(prepared, new_run=new_run, retries=retries.get(call.tool_name, 0)),
         sequential=definition is not None and definition.sequential,
         external=definition is not None and definition.kind == "external",
         reads_history=reads_run_messages(definition),

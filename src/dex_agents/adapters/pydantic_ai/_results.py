@@ -249,15 +249,20 @@ def tool_step_output(
     for part in parts:
         if isinstance(part, ToolReturnPart) and part.tool_call_id == record.tool_call_id:
             own = _own_parts(parts, part)
+            if part.outcome == "success" and _text_is_the_value(own, part):
+                # The record's text resumes as this very value: keep no parts (the common case; nothing is
+                # written to find that out). The state still replaces the model Step's: the context it
+                # carried (prompt, usage, prepared definition) was for this Step alone, and the finished record
+                # is read by every later model Step of the turn.
+                return ToolExecutionResult(
+                    part.model_response_str(), framework_state=ToolCallState(retries=kept.retries).encode() or "{}"
+                )
             value = kept.with_result(own).encode()
             if value is not None and len(value.encode()) > KEPT_VALUE_MAX_BYTES:
                 # Kept whole it would pass the bound the text is cut to: the (cut) text resumes, as before.
                 value = None
             match part.outcome:
                 case "success":
-                    if _text_is_the_value(own, part):
-                        # The record's text resumes as this very value: keep nothing more (the common case).
-                        value = None
                     return ToolExecutionResult(part.model_response_str(), framework_state=value)
                 case "failed" | "retried":
                     raise ToolExecutionError(part.model_response_str(wrap_if_error=False), framework_state=value)

@@ -47,6 +47,7 @@ from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.usage import RunUsage
 
 from dex_agents.adapters.pydantic_ai._history import UserPrompt
+from dex_agents.adapters.pydantic_ai._tool_state import load_state
 from dex_agents.adapters.pydantic_ai._usage import copy_usage, dump_run_usage, load_run_usage
 
 RUN_MESSAGES_METADATA_KEY = "dex_agents_run_messages"
@@ -172,14 +173,47 @@ def encode_context(context: ToolStepContext, state: str | None = None) -> str:
     return json.dumps(data, separators=(",", ":"))
 
 
+class ContextTexts:
+    """Writes the per-call states of the calls of one model response, over one base context.
+
+    The calls of one response share the turn's prompt, run step and usage (``base``); their contexts
+    differ only by the tool's prepared definition, and a call a plain run defers gets a new run's
+    context. Each distinct context's JSON is built once, and each state's text is the one
+    `encode_context` writes for that call's context. Only for one model Step's outcome: ``base``
+    does not change meanwhile.
+    """
+
+    def __init__(self, base: "ToolStepContext") -> None:
+        self._base = base
+        self._data: dict[tuple[PreparedFields | None, bool], dict[str, Any]] = {}
+
+    def encode(self, prepared: PreparedFields | None, *, new_run: bool, retries: int) -> str:
+        """Return the per-call JSON object of one call: its context, and the tool's ``retries`` in the turn.
+
+        The context is the base's with ``prepared``; ``new_run``: a new run's (``run_step`` 0, no prompt or usage).
+        """
+        key = (prepared, new_run)
+        data = self._data.get(key)
+        if data is None:
+            data = self._data[key] = self.context(prepared, new_run=new_run).to_json()
+        state: dict[str, Any] = {"retries": retries} if retries else {}
+        state[CONTEXT_KEY] = data
+        return json.dumps(state, separators=(",", ":"))
+
+    def context(self, prepared: PreparedFields | None, *, new_run: bool) -> "ToolStepContext":
+        """Return the call's context itself."""
+        if new_run:
+            return ToolStepContext(prepared=prepared, run_step=0)
+        return replace(self._base, prepared=prepared)
+
+
 def decode_context(state: str | None) -> ToolStepContext | None:
     """Return the context in a record's per-call state, or ``None`` when it holds none."""
-    if not state:
-        return None
-    try:
-        loaded = json.loads(state)
-    except ValueError:
-        return None
-    if not isinstance(loaded, dict):
+    return context_of(load_state(state))
+
+
+def context_of(loaded: Mapping[str, Any] | None) -> ToolStepContext | None:
+    """Return the context in a loaded per-call state (`load_state`), or ``None`` when it holds none."""
+    if loaded is None:
         return None
     return ToolStepContext.from_json(loaded.get(CONTEXT_KEY))

@@ -17,6 +17,12 @@ One JSON object, every key optional:
 - ``exceeded`` (written by the tool Step): the message of the
   ``UnexpectedModelBehavior`` Pydantic AI raised: the tool ran out of retries.
 
+The model Step also writes the tool Step's context under ``context``
+(`dex_agents.adapters.pydantic_ai._tool_context`). Whatever the tool Step
+ends with replaces the whole object (``retries`` kept, ``{}`` when nothing is
+left): the context is for the tool Step alone, and a finished record is read
+by every later model Step of the turn.
+
 A resumed run rebuilds the call's result from ``result`` (`result_parts`), so
 it gets back the value the tool returned, not its text. A record without
 ``result`` (a reconciled call, or a record written before the runner kept
@@ -28,12 +34,24 @@ decodes as an empty state.
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import TypeAdapter
 from pydantic_ai import ModelMessagesTypeAdapter
 from pydantic_ai.messages import ModelRequest, ModelRequestPart
 
 _PARTS: TypeAdapter[list[ModelRequestPart]] = TypeAdapter(list[ModelRequestPart])
+
+
+def load_state(text: str | None) -> dict[str, Any] | None:
+    """Return the per-call JSON object of ``text``, or ``None`` when it is empty or not such an object."""
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 @dataclass(frozen=True)
@@ -49,25 +67,29 @@ class ToolCallState:
 
     def encode(self) -> str | None:
         """Return the state as text, or ``None`` when it holds nothing."""
-        data: dict[str, object] = {}
+        data = self.to_data()
+        return json.dumps(data, separators=(",", ":")) if data else None
+
+    def to_data(self) -> dict[str, Any]:
+        """Return the state as the JSON object `encode` writes (empty when it holds nothing)."""
+        data: dict[str, Any] = {}
         if self.retries:
             data["retries"] = self.retries
         if self.result is not None:
             data["parts"] = _PARTS.dump_json(list(self.result)).decode()
         if self.exceeded is not None:
             data["exceeded"] = self.exceeded
-        return json.dumps(data, separators=(",", ":")) if data else None
+        return data
 
     @classmethod
     def decode(cls, text: str | None) -> "ToolCallState":
         """Read a state; ``None`` or text this runner did not write is an empty state."""
-        if not text:
-            return cls()
-        try:
-            data = json.loads(text)
-        except ValueError:
-            return cls()
-        if not isinstance(data, dict):
+        return cls.from_data(load_state(text))
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any] | None) -> "ToolCallState":
+        """Read a state from its loaded JSON object (`load_state`); ``None`` is an empty state."""
+        if data is None:
             return cls()
         retries = data.get("retries", 0)
         parts_text = data.get("parts")

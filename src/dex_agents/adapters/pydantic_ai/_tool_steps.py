@@ -42,9 +42,9 @@ from dex_agents.adapters.pydantic_ai._retries import (
 )
 from dex_agents.adapters.pydantic_ai._tool_context import (
     ToolStepContext,
-    decode_context,
+    context_of,
 )
-from dex_agents.adapters.pydantic_ai._tool_state import ToolCallState
+from dex_agents.adapters.pydantic_ai._tool_state import ToolCallState, load_state
 from dex_agents.adapters.pydantic_ai._usage import (
     copy_usage,
     usage_since,
@@ -96,13 +96,14 @@ class ToolSteps:
 
     async def execute(self, call: DeferredToolExecution) -> ToolExecutionResult:
         """Run one tool call: the contract is `PydanticAIRunner.execute_deferred_tool_call`."""
-        context = decode_context(call.tool_call.framework_state) or ToolStepContext()
+        loaded = load_state(call.tool_call.framework_state)  # read once: the context and the state share it
+        context = context_of(loaded) or ToolStepContext()
         if call.history is not None:
             context = replace(context, messages=self._run_messages(call.history, call.flow_id, call.turn_id))
         usage = context.fresh_usage()
         mark = copy_usage(usage)
         try:
-            result = await self._tool_step(call, usage, context)
+            result = await self._tool_step(call, usage, context, ToolCallState.from_data(loaded))
         except ToolExecutionError as error:
             if error.usage is None:
                 error.usage = _reported(usage, mark)
@@ -110,10 +111,9 @@ class ToolSteps:
         return attrs.evolve(result, usage=_reported(usage, mark))
 
     async def _tool_step(
-        self, call: DeferredToolExecution, usage: RunUsage, context: ToolStepContext
+        self, call: DeferredToolExecution, usage: RunUsage, context: ToolStepContext, state: ToolCallState
     ) -> ToolExecutionResult:
         record = call.tool_call
-        state = ToolCallState.decode(record.framework_state)
         tools = ToolDefinitions()
         part = ToolCallPart(record.tool_name, record.arguments, tool_call_id=record.tool_call_id)
         approved = record.status is ToolCallStatus.APPROVED
