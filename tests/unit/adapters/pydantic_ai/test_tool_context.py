@@ -21,6 +21,7 @@ from dex_agents import AgentSessionOptions, ToolEffect, ToolExecutionError
 from dex_agents.adapters.pydantic_ai import PydanticAIRunner, run_messages
 from dex_agents.adapters.pydantic_ai._direct_tool import DirectToolCache
 from dex_agents.adapters.pydantic_ai._tool_context import (
+    ContextTexts,
     PreparedFields,
     ToolStepContext,
     decode_context,
@@ -108,6 +109,37 @@ async def test_a_tool_step_reports_only_what_the_tool_added_to_the_turns_usage()
 
         assert result.usage is not None
         assert (result.usage.model_calls, result.usage.input_tokens, result.usage.tool_calls) == (0, 0, 1)
+
+
+async def test_a_finished_call_keeps_its_retries_but_not_the_context_the_model_step_handed_on() -> None:
+    agent: Agent[None, str] = Agent(FunctionModel(_respond), tools=[Tool(lambda what: what, name="look")])
+    context = ToolStepContext(prompt="go", run_step=2, usage=RunUsage(requests=2, input_tokens=40))
+    record = make_tool_call("c1", "look", arguments='{"what": "x"}')
+
+    for retries, kept in (('{"retries": 1}', '{"retries":1}'), (None, "{}")):
+        state = encode_context(context, retries)
+        execution = make_tool_execution(tool_call=attrs.evolve(record, framework_state=state))
+        for direct in (True, False):
+            result = await PydanticAIRunner(agent, direct_tool_calls=direct).execute_deferred_tool_call(execution)
+
+            assert result.output == "x"
+            assert result.framework_state == kept
+
+
+def test_the_calls_of_one_response_get_the_states_encode_context_writes_for_them() -> None:
+    base = ToolStepContext(prompt=["look at", "this"], run_step=3, usage=RunUsage(requests=3, input_tokens=9))
+    looks = PreparedFields(description="Looks.", strict=True, timeout=None)
+    texts = ContextTexts(base)
+
+    for prepared in (looks, None, looks):
+        for retries in (0, 2):
+            state = '{"retries":2}' if retries else None
+            assert texts.encode(prepared, new_run=False, retries=retries) == encode_context(
+                replace(base, prepared=prepared), state
+            )
+            assert texts.encode(prepared, new_run=True, retries=retries) == encode_context(
+                ToolStepContext(prepared=prepared, run_step=0), state
+            )
 
 
 def _prepared_agent(prepared: list[int]) -> Agent[None, str]:
