@@ -68,6 +68,21 @@ async def test_the_lone_calls_step_resumes_the_turn_and_counts_its_usage_without
     assert StepName.RESUME_TURN not in [step for step, *_ in host.executed]
 
 
+async def test_the_lone_calls_own_count_reaches_the_next_model_calls_usage_event() -> None:
+    host = one_call_turn(ToolExecutionResult("found it", usage=AgentUsage(tool_calls=1)))
+    await host.start("look it up")
+    await host.run_model()
+    host.sink.clear()
+
+    await host.call_tool("c1")
+    assert host.sink.payloads(ev.UsageRecordedPayload) == [], "no model usage: no event of its own"
+    assert host.usage.get().tool_calls == 1
+    await host.run_model()
+
+    (recorded,) = host.sink.payloads(ev.UsageRecordedPayload)
+    assert (recorded.recorded.tool_calls, recorded.session.tool_calls) == (0, 1)
+
+
 async def test_a_message_steered_while_the_lone_call_runs_reaches_the_next_model_call_through_resume_turn() -> None:
     host = one_call_turn()
     await host.start("look it up")

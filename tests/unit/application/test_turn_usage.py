@@ -60,6 +60,20 @@ async def test_resume_turn_adds_each_delivered_calls_usage_to_the_sessions_once(
     assert host.usage.get() == before + SUB_AGENT + SUB_AGENT
 
 
+async def test_tool_calls_own_counts_join_the_sessions_usage_with_no_event_until_the_next_model_call() -> None:
+    counted = AgentUsage(tool_calls=1)
+    host = await running(ToolExecutionResult("answer", usage=counted), ToolExecutionResult("x", usage=counted))
+    before = host.usage.get()
+    await host.call_tool("c1")
+    await host.call_tool("c2")
+    host.sink.clear()
+
+    await host.resume_turn(host.results.take(2))
+
+    assert host.usage.get() == before + counted + counted
+    assert host.sink.payloads(UsageRecordedPayload) == [], "a tool's own count is no model usage"
+
+
 async def test_a_turn_failed_error_fails_the_turn_at_once_and_counts_what_the_call_used() -> None:
     runner = ScriptedRunner(
         [

@@ -120,6 +120,18 @@ class UsageMeter(Wired):
         self.usage.set(total)
         self.events.write(ev.usage_recorded(used, total))
 
+    def add_from_tools(self, used: AgentUsage) -> None:
+        """Add what tool calls reported; ``usage_recorded`` only when it holds model usage (a sub-agent's).
+
+        A tool's own count (`AgentUsage.tool_calls` alone) joins the total with no event of its own, one live
+        event less per tool call: the turn's next model call comes next, and its ``usage_recorded`` total
+        (like the snapshot's usage) holds it.
+        """
+        if attrs.evolve(used, tool_calls=0).is_zero:
+            self.usage.set(self.usage.get() + used)
+            return
+        self.add(used)
+
 
 def describe_exception(error: BaseException) -> str:
     """Return ``module.Type: message`` for ``error``, as the engine reports a Step's exception."""
@@ -170,7 +182,7 @@ class ToolCallFinisher(Wired):
             self._publish(record)
             return End()
         if record.usage is not None:
-            self.usage_meter.add(record.usage)
+            self.usage_meter.add_from_tools(record.usage)
         state = self.session_state.get()
         assert state is not None, "the session has not started"
         assert state.active_turn_id == record.turn_id, "the call's turn is not active"

@@ -20,7 +20,7 @@ model comes next, which ends the turn.
 
 The usage a delivered call's tool Step reported (`AgentToolCall.usage`: agent
 runs inside the tool) is added to the session's here, once per result, with a
-``usage_recorded`` event.
+``usage_recorded`` event when it holds model usage (`UsageMeter.add_from_tools`).
 
 The same wait takes every steered user message queued by then
 (``STEERED_USER_MESSAGES``, without waiting for one): this is the turn's
@@ -126,4 +126,4 @@ class ResumeTurn(Wired):
         if not used:
             return
         recorded = sum(used, AgentUsage())
-        self.usage_meter.add(recorded)
+        self.usage_meter.add_from_tools(recorded)
