@@ -1,10 +1,10 @@
 """``ResumeTurn``: waits for the results of one model response's tool calls.
 
 Input: the number of results to wait for. Waits for that many
-``TOOL_CALL_RESULTS`` messages. Input 0 comes from ``RunModel``, when a
+``TOOL_CALL_RESULTS`` messages. (Input 0 comes from ``RunModel``, when a
 steered user message waits at a model call that resumes the turn: nothing is
-joined, the messages are taken and the model comes next. When every record of the active turn is final,
-the session runs the model again (next: ``RunModel``, or ``CompactHistory``
+joined, the messages are taken and the model comes next.) When every record
+of the active turn is final, the session runs the model again (next: ``RunModel``, or ``CompactHistory``
 first when the context is over budget); if a started record is still
 unfinished, it waits again for the results still missing.
 
