@@ -4,8 +4,8 @@ The engine keeps its working state in memory and journals every change here as a
 keyed row operation (an upsert or a delete). Operations of one engine step (a Step
 completion with the state it commits and the executions it schedules, a Client's
 write) are queued together with no ``await`` in between, and the writer thread
-commits everything queued so far as one transaction: concurrent sessions share a
-commit (group commit), and two writes of the same row in one commit become one.
+commits everything sealed so far (below) as one transaction: concurrent sessions share
+a commit (group commit), and two writes of the same row in one commit become one.
 Each commit is one fsync of the WAL (``synchronous=FULL``; the file, its settings
 and why that level are ``_data_dir``'s): what this module cuts is the number of commits.
 
@@ -13,7 +13,16 @@ Two kinds of operations: *urgent* ones (a Step completion, a Client's write) wak
 the writer at once; *deferred* ones (an attempt's start, heartbeats, a Step's
 Stream writes) ride with the next commit, or are committed `DEFERRED_FLUSH_SECONDS`
 after the first of them was queued (a loop timer asks for that commit: the writer
-thread wakes only to commit). Nothing leaves the server before it is on disk:
+thread wakes only to commit).
+
+The loop thread *seals* what is queued when it asks for a commit (`Store.flush`, an
+urgent operation, the deadline's timer): only then are a row's column values made
+(an operation may give a function that makes them, so a row changed several times
+before a commit, an execution's state, is encoded once), and the writer commits
+sealed rows only. So a commit never holds part of an engine step: the loop thread
+seals between steps' operations, never while another thread could run the writer
+in the middle of one. Rows queued while a commit is being written are sealed into
+the next one. Nothing leaves the server before it is on disk:
 a Client answer or a Worker task waits (`Store.durable`) until the operations it
 depends on are committed, which costs nothing when they already are. A write's
 answer or a Worker task that waits asks for a commit now; a *read* that waits (a
@@ -81,6 +90,9 @@ _UNCHANGED = -1
 Row = tuple[str, tuple[Any, ...], tuple[Any, ...] | None]
 """(table, key values, column values or ``None`` for a delete)."""
 
+Values = tuple[Any, ...] | Callable[[], tuple[Any, ...]] | None
+"""What `Store.put` takes: column values, a function that makes them when the row is sealed, or ``None``."""
+
 
 class Store:
     """The SQLite file of one data dir: loads it at start, then journals the engine's changes to it."""
@@ -103,9 +115,13 @@ class Store:
         except BaseException:
             self._lock.release()
             raise
-        self._pending: dict[tuple[str, tuple[Any, ...]], Row] = {}
+        self._pending: dict[tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...], Values]] = {}
+        """Rows queued since the last seal (loop thread only; a row's values may still be a function)."""
         self._condition = threading.Condition()
-        self._urgent = False
+        self._sealed: dict[tuple[str, tuple[Any, ...]], Row] = {}
+        """The rows of the next commit, made (under ``_condition``: the writer takes them)."""
+        self._sealed_upto = 0
+        """The sequence of the last operation sealed (what the next commit makes durable)."""
         self._due: float | None = None
         """When the queued deferred operations are committed (``time.monotonic``), ``None``: none queued."""
         self._timer: asyncio.TimerHandle | None = None
@@ -174,52 +190,55 @@ class Store:
         self._on_failure = on_failure
         self._thread = threading.Thread(target=self._write_loop, name="devserver-store", daemon=True)
         self._thread.start()
-        with self._condition:
-            due = self._due if self._pending else None
-        if due is not None:
-            self._wake_at(due)
+        if self._pending and self._due is not None:
+            self._wake_at(self._due)
 
-    def put(self, table: str, key: tuple[Any, ...], values: tuple[Any, ...] | None, *, urgent: bool = False) -> int:
-        """Queue an upsert (``values``: every column after the key) or a delete (``None``) of a row; loop thread only.
+    def put(self, table: str, key: tuple[Any, ...], values: Values, *, urgent: bool = False) -> int:
+        """Queue an upsert or a delete of a row; loop thread only (it is the only one to touch what is queued).
+
+        ``values``: every column after the key, or a function that returns them when the row
+        is sealed (it sees the state of then: a later change of the same row needs no
+        encoding of its own), or ``None`` for a delete.
 
         Returns:
             The operation's sequence number (see `durable`).
         """
-        with self._condition:
-            slot = (table, key)
-            self._pending.pop(slot, None)
-            self._pending[slot] = (table, key, values)
-            self._enqueued += 1
-            sequence = self._enqueued
-            # The writer wakes for an urgent operation only. A deferred one sets the deadline on a loop
-            # timer: waking the writer thread costs a cross-thread wake-up (a futex call, and the
-            # GIL changing hands), and waking it on each would commit (and fsync) every other
-            # heartbeat or Stream write on its own.
-            if urgent:
-                if not self._urgent:
-                    self._urgent = True
-                    self._condition.notify()
-                return sequence
-            if self._due is not None:
-                return sequence
-            due = self._due = time.monotonic() + DEFERRED_FLUSH_SECONDS
-        self._wake_at(due)
-        return sequence
+        self._pending[table, key] = (table, key, values)
+        self._enqueued += 1
+        # The writer wakes for an urgent operation only. A deferred one sets the deadline on a loop
+        # timer: waking the writer thread costs a cross-thread wake-up (a futex call, and the
+        # GIL changing hands), and waking it on each would commit (and fsync) every other
+        # heartbeat or Stream write on its own.
+        if urgent:
+            self._seal()
+        elif self._due is None:
+            self._due = time.monotonic() + DEFERRED_FLUSH_SECONDS
+            self._wake_at(self._due)
+        return self._enqueued
 
     def flush(self) -> None:
         """Commit what is queued now rather than with the next deferred flush."""
+        if self._pending:
+            self._seal()
+
+    def _seal(self) -> None:
+        """Make the queued rows and hand them to the writer for its next commit (loop thread)."""
+        pending, self._pending = self._pending, {}
+        self._due = None
+        rows = [(table, key, values() if callable(values) else values) for table, key, values in pending.values()]
         with self._condition:
-            if self._pending and not self._urgent:
-                self._urgent = True
-                self._condition.notify()
+            sealed = self._sealed
+            for row in rows:
+                sealed[row[0], row[1]] = row
+            self._sealed_upto = self._enqueued
+            self._condition.notify()
 
     def _commit_soon(self) -> None:
         """Commit what is queued within `READ_COMMIT_SECONDS` (sooner if an urgent operation comes)."""
         soon = time.monotonic() + READ_COMMIT_SECONDS
-        with self._condition:
-            if not self._pending or self._urgent or (self._due is not None and self._due <= soon):
-                return
-            self._due = soon
+        if not self._pending or (self._due is not None and self._due <= soon):
+            return
+        self._due = soon
         self._wake_at(soon)
 
     def _wake_at(self, due: float) -> None:
@@ -237,14 +256,12 @@ class Store:
 
     def _deadline(self) -> None:
         self._timer = None
-        with self._condition:
-            due = self._due
-            if due is None or self._urgent or self._closing:
-                return  # committed already, or about to be
-            if due <= time.monotonic():
-                self._urgent = True
-                self._condition.notify()
-                return
+        due = self._due
+        if due is None or self._closing:
+            return  # sealed already
+        if due <= time.monotonic():
+            self._seal()
+            return
         self._wake_at(due)
 
     async def durable(self, sequence: int | None = None, *, sync: bool = True) -> None:
@@ -265,17 +282,20 @@ class Store:
             raise StoreWriteError(f"the dev server could not write its data: {self._broken}")
         future = asyncio.get_running_loop().create_future()
         self._waiters.append((target, future))
-        if sync:
-            self.flush()
-        else:
-            self._commit_soon()
+        if target > self._sealed_upto:  # else the next commit holds it already
+            if sync:
+                self.flush()
+            else:
+                self._commit_soon()
         await future
 
     def reset(self) -> None:
         """Drop every queued operation and accept new ones again (after the engine reloaded the file)."""
+        self._pending.clear()
+        self._due = None
         with self._condition:
-            self._pending.clear()
-            self._due = None
+            self._sealed.clear()
+            self._sealed_upto = self._enqueued
             self._broken = None
             if self._enqueued > self._committed:
                 self._dropped.append((self._committed, self._enqueued))
@@ -283,9 +303,9 @@ class Store:
 
     def close(self) -> None:
         """Commit what is queued, stop the writer, close the file and release the lock."""
+        self.flush()
         with self._condition:
             self._closing = True
-            self._urgent = True
             self._condition.notify()
         if self._thread is not None:
             self._thread.join(timeout=30)
@@ -296,19 +316,13 @@ class Store:
     def _write_loop(self) -> None:
         while True:
             with self._condition:
-                while not self._closing and not self._urgent:
+                while not self._closing and not self._sealed:
                     self._condition.wait()
-                if not self._pending:
-                    self._urgent = False
-                    self._due = None
-                    if self._closing:
-                        return
-                    continue
-                batch = list(self._pending.values())
-                upto = self._enqueued
-                self._pending.clear()
-                self._urgent = False
-                self._due = None
+                if not self._sealed:
+                    return  # closing, and everything sealed is committed
+                batch = list(self._sealed.values())
+                upto = self._sealed_upto
+                self._sealed = {}
                 broken = self._broken
             if broken is not None:
                 continue  # dropped: the engine reloads from the file
@@ -378,8 +392,7 @@ class Store:
         self._committed = max(self._committed, upto)
         timer = self._timer
         if timer is not None and self._due is None:
-            # The commit took the deferred rows the timer was for: a cancelled timer wakes no idle loop.
-            # (Only this thread sets ``_due``; the writer clearing it meanwhile just leaves the timer.)
+            # A seal took the deferred rows the timer was for: a cancelled timer wakes no idle loop.
             timer.cancel()
             self._timer = None
         ready = [(target, future) for target, future in self._waiters if target <= self._committed]

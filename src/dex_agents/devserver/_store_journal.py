@@ -9,7 +9,7 @@ from dex.dexpb import dex_pb2 as pb
 from dex_agents.devserver._attempts import AttemptRecord
 from dex_agents.devserver._journal import Journal
 from dex_agents.devserver._state import Execution, Run
-from dex_agents.devserver._store import DROPPED_SEQUENCE, Store, StoreWriteError
+from dex_agents.devserver._store import DROPPED_SEQUENCE, Store, StoreWriteError, Values
 from dex_agents.devserver._streams import StreamEntry
 
 
@@ -105,11 +105,12 @@ class StoreJournal(Journal):
     def sequence(self) -> int:
         return self._store.sequence
 
-    def _put(self, run: Run, table: str, key: tuple[Any, ...], values: tuple[Any, ...] | None, urgent: bool) -> None:
+    def _put(self, run: Run, table: str, key: tuple[Any, ...], values: Values, urgent: bool) -> None:
         run.journal_seq = self._store.put(table, key, values, urgent=urgent)
 
     def run(self, run: Run, *, urgent: bool = False) -> None:
-        self._put(run, "runs", (run.run_id,), (run.flow_id, run.position, run_state(run)), urgent)
+        # Made when the row is sealed: a run's row changes several times in one engine step.
+        self._put(run, "runs", (run.run_id,), lambda: (run.flow_id, run.position, run_state(run)), urgent)
 
     def attribute(self, run: Run, key: str, value: pb.Value | None) -> None:
         self._put(run, "attributes", (run.run_id, key), None if value is None else (value.SerializeToString(),), False)
@@ -119,7 +120,9 @@ class StoreJournal(Journal):
         self._put(run, "channel_messages", (run.run_id, message_position(message_id)), values, False)
 
     def execution(self, run: Run, execution: Execution, *, urgent: bool = False, progress: bool = False) -> None:
-        key, values = (run.run_id, execution.id), (execution_state(execution),)
+        key = (run.run_id, execution.id)
+        # Made when the row is sealed: scheduling, an attempt's start and its first frame often share a commit.
+        values = lambda: (execution_state(execution),)  # noqa: E731 - a closure the row keeps
         if progress:
             self._store.put("executions", key, values)
         else:
