@@ -257,6 +257,7 @@ class MethodAttempts:
                 options.wait_for_load_attribute_map_instances,
                 options.wait_for_load_channel_names,
                 options.wait_for_load_channel_map_instances,
+                self.blobs.sent,
             )
         else:
             request = pb.InvokeExecuteMethodRequest(
@@ -274,8 +275,9 @@ class MethodAttempts:
                 options.execute_load_attribute_map_instances,
                 options.execute_load_channel_names,
                 options.execute_load_channel_map_instances,
+                self.blobs.sent,
             )
-        self.blobs.offload_task(request)
+        self.blobs.offload_task(request, attributes=False)
         return request
 
     async def call_worker(self, run: Run, kind: str, request: Any, on_frame: Any) -> Any:

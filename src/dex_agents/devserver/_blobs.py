@@ -43,43 +43,64 @@ class BlobStore:
 
     def offload(self, value: pb.Value) -> None:
         """Replace ``value`` in place by a blob ID when it is a string or object over the threshold."""
+        blob = self._blob_of(value)
+        if blob is not None:
+            setattr(value, blob[0], blob[1])
+
+    def sent(self, value: pb.Value) -> pb.Value:
+        """``value`` as a task carries it: a new value holding its blob ID when over the threshold, else itself."""
+        blob = self._blob_of(value)
+        if blob is None:
+            return value
+        reference = pb.Value()
+        setattr(reference, blob[0], blob[1])
+        return reference
+
+    def _blob_of(self, value: pb.Value) -> tuple[str, str] | None:
+        """The blob field and ID of a value over the threshold (its blob kept), ``None`` for one sent inline."""
         if self._threshold is None:
-            return
+            return None
         kind = value.WhichOneof("kind")
         if kind == "string_value":
             payload = value.string_value.encode("utf-8")
             if len(payload) <= self._threshold:
-                return
+                return None
             blob_id = f"{_STORE_ID}|s/{hashlib.sha256(payload).hexdigest()}"
-            self._keep(blob_id, pb.Value(string_value=value.string_value))
-            value.internal_blob_id_for_string_value = blob_id
-        elif kind == "obj_value":
+            if blob_id not in self._blobs:
+                self._keep(blob_id, pb.Value(string_value=value.string_value))
+            return "internal_blob_id_for_string_value", blob_id
+        if kind == "obj_value":
             payload = value.obj_value.payload
             if len(payload) <= self._threshold:
-                return
+                return None
             digest = hashlib.sha256(value.obj_value.encoding.encode() + b"\0" + payload).hexdigest()
             blob_id = f"{_STORE_ID}|o/{digest}|{value.obj_value.encoding}"
-            concrete = pb.Value()
-            concrete.obj_value.CopyFrom(value.obj_value)
-            self._keep(blob_id, concrete)
-            value.internal_blob_id_for_obj_value = blob_id
+            if blob_id not in self._blobs:
+                concrete = pb.Value()
+                concrete.obj_value.CopyFrom(value.obj_value)
+                self._keep(blob_id, concrete)
+            return "internal_blob_id_for_obj_value", blob_id
+        return None
 
     def _keep(self, blob_id: str, value: pb.Value) -> None:
-        if blob_id not in self._blobs:
-            self._blobs[blob_id] = value
-            self._journal.blob(blob_id, value)
+        self._blobs[blob_id] = value
+        self._journal.blob(blob_id, value)
 
     def restore(self, blob_id: str, value: pb.Value) -> None:
         """Put back a blob read from the data dir."""
         self._blobs[blob_id] = value
 
-    def offload_task(self, request: Any) -> None:
-        """Offload every value of a Worker task (Step wait_for / execute, or RPC) that the SDK hydrates."""
+    def offload_task(self, request: Any, *, attributes: bool = True) -> None:
+        """Offload every value of a Worker task (Step wait_for / execute, or RPC) that the SDK hydrates.
+
+        ``attributes=False``: its Attributes are offloaded already (loaded with `sent`).
+        """
         for field in ("step_input", "input"):
             if field in request.DESCRIPTOR.fields_by_name and request.HasField(field):
                 self.offload(getattr(request, field))
-        for entry in request.attributes:
-            self.offload(entry.value)
+        if attributes:
+            for entry in request.attributes:
+                self.offload(entry.value)
         if "step_exe_locals" in request.DESCRIPTOR.fields_by_name:
             for entry in request.step_exe_locals:
                 self.offload(entry.value)

@@ -344,8 +344,9 @@ class Engine(StepExecutions, RunLookup):
                 request.load_attribute_map_instances,
                 request.load_channel_names,
                 request.load_channel_map_instances,
+                self.blobs.sent,
             )
-            self.blobs.offload_task(worker_request)
+            self.blobs.offload_task(worker_request, attributes=False)
             timeout = self._capped(request.timeout_seconds or self.config.default_rpc_timeout.total_seconds())
             try:
                 response = await asyncio.wait_for(self._methods.call_worker(run, "rpc", worker_request, None), timeout)

@@ -8,7 +8,7 @@ one method's writes, deletions and publishes with no ``await`` in between;
 
 import asyncio
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -44,8 +44,11 @@ class Attributes:
     def __init__(self) -> None:
         self.plain: dict[str, pb.Value] = {}
         self.maps: dict[str, dict[str, pb.Value]] = {}
+        self._sent: dict[str, tuple[pb.Value, pb.Value]] = {}
+        """Each Attribute's value as tasks carry it, by key, with the stored value it was made from."""
 
     def set(self, key: str, value: pb.Value) -> None:
+        self._sent.pop(key, None)
         name, slash, _ = key.partition("/")
         if slash:
             self.maps.setdefault(name, {})[key] = value
@@ -53,6 +56,7 @@ class Attributes:
             self.plain[key] = value
 
     def delete(self, key: str) -> None:
+        self._sent.pop(key, None)
         name, slash, _ = key.partition("/")
         if not slash:
             self.plain.pop(key, None)
@@ -73,8 +77,12 @@ class Attributes:
             entries.extend(instances.items())
         return sorted(entries)
 
-    def loaded(self, map_loads: Sequence[str]) -> list[pb.KV]:
-        """Every plain Attribute plus the loaded map instances (``NAME/`` = whole map)."""
+    def loaded(self, map_loads: Sequence[str], sent: Callable[[pb.Value], pb.Value] | None = None) -> list[pb.KV]:
+        """Every plain Attribute plus the loaded map instances (``NAME/`` = whole map).
+
+        ``sent`` makes a value as a task carries it (its blob ID); it runs once per stored value,
+        not per task: an Attribute is loaded by many tasks, and its value rarely changes.
+        """
         entries = dict(self.plain)
         for load in map_loads:
             name, _, instance = load.partition("/")
@@ -85,7 +93,16 @@ class Attributes:
                     entries[load] = value
             else:
                 entries.update(instances)
-        return [pb.KV(key=key, value=value) for key, value in sorted(entries.items())]
+        if sent is None:
+            return [pb.KV(key=key, value=value) for key, value in sorted(entries.items())]
+        cache = self._sent
+        kvs = []
+        for key, value in sorted(entries.items()):
+            cached = cache.get(key)
+            if cached is None or cached[0] is not value:
+                cached = cache[key] = (value, sent(value))
+            kvs.append(pb.KV(key=key, value=cached[1]))
+        return kvs
 
 
 @dataclass(eq=False)
@@ -247,9 +264,13 @@ def load_state(
     map_loads: Sequence[str],
     channel_loads: Sequence[str],
     channel_map_loads: Sequence[str],
+    sent: Callable[[pb.Value], pb.Value] | None = None,
 ) -> None:
-    """Copy the plain Attributes, the loaded map instances and Channels into a task ``request``."""
-    request.attributes.extend(run.attributes.loaded(map_loads))
+    """Copy the plain Attributes, the loaded map instances and Channels into a task ``request``.
+
+    ``sent``: how a task carries an Attribute's value (`BlobStore.sent`).
+    """
+    request.attributes.extend(run.attributes.loaded(map_loads, sent))
     for name, queue in sorted(run.channels.items()):
         if not queue:
             continue
