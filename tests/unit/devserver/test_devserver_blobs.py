@@ -3,6 +3,7 @@
 from dex.dexpb import dex_pb2 as pb
 
 from dex_agents.devserver._blobs import BlobStore
+from dex_agents.devserver._state import Attributes
 
 
 def string_value(size: int) -> pb.Value:
@@ -85,3 +86,28 @@ def test_a_task_has_every_value_the_sdk_hydrates_offloaded() -> None:
 def test_an_unknown_blob_id_is_left_out_of_the_answer() -> None:
     entry = pb.LoadBlobRequestEntry(flow_id="f", blob_value=pb.Value(internal_blob_id_for_string_value="fake|s/x"))
     assert dict(BlobStore(10).load(pb.LoadBlobsRequest(entries=[entry])).values) == {}
+
+
+def test_a_stored_attribute_is_offloaded_once_however_many_tasks_load_it_and_again_once_it_changes() -> None:
+    store = BlobStore(1024)
+    offloaded: list[pb.Value] = []
+
+    def sent(value: pb.Value) -> pb.Value:
+        offloaded.append(value)
+        return store.sent(value)
+
+    attributes = Attributes()
+    first = object_value(2000)
+    attributes.set("big", first)
+    attributes.set("small", pb.Value(int_value=1))
+    loads = [attributes.loaded([], sent) for _ in range(3)]
+    assert offloaded == [first, pb.Value(int_value=1)]
+    assert all(load == loads[0] for load in loads)
+    (big, small) = loads[0]
+    assert big.value.WhichOneof("kind") == "internal_blob_id_for_obj_value"
+    assert small.value == pb.Value(int_value=1)
+    second = object_value(3000)
+    attributes.set("big", second)
+    (big, _) = attributes.loaded([], sent)
+    assert offloaded[-1] is second
+    assert big.value.internal_blob_id_for_obj_value != loads[0][0].value.internal_blob_id_for_obj_value

@@ -2,7 +2,9 @@
 
 import asyncio
 import sqlite3
+import threading
 from pathlib import Path
+from typing import Any
 
 from dex_agents.devserver._data_dir import DATABASE_FILE
 from dex_agents.devserver._store import Store
@@ -57,5 +59,52 @@ async def test_one_commit_holds_every_queued_upsert_and_delete_of_several_tables
         assert store.stats().commits == commits + 1
         assert _rows(tmp_path, "meta") == [("b", "2b"), ("c", "3")]
         assert _rows(tmp_path, "blobs") == [("y", b"Y")]
+    finally:
+        store.close()
+
+
+async def test_a_row_given_as_a_function_is_made_once_when_sealed_with_the_state_of_then(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.start(asyncio.get_running_loop(), lambda error: None)
+    made: list[str] = []
+    state = {"value": "first"}
+
+    def row() -> tuple[object, ...]:
+        made.append(state["value"])
+        return (state["value"],)
+
+    try:
+        store.put("meta", ("k",), row)
+        state["value"] = "second"
+        store.put("meta", ("k",), row)
+        assert made == []  # nothing is encoded until the loop asks for a commit
+        await store.durable()
+        assert made == ["second"]
+        assert _rows(tmp_path, "meta") == [("k", "second")]
+    finally:
+        store.close()
+
+
+async def test_a_commit_holds_what_was_queued_when_it_was_asked_for_and_a_later_row_waits_for_the_next(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path)
+    batches: list[list[object]] = []
+    taken = threading.Event()
+
+    def seen(batch: list[Any]) -> None:
+        batches.append(sorted(key for _, key, _ in batch))
+        taken.set()
+
+    store.fail_commit = seen
+    store.start(asyncio.get_running_loop(), lambda error: None)
+    try:
+        store.put("meta", ("a",), ("1",))
+        store.put("meta", ("b",), ("2",), urgent=True)  # asks for a commit of a and b
+        store.put("meta", ("c",), ("3",))  # the writer may not have taken the commit yet
+        assert taken.wait(timeout=10)  # blocks the loop: no deadline timer can seal c meanwhile
+        await store.durable()
+        assert batches == [[("a",), ("b",)], [("c",)]]
+        assert _rows(tmp_path, "meta") == [("a", "1"), ("b", "2"), ("c", "3")]
     finally:
         store.close()
