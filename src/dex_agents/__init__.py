@@ -34,7 +34,8 @@ Steps (the one table of them; `STEP_POLICIES` holds the same numbers):
   ``RunModel`` (or ``CompactHistory`` first, see below).
 - ``RunModel`` makes one model call (15 min timeout, 2 min heartbeat timeout);
   next ``AwaitUserMessage`` when the turn completed, else one Step per tool
-  call plus ``ResumeTurn``, in parallel. A ``sequential`` call
+  call plus ``ResumeTurn``, in parallel (a response of one call that needs no
+  answer: its tool Step alone, which resumes the turn itself). A ``sequential`` call
   (`DeferredToolCall.sequential`) runs alone, in model order: only the calls
   before the first one start here, the rest are stored ``queued``
   (`dex_agents.domain.tool_order`). A turn with a cancel request ends
@@ -42,7 +43,8 @@ Steps (the one table of them; `STEP_POLICIES` holds the same numbers):
 - ``AwaitToolApproval`` waits for a person's answer and the deadline; next
   the call's tool Step, or it ends ``rejected`` or ``expired``.
 - ``CallTool`` runs a read or idempotent write, ``CallSingleAttemptTool`` any
-  other call (both with a 2 min heartbeat timeout); they end. The latter runs
+  other call (both with a 2 min heartbeat timeout); they end, or, for a
+  response's one call, go on to the model (``RunModel``). The latter runs
   its tool at most once: it reads its marked ``tool_call_started`` back from
   the event Stream before running it, and records ``outcome_unknown`` when an
   earlier delivery of the same attempt already announced it. Either runs an
@@ -55,9 +57,11 @@ Steps (the one table of them; `STEP_POLICIES` holds the same numbers):
   idempotency key) and records ``succeeded`` with the output it found,
   ``not_applied`` (it did not take effect; the model may call again), or
   ``outcome_unknown`` (the probe could not tell, or failed 3 attempts: its
-  failure route is ``RecordToolOutcomeUnknown``); it ends.
+  failure route is ``RecordToolOutcomeUnknown``); it ends (or goes on to the
+  model, as the tool Step of a response's one call does).
 - ``ResumeTurn`` waits for the tool results and takes the steered messages
-  queued by then; next ``RunModel`` (or ``CompactHistory`` first), or, while
+  queued by then (input 0, from ``RunModel`` after a response's one call: the
+  steered messages alone); next ``RunModel`` (or ``CompactHistory`` first), or, while
   ``queued`` calls are left, the Steps of the next wave (a call needing
   approval asks for it then) plus ``ResumeTurn`` again.
 - ``RecordTurnFailure`` records the error and a note of the calls that ran and
@@ -151,7 +155,8 @@ Application loop (no ``dex_agents.testing`` needed)::
 
 Steering and cancelling: ``send_user_message(..., delivery="steer")`` joins a
 running turn at its next model-call boundary (``ResumeTurn``, after every tool
-result; `AgentTurnContext.steered_messages` hands it to the next model call);
+result, or ``RunModel`` sending it through ``ResumeTurn`` after a response's
+one call; `AgentTurnContext.steered_messages` hands it to the next model call);
 the snapshot lists waiting messages and ``withdraw_user_message`` removes one;
 ``cancel_turn`` stops the turn at its next safe boundary (approvals rejected,
 calls not started ``cancelled``, a running tool finishes, no further model

@@ -144,6 +144,12 @@ class AgentState:
 
     Stored with the turn so every Step of it, on any Worker and in any attempt, joins the turn's one trace.
     """
+    resumed_by_call: bool = False
+    """Whether the model runs next because a response's one call resumed the turn (`resume_model` ``by_call``).
+
+    That call's Step saw the steered messages as they were when it started, so the model Step takes the ones
+    waiting now first (through ``ResumeTurn``, which clears this), once per such boundary.
+    """
 
     @property
     def next_sequence(self) -> int:
@@ -202,11 +208,15 @@ class AgentState:
 
     def wait_for_tools(self) -> "AgentState":
         """Return the state once the model asked for tools."""
-        return self._moved(SessionAction.WAIT_FOR_TOOLS)
+        return attrs.evolve(self._moved(SessionAction.WAIT_FOR_TOOLS), resumed_by_call=False)
 
-    def resume_model(self) -> "AgentState":
-        """Return the state once every tool result is in."""
-        return self._moved(SessionAction.RESUME_MODEL)
+    def resume_model(self, *, by_call: bool = False) -> "AgentState":
+        """Return the state once every tool result is in (``by_call``: the Step of the response's one call did it)."""
+        return attrs.evolve(self._moved(SessionAction.RESUME_MODEL), resumed_by_call=by_call)
+
+    def with_steering_taken(self) -> "AgentState":
+        """Return the state once the boundary after a call that resumed the turn took its steered messages."""
+        return attrs.evolve(self, resumed_by_call=False)
 
     def complete_turn(self) -> "AgentState":
         """Return the state after the active turn completed."""
@@ -246,6 +256,7 @@ class AgentState:
             last_turn_error=error,
             last_turn_cancelled=cancelled,
             turn_traceparent=None,
+            resumed_by_call=False,
         )
 
     def _moved(self, action: SessionAction) -> "AgentState":

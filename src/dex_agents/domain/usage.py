@@ -2,7 +2,8 @@
 
 A turn's usage counts its model calls and also the framework's own model calls made while a tool
 ran (a sub-agent sharing the run's usage): a tool Step reports those (`ToolExecutionResult.usage`),
-and ``ResumeTurn`` adds them to the session's when it takes the call's result.
+and ``ResumeTurn`` adds them to the session's when it takes the call's result (the call's own Step, for a
+response's one call).
 """
 
 import attrs

@@ -58,7 +58,8 @@ async def test_dex_agents_conformance_finds_every_checked_assumption_holding_on_
     for words in ("over 100 KiB", "rejects a write past its capacity", "RpcLockConflictError", "FlowClosingError"):
         assert any(words in line for line in holding), words
     assert any("history has" in line for line in holding)
-    for words in ("at_most(n)", "deletes one", "first_attempt_at"):  # what steering, withdraw and deadlines rely on
+    # What steering (after a response of one call, too), withdraw and deadlines rely on.
+    for words in ("all_of(for_one, at_most(n))", "at_most(n) alone", "deletes one", "first_attempt_at"):
         assert any(words in line for line in holding), words
     assert any("readable through a Client while that Step still runs" in line for line in holding)
 

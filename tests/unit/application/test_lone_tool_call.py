@@ -1,8 +1,11 @@
 """A model response of one call: its tool Step resumes the turn, with no ``ResumeTurn`` joining its result."""
 
+import pytest
+
 from dex_agents.application.next import GoTo, GoToMany, StepName
 from dex_agents.application.runner import ReconcileResult, ToolApprovalRequestedError, ToolExecutionResult
 from dex_agents.domain import events as ev
+from dex_agents.domain.errors import InvalidTransitionError
 from dex_agents.domain.messages import MessageDelivery
 from dex_agents.domain.session import AgentStatus
 from dex_agents.domain.tools import ToolCallStatus, ToolPolicy
@@ -100,6 +103,33 @@ async def test_a_message_steered_while_the_lone_call_runs_reaches_the_next_model
     assert [r.status for r in second.tool_calls.values()] == [S.SUCCEEDED]
     assert host.state.current.turn_count == 1, "it joined the running turn"
     del resumed
+
+
+async def test_the_detour_through_resume_turn_is_taken_once_per_boundary() -> None:
+    host = one_call_turn()
+    await host.start("look it up")
+    await host.run_model()
+    await host.call_tool("c1")
+    assert host.state.current.resumed_by_call
+    assert await host.send_user_message("first", delivery=MessageDelivery.STEER)
+    assert await host.run_model() == GoTo(step=StepName.RESUME_TURN, input=0)
+    assert await host.resume_turn([], host.steering.take_all()) == model_next(host)
+    taken = host.state.current
+    assert not taken.resumed_by_call
+    assert await host.send_user_message("second", delivery=MessageDelivery.STEER)  # lands in the gap
+
+    assert await host.run_model() == GoTo(step=StepName.AWAIT_USER_MESSAGE), "the model is called: no second detour"
+
+    assert [m.text for m in host.scripted.model_turns[-1].steered_messages] == ["first"]
+    assert host.steering.size() == 1, "taken at the next boundary, here the next turn"
+
+
+async def test_a_resume_turn_with_nothing_to_join_and_no_call_that_resumed_fails_loudly() -> None:
+    host = one_call_turn()
+    await host.start("look it up")
+
+    with pytest.raises(InvalidTransitionError):
+        await host.resume_turn([])
 
 
 async def test_a_steered_message_waiting_as_a_turn_starts_is_left_for_a_boundary_after_tool_results() -> None:

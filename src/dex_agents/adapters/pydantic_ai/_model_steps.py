@@ -294,7 +294,7 @@ class ModelSteps:
         if answers is None or answers.approvals or kept_retries(live.tool_call_ids, turn.tool_calls):
             live.abandon()
         else:
-            # The tool Steps' usage joins the run's (ResumeTurn reported it: not again here).
+            # The tool Steps' usage joins the run's (ResumeTurn or a lone call's Step counted it: not again here).
             used = turn_usage(None, turn.tool_calls, live.tool_call_ids)
             live.run_usage.incr(used)
             live.usage_mark.incr(used)

@@ -5,7 +5,8 @@ Answers ``False`` and queues nothing for blank text, for any text
 malformed ``client_message_id``; else queues the
 message and answers ``True``: a ``steer`` message sent while a turn runs goes
 to ``STEERED_USER_MESSAGES``, which the running turn takes at its next
-model-call boundary (``ResumeTurn``); any other message, and a steered one
+model-call boundary (``ResumeTurn``, or ``RunModel`` through it after a
+response's one call); any other message, and a steered one
 while no turn runs, goes to ``QUEUED_USER_MESSAGES`` for the next turn. `AgentSessionClient` applies
 the same checks before it sends, and raises `InvalidInputError` with the
 reason; this check is for callers that invoke the RPC directly.

@@ -124,8 +124,8 @@ class UsageMeter(Wired):
         """Add what tool calls reported; ``usage_recorded`` only when it holds model usage (a sub-agent's).
 
         A tool's own count (`AgentUsage.tool_calls` alone) joins the total with no event of its own, one live
-        event less per tool call: the turn's next model call comes next, and its ``usage_recorded`` total
-        (like the snapshot's usage) holds it.
+        event less per tool call: the snapshot's usage holds it, and so does the next ``usage_recorded`` total
+        (the turn's next model call's, unless that Step ends the turn without calling the model).
         """
         if attrs.evolve(used, tool_calls=0).is_zero:
             self.usage.set(self.usage.get() + used)
@@ -155,7 +155,7 @@ class ToolCallFinisher(Wired):
     no ``ResumeTurn`` waiting for its result, so the Step that ends it does what ``ResumeTurn`` would: it counts
     the usage the call reported and the model comes next (`model_movement`). A user message steered meanwhile is
     taken by ``RunModel``, which sends it through ``ResumeTurn`` first (a Step sees its Channels as they were
-    when it started, and a tool may run for minutes).
+    when it started, and a tool may run for minutes): the state says so (`AgentState.resumed_by_call`).
     """
 
     tool_calls: ToolCallStore
@@ -186,7 +186,7 @@ class ToolCallFinisher(Wired):
         state = self.session_state.get()
         assert state is not None, "the session has not started"
         assert state.active_turn_id == record.turn_id, "the call's turn is not active"
-        resumed = state.resume_model()
+        resumed = state.resume_model(by_call=True)
         self.session_state.set(resumed)
         return model_movement(resumed, self.options.compaction)
 

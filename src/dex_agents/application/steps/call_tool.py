@@ -44,6 +44,11 @@ messages, its summary and the run state with it (`DeferredToolExecution.history`
 movement loaded; any other call loads only its own record. Next: ends (or
 ``ReconcileToolCall`` as above).
 
+The call of a response that asked for this one call (`AgentToolCall.resumes_turn`) has no
+``ResumeTurn`` waiting: its result is stored unpublished, its usage counted, and the model
+comes next (`ToolCallFinisher`). When it waits for an answer instead (the two cases below),
+``ResumeTurn`` is started beside ``AwaitToolApproval`` to join its result.
+
 A call whose result comes from outside (the runner raises `ToolResultDeferredError`:
 an external tool, or a tool that deferred its call) is stored
 ``awaiting_result`` under its ``tool_result`` interrupt ID; nothing is

@@ -6,7 +6,8 @@ stored it so). The probe is the runner's `ToolCallReconciler.reconcile_tool_call
 a read asked with the call's idempotency key: 3 attempts, failure route
 ``RecordToolOutcomeUnknown`` (which records ``outcome_unknown``). The probe's
 verdict decides the final status, and the call's one ``TOOL_CALL_RESULTS``
-message is published with it:
+message is published with it (a response's one call resumes its turn instead,
+`ToolCallFinisher`):
 
 | the probe says  | recorded            | the model reads                         |
 |-----------------|---------------------|-----------------------------------------|
@@ -18,7 +19,8 @@ A runner without a probe leaves the call ``outcome_unknown``. The found output
 is made safe to store and cut to ``max_tool_output_bytes`` as a tool's output
 is. A call found ``not_applied`` never runs again by itself: the model may call
 the tool again, a new call (with a fresh approval when its policy needs one).
-A final record ends without probing or publishing. Next: ends.
+A final record ends without probing or publishing. Next: ends (the model, for a
+call that resumes its turn).
 """
 
 import attrs

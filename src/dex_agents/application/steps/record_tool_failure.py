@@ -5,14 +5,15 @@ through crashes, timeouts or exceptions other than `ToolExecutionError`, so a
 write may have taken effect: ``RecordToolFailure`` records ``failed`` for a
 read and ``outcome_unknown`` for a write; ``RecordToolOutcomeUnknown`` records
 ``outcome_unknown``. The engine's recovery detail goes into ``error``, and the
-call's one result is published. A final record ends without publishing. The
+call's one result is published (a response's one call resumes its turn instead,
+`ToolCallFinisher`). A final record ends without publishing. The
 recovery detail is cut to 8 KiB.
 
 ``RecordToolOutcomeUnknown`` is also the failure route of ``ReconcileToolCall``.
 A record of a ``reconcilable`` policy that is not reconciling yet is stored
 ``reconciling`` instead, unpublished, and ``ReconcileToolCall`` is next; a
 ``reconciling`` record (its probe failed every attempt) becomes ``outcome_unknown``.
-Next: ends, or ``ReconcileToolCall``.
+Next: ends (the model, for a call that resumes its turn), or ``ReconcileToolCall``.
 """
 
 import abc

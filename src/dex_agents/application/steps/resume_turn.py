@@ -48,7 +48,6 @@ from dex_agents.application.steps._shared import ToolCallStarter, UsageMeter
 from dex_agents.application.wiring import Wired
 from dex_agents.domain import events as ev
 from dex_agents.domain.messages import AgentUserMessage
-from dex_agents.domain.session import AgentStatus
 from dex_agents.domain.tool_order import next_wave, release
 from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted, ToolCallStatus
 from dex_agents.domain.turn_control import cancel_rejection_message
@@ -81,6 +80,11 @@ class ResumeTurn(Wired):
         state = self.session_state.get()
         assert state is not None, "the session has not started"
         assert state.active_turn_id is not None, "ResumeTurn needs an active turn"
+        if not delivered and state.resumed_by_call:
+            # Sent by RunModel after a call's Step resumed the turn: nothing to join, the steered messages taken.
+            taken_state = state.with_steering_taken()
+            self.session_state.set(taken_state)
+            return model_movement(taken_state, self.options.compaction)
         records = [record for record in self.tool_calls.all() if record.turn_id == state.active_turn_id]
         self._count_usage(delivered, records)
         unfinished = sum(1 for r in records if not r.is_final and r.status is not ToolCallStatus.QUEUED)
@@ -101,8 +105,6 @@ class ResumeTurn(Wired):
                             record.tool_call_id, record.tool_name, cancelled.status, error=cancelled.rejection_message
                         )
                     )
-        if state.status is AgentStatus.RUNNING_MODEL:
-            return model_movement(state, self.options.compaction)  # sent by RunModel: nothing was joined
         resumed = state.resume_model()
         self.session_state.set(resumed)
         return model_movement(resumed, self.options.compaction)

@@ -13,11 +13,11 @@ A turn with a `TurnCancelRequest` ends here, before the model is called
 (`TurnCloser.end_if_cancelled`): this is the boundary every cancel reaches
 (``CompactHistory``, which may come first, checks the same request).
 
-A model call that resumes a turn after tool calls, while a steered user
-message waits, goes to ``ResumeTurn`` (input 0: nothing to join) first, which
-takes the message at this boundary and comes back here. It is how a message
-steered while the response's one call ran (that call's Step resumed the turn,
-`AgentToolCall.resumes_turn`) reaches this model call.
+A model call that the Step of a response's one call resumed
+(`AgentState.resumed_by_call`, `AgentToolCall.resumes_turn`), while a steered
+user message waits, goes to ``ResumeTurn`` (input 0: nothing to join) first,
+which takes the messages at this boundary (at most 100, as any boundary) and
+comes back here, once: that Step saw the Channel as it was when it started.
 
 - `TurnFailedError` (the framework ended the turn, such as at a usage limit):
   fails the turn at once, as ``RecordTurnFailure`` does after exhausted
@@ -187,8 +187,8 @@ class RunModel(Wired):
         if cancelled is not None:
             return cancelled
         records = self.tool_calls.all()
-        if records and self.steering.size():
-            # A message steered while the turn's tools ran: ResumeTurn takes it at this boundary first.
+        if state.resumed_by_call and self.steering.size():
+            # A message steered while the response's one call ran: ResumeTurn takes it at this boundary first.
             return GoTo(step=StepName.RESUME_TURN, input=0)
         steered = self.steered.get()
         try:

@@ -95,14 +95,9 @@ class Probe(Step[str]):
         if kind == "items":
             ITEMS.set(context, "a", "A")
             return dex.graceful_complete("items")
-        if kind in {"park", "flaky", "hold"}:
-            return dex.go_to(Parked, "")
-        if kind == "timer":
-            return dex.go_to(Timed, "")
-        if kind == "gather":
-            return dex.go_to(Gathered, "")
-        if kind == "stamp":
-            return dex.go_to(Stamped, "")
+        waiting = _WAITING_STEPS.get(kind)
+        if waiting is not None:
+            return dex.go_to(waiting, "")
         return dex.graceful_complete(f"attempt={context.attempt}")
 
 
@@ -147,6 +142,16 @@ class Gathered(Step[str]):
         return dex.graceful_complete(f"{INBOX.results(context)[0]}|{','.join(EXTRA.results(context))}")
 
 
+class Skimmed(Step[str]):
+    """Takes whatever EXTRA holds (``at_most`` alone, waiting for nothing), as ``ResumeTurn`` with input 0 does."""
+
+    async def wait_for(self, context: AsyncContext, input: str) -> Wait:  # type: ignore[override]
+        return Wait.until(EXTRA.at_most(10))
+
+    async def execute(self, context: AsyncContext, input: str) -> StepDecision:  # type: ignore[override]
+        return dex.graceful_complete(f"skim|{','.join(EXTRA.results(context))}")
+
+
 class Stamped(Step[str]):
     """Completes with the ``first_attempt_at`` its wait_for saw (as ``AwaitToolApproval`` reads the engine's time)."""
 
@@ -158,6 +163,18 @@ class Stamped(Step[str]):
         return dex.graceful_complete(context.get_step_execution_local("first_attempt_at", str) or "")
 
 
+_WAITING_STEPS: dict[str, type[Step[str]]] = {
+    "park": Parked,
+    "flaky": Parked,
+    "hold": Parked,
+    "timer": Timed,
+    "gather": Gathered,
+    "stamp": Stamped,
+    "skim": Skimmed,
+}
+"""The waiting Step each probe kind goes on to."""
+
+
 class ProbeFlow(dex.Flow[str]):
     """The conformance probe's Flow type (``DexAgentsConformanceProbe``)."""
 
@@ -165,7 +182,9 @@ class ProbeFlow(dex.Flow[str]):
         return "DexAgentsConformanceProbe"
 
     def get_steps(self) -> dex.StepList[str]:
-        return dex.StepList.start_step(Probe()).other_steps(Check(), Parked(), Timed(), Gathered(), Stamped())
+        return dex.StepList.start_step(Probe()).other_steps(
+            Check(), Parked(), Timed(), Gathered(), Skimmed(), Stamped()
+        )
 
     def get_persistence_schema(self) -> PersistenceSchema:
         return PersistenceSchema.of(LOCKED, BIG, ITEMS, INBOX, EXTRA, EVENTS, SMALL)

@@ -282,6 +282,17 @@ async def probe_gather(env: _Env) -> Finding:
     return _differs(GATHER, f"the Step got {output!r}, expected 'x|a,b'")
 
 
+SKIM = "a wait of at_most(n) alone completes at once, on an empty Channel too"
+
+
+async def probe_skim(env: _Env) -> Finding:
+    flow_id = await env.start("skim", "skim")
+    output = await _output(env, flow_id)
+    if output == "skim|":
+        return _holds(SKIM)
+    return _differs(SKIM, f"the Step got {output!r}, expected 'skim|'")
+
+
 WITHDRAW = "an RPC lists a Channel's pending messages (load_channels) and deletes one"
 
 
@@ -329,6 +340,7 @@ PROBES: tuple[tuple[str, Probe], ...] = (
     (TIMER_FIRES, probe_timer),
     (EARLY_SKIP, probe_early_skip),
     (GATHER, probe_gather),
+    (SKIM, probe_skim),
     (WITHDRAW, probe_withdraw),
     (FIRST_ATTEMPT_AT, probe_first_attempt_at),
 )
