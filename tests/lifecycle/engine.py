@@ -36,6 +36,8 @@ CALL_TIMEOUT = 120.0
 """Seconds one backend call may take (a replacement Worker starts within it)."""
 SETTLE_TIMEOUT = 90.0
 """Seconds a session may take to settle at the end of an example."""
+STABLE_IDLE_SECONDS = 0.3
+"""How long a settled session must stay idle (a taken message's turn commits within it)."""
 
 
 class LoopThread:
@@ -148,7 +150,7 @@ class EngineBackend:
         deadline = loop.time() + SETTLE_TIMEOUT
         while loop.time() < deadline:
             snapshot = await self.sessions.get_agent_snapshot(self.session_id)
-            if snapshot.is_idle:
+            if snapshot.is_idle and await self._still_idle(snapshot):
                 return
             for interrupt in snapshot.pending_interrupts:
                 await self.sessions.resolve_interrupt(self.session_id, interrupt.interrupt_id, approved=True)
@@ -157,6 +159,17 @@ class EngineBackend:
             except TimeoutError:
                 continue
         raise AssertionError(f"{self.session_id} did not settle in {SETTLE_TIMEOUT:g} s: {await self.describe()}")
+
+    async def _still_idle(self, idle: AgentSnapshot) -> bool:
+        """Whether the session is idle again a moment later, with no turn started meanwhile.
+
+        A snapshot reads committed state: between ``AwaitUserMessage`` taking a queued message and its new turn
+        committing, the session looks idle (`AgentSessionClient.wait_until_idle` says so too).
+        """
+        await asyncio.sleep(STABLE_IDLE_SECONDS)
+        again = await self.sessions.get_agent_snapshot(self.session_id)
+        assert idle.state is not None
+        return again.is_idle and again.state is not None and again.state.turn_count == idle.state.turn_count
 
     async def describe(self) -> str:
         """The session as a failure message shows it: its state, approvals, records, queue and latest Steps."""
