@@ -106,12 +106,18 @@ async def test_a_second_server_on_a_data_dir_in_use_is_refused(tmp_path: Path) -
             await DevServer(config(), data_dir=tmp_path / "data").start()
 
 
-async def test_a_data_dir_of_another_schema_version_is_refused_with_what_to_do(tmp_path: Path) -> None:
+async def _altered_data_dir(tmp_path: Path, sql: str) -> Path:
+    """A data dir a dev server wrote and left, then changed behind its back with ``sql``."""
     data = tmp_path / "data"
     async with DevServer(config(), data_dir=data):
         pass
     with sqlite3.connect(data / DATABASE_FILE) as connection:
-        connection.execute("PRAGMA user_version = 99")
+        connection.execute(sql)
+    return data
+
+
+async def test_a_data_dir_of_another_schema_version_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    data = await _altered_data_dir(tmp_path, "PRAGMA user_version = 99")
     with pytest.raises(StoreError, match=r"schema version 99.*reads version 1.*delete") as refused:
         await DevServer(config(), data_dir=data).start()
     assert str(data) in str(refused.value)
@@ -187,10 +193,6 @@ async def test_a_full_disk_fails_the_commit_and_the_server_goes_on_once_there_is
 
 
 async def test_a_run_row_this_release_did_not_write_is_refused_with_what_to_do(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    async with DevServer(config(), data_dir=data):
-        pass
-    with sqlite3.connect(data / DATABASE_FILE) as connection:
-        connection.execute("INSERT INTO runs VALUES ('run-1', 'flow-1', 0, '{\"no_such_field\": 1}')")
+    data = await _altered_data_dir(tmp_path, "INSERT INTO runs VALUES ('run-1', 'flow-1', 0, '{\"no_such_field\": 1}')")
     with pytest.raises(StoreError, match=r"runs table \(run-1\).*delete"):
         await DevServer(config(), data_dir=data).start()

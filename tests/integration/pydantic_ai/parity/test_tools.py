@@ -7,7 +7,7 @@ durable-execution suites): each runs plainly and as a session, compared by
 
 import asyncio
 import datetime
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
@@ -136,6 +136,12 @@ def _calls_until_told(probe: Probe, limits: UsageLimits, turns: Sequence[str] = 
             return calls((f"c{step}a", "ping", {"n": step}), (f"c{step}b", "ping", {"n": step + 10}))
         return text("done")
 
+    # A turn that fails is kept with a note for the next one (by design), so a limit is the last turn's.
+    return Scenario(agent=_ping_agent(probe, respond), turns=turns, usage_limits=limits)
+
+
+def _ping_agent(probe: Probe, respond: Callable[[list[ModelMessage], AgentInfo], ModelResponse]) -> Agent[None, str]:
+    """An agent of ``respond`` with one tool, ``ping``, which returns its ``n``."""
     agent = Agent(probe.model(respond), capabilities=probe.capabilities)
 
     @agent.tool_plain
@@ -143,8 +149,7 @@ def _calls_until_told(probe: Probe, limits: UsageLimits, turns: Sequence[str] = 
         probe.invoked("ping", n=n)
         return n
 
-    # A turn that fails is kept with a note for the next one (by design), so a limit is the last turn's.
-    return Scenario(agent=agent, turns=turns, usage_limits=limits)
+    return agent
 
 
 @SCENARIOS.scenario()
@@ -164,15 +169,8 @@ def a_tool_calls_limit_counts_a_call_to_an_unknown_tool(probe: Probe) -> Scenari
             return calls(("c1", "ping", {"n": 1}), ("c2", "no_such_tool", {}))
         return text("done")
 
-    agent = Agent(probe.model(respond), capabilities=probe.capabilities)
-
-    @agent.tool_plain
-    def ping(n: int) -> int:
-        probe.invoked("ping", n=n)
-        return n
-
     # A plain run counts the unknown tool's call too, so one function call beside it passes a limit of one.
-    return Scenario(agent=agent, turns=["ping"], usage_limits=UsageLimits(tool_calls_limit=1))
+    return Scenario(agent=_ping_agent(probe, respond), turns=["ping"], usage_limits=UsageLimits(tool_calls_limit=1))
 
 
 @SCENARIOS.scenario()
