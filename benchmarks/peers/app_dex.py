@@ -1,4 +1,4 @@
-"""Configurations ``dex``, ``dex-inmemory``, ``dex-inproc`` and ``dex-floor``: the agent as a dex-agents session.
+"""Configurations ``dex``, ``dex-live``, ``dex-inmemory``, ``dex-inproc``, ``dex-floor``: the agent as a session.
 
 The agent is `benchmarks.peers.scenario.make_agent`'s, run through the Pydantic AI adapter
 (`pydantic_ai_session_flow`), with ``work`` classified ``read`` (a ``CallTool`` Step, no
@@ -7,10 +7,15 @@ approval). The session keeps the history, not the caller:
 - a *fresh* turn is ``start_session`` with the prompt on a new session;
 - a *session* turn is ``send_user_message`` on the current session (its first turn starts it).
 
-Either way the turn ends when ``turn_completed`` arrives on the session's live event Stream,
-followed with ``read_agent_event`` from the last resume token (no polling). At that moment the
-turn's messages are being committed by the last ``RunModel``; the CPU accounting of bench.py
-charges that tail to the turn (see ``docs/benchmarks.md``).
+Either way the Client then waits until the turn's end is committed: ``wait_for_turn_end``
+blocks on the ``TURNS_ENDED`` Attribute (one ``WaitForAttribute`` long poll), as the
+peers' callers wait for ``agent.run`` to return. It reads no messages: the peers' callers
+hold theirs in memory, a session's are stored and reading them is one more query (bench.py's
+step check reads each configuration's record of a turn). ``dex-live`` instead follows every
+live event of the turn with ``read_agent_event`` from the last resume token (no polling)
+until ``turn_completed``, as a chat UI does; at that moment the turn's messages are being
+committed by the last ``RunModel``, and the CPU accounting of bench.py charges that tail to
+the turn (see ``docs/benchmarks.md``).
 
 - ``dex``: the dev server on a SQLite data dir (``python -m benchmarks.peers.devserver_process --data DIR``,
   i.e. ``dex_agents.devserver`` plus a CPU probe: every Step completion on disk before it is acted on,
@@ -18,6 +23,7 @@ charges that tail to the turn (see ``docs/benchmarks.md``).
   ``run_agent_worker``) each in its own child process; the Client in the worker process. Its
   descriptions record the data dir's bytes (``db_bytes``).
 - ``dex-inmemory``: ``dex`` with the dev server in memory (it keeps nothing), beside it.
+- ``dex-live``: ``dex`` with the Client following every live event of the turn (above).
 - ``dex-inproc``: the dev server (on a data dir), the ``AsyncWorker`` and the Client in the worker process.
 - ``dex-floor``: ``dex`` with `benchmarks.peers.floor_runner.FloorRunner` in place of the agent: the
   same Steps, events and stored messages with no framework work (the binding's own cost).
@@ -167,8 +173,12 @@ def data_dir_bytes(directory: str) -> dict[str, int]:
 class _DexRunner(Runner):
     """Turn logic shared by both dex-agents configurations."""
 
-    def __init__(self, *, floor: bool = False) -> None:
+    def __init__(self, *, floor: bool = False, live: bool = False) -> None:
         self.floor = floor
+        self.live = live
+        """Whether a turn is followed through its live events (``dex-live``) rather than awaited."""
+        self._turns = 0
+        """Turns the current session has run."""
         self.flow = build_flow(floor=floor)
         self.address = ""
         self._container: AgentContainer | None = None
@@ -224,28 +234,40 @@ class _DexRunner(Runner):
             elif started and kind == AgentEventType.TURN_FAILED:
                 raise RuntimeError(f"turn failed: {message.event.payload}")
 
+    async def _turn_ended(self, session_id: str, turn: int, token: str) -> str:
+        """Wait for the end of the session's ``turn``-th turn; return the event token to follow on from."""
+        if self.live:
+            return await self._follow(session_id, token)
+        assert self._sessions is not None
+        self.turn_events = collections.Counter()
+        await self._sessions.wait_for_turn_end(session_id, f"turn-{turn}", timeout=EVENT_WAIT)
+        return token
+
     async def fresh_turn(self, prompt: str) -> str:
         assert self._sessions is not None
         session_id = f"fresh-{uuid.uuid4()}"
         await self._sessions.start_session(session_id, prompt)
-        await self._follow(session_id, "")
+        await self._turn_ended(session_id, 1, "")
         return session_id
 
     async def session_turn(self, prompt: str) -> str:
         assert self._sessions is not None
         if self._session_id is None:
             self._session_id = f"session-{uuid.uuid4()}"
+            self._turns = 1
             await self._sessions.start_session(self._session_id, prompt)
-            self._token = await self._follow(self._session_id, "")
+            self._token = await self._turn_ended(self._session_id, 1, "")
         else:
             if not await self._sessions.send_user_message(self._session_id, prompt):
                 raise RuntimeError("send_user_message refused the prompt")
-            self._token = await self._follow(self._session_id, self._token)
+            self._turns += 1
+            self._token = await self._turn_ended(self._session_id, self._turns, self._token)
         return self._session_id
 
     def reset_session(self) -> None:
         self._session_id = None
         self._token = ""
+        self._turns = 0
 
     async def describe(self, ref: str, *, session: bool) -> Describe:
         events, described = await describe_history(self.address, ref, model_step="RunModel", tool_step="CallTool")
@@ -412,13 +434,14 @@ class DexProcessRunner(ChildProcessesRunner, _DexRunner):
     """``dex``: the dev server on its SQLite data dir and the Worker in their own child processes; the Client here.
 
     ``dex-inmemory`` (``in_memory=True``): the same with the dev server in memory (``--in-memory``).
+    ``dex-live`` (``live=True``): ``dex`` with the Client following the turn's live events.
     ``dex-floor`` (``floor=True``): ``dex`` serving `benchmarks.peers.floor_runner.FloorRunner`.
     Its descriptions record the data dir's bytes (``db_bytes``, as DBOS records its SQLite file).
     """
 
-    def __init__(self, *, floor: bool = False, in_memory: bool = False) -> None:
-        super().__init__(floor=floor)
-        self.name = "dex-floor" if floor else ("dex-inmemory" if in_memory else "dex")
+    def __init__(self, *, floor: bool = False, in_memory: bool = False, live: bool = False) -> None:
+        super().__init__(floor=floor, live=live)
+        self.name = "dex-floor" if floor else ("dex-inmemory" if in_memory else ("dex-live" if live else "dex"))
         self._data_dir: str | None = None
         self._in_memory = in_memory
 

@@ -65,6 +65,7 @@ ALL_CONFIGS = (
     "temporal-tuned",
     "temporal-tuned-nosandbox",
     "dex",
+    "dex-live",
     "dex-inmemory",
     "dex-inproc",
     "dex-floor",

@@ -21,6 +21,7 @@ LABELS = {
     "temporal-tuned": "Temporal, tuned dev server",
     "temporal-tuned-nosandbox": "Temporal tuned, no sandbox",
     "dex": "**dex-agents**, dev server on its SQLite data dir + Worker in own processes",
+    "dex-live": "dex-agents, `dex` with the Client following every live event of the turn (a chat UI)",
     "dex-inmemory": "dex-agents, `dex` with the dev server in memory (`--in-memory`, keeps nothing)",
     "dex-inproc": "**dex-agents**, dev server on its SQLite data dir + Worker + Client in one process",
     "dex-floor": "dex-agents binding alone: `dex` with a framework-free scripted runner (not a peer)",

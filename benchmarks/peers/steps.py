@@ -2,9 +2,9 @@
 
 from typing import Any
 
-DEX_CONFIGS = ("dex", "dex-inmemory", "dex-inproc", "dex-floor")
+DEX_CONFIGS = ("dex", "dex-live", "dex-inmemory", "dex-inproc", "dex-floor")
 SDK_FLOOR_CONFIGS = ("sdk-floor", "sdk-floor-agent", "sdk-floor-store")
-DEX_PROCESS_CONFIGS = ("dex", "dex-inmemory", "dex-floor", *SDK_FLOOR_CONFIGS)
+DEX_PROCESS_CONFIGS = ("dex", "dex-live", "dex-inmemory", "dex-floor", *SDK_FLOOR_CONFIGS)
 """Configurations whose dev server and Worker are child processes of their own (CPU measured per role)."""
 DEX_TASK_SLOTS = 16
 """The dex Worker's task slots: a turn's M parallel tool Steps plus the slot Dex keeps for RPCs."""

@@ -43,10 +43,10 @@ def make_runner(name: str) -> Runner:
         from benchmarks.peers.app_temporal import TemporalRunner
 
         return TemporalRunner(name, sandboxed=name != "temporal-tuned-nosandbox")
-    if name in ("dex", "dex-inmemory", "dex-floor"):
+    if name in ("dex", "dex-live", "dex-inmemory", "dex-floor"):
         from benchmarks.peers.app_dex import DexProcessRunner
 
-        return DexProcessRunner(floor=name == "dex-floor", in_memory=name == "dex-inmemory")
+        return DexProcessRunner(floor=name == "dex-floor", in_memory=name == "dex-inmemory", live=name == "dex-live")
     if name in SDK_FLOOR_CONFIGS:
         from benchmarks.peers.sdk_floor import SdkFloorRunner
 

@@ -165,7 +165,9 @@ deadlines are Dex Timers measured by the server.
 
 `MessageReceipt`, `TurnResult` (``completed``, ``cancelled`` or ``failed``) and
 `AgentSessionClient.wait_until_idle` are built on the committed snapshot and
-the event stream. ``turn_completed`` and ``turn_failed`` are written before
+the event stream; a wait for a known turn (``wait_for_turn``, and
+``wait_for_turn_end``, which reads nothing else) blocks on the ``TURNS_ENDED``
+Attribute instead of reading the turn's events. ``turn_completed`` and ``turn_failed`` are written before
 their Step commits; ``turn_committed`` (written by the next Step, after the
 commit) tells a UI reading the stream that the turn's state is readable.
 

@@ -102,6 +102,16 @@ class FakeSessionDexClient:
             value=self.sink.events[index], resume_token=str(index + 1), created_time=_CREATED, source="#fake"
         )
 
+    async def wait_for_attribute_match(self, flow_id: str, *args: object) -> object:
+        """Refuse as a server that does not serve ``WaitForAttribute`` does: the client waits on events."""
+        raise dex.DexServiceError(
+            grpc.StatusCode.UNIMPLEMENTED,
+            dex.ErrorSubStatus.UNCATEGORIZED,
+            "WaitForAttribute is not served",
+            "wait_for_attribute_match",
+            flow_id,
+        )
+
     async def list_stream_messages(
         self, flow_id: str, stream: object, page_size: int, before_page_token: str = ""
     ) -> "dex.StreamMessagesPage[AgentEvent]":

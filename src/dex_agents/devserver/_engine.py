@@ -18,6 +18,7 @@ import grpc  # type: ignore[import-untyped]
 from dex.dexpb import dex_pb2 as pb
 
 from dex_agents.devserver._attempts import AttemptRecord, MethodAttempts
+from dex_agents.devserver._attribute_waits import AttributeWaits
 from dex_agents.devserver._blobs import BlobStore
 from dex_agents.devserver._clock import ServerClock
 from dex_agents.devserver._config import DevServerConfig
@@ -96,6 +97,9 @@ class Engine(StepExecutions, RunLookup):
             cap_wait=self._capped,
         )
         self._runs: dict[str, list[Run]] = {}
+        self.attribute_waits = AttributeWaits(
+            self.run, self.journal, lambda: self.reloaded, self.config.default_long_poll.total_seconds(), self._capped
+        )
         self._methods = MethodAttempts(self.config, self.clock, self.streams, self.blobs, self.pull, self.listening)
         self.dispatch_grace_until = 0.0
         """Loop time until which a dispatch waits longer for Workers (they reconnect after a restart)."""

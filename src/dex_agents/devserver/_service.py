@@ -102,6 +102,9 @@ def flow_service_handler(engine: Engine) -> Any:
         "StopFlow": _unary(_durable(engine, stop), pb.StopFlowRequest, empty_pb2.Empty),
         "InvokeRPC": _unary(engine.invoke_rpc, pb.InvokeRPCRequest, pb.InvokeRPCResponse),
         "WaitForFlow": _unary(engine.wait_for_flow, pb.WaitForFlowRequest, pb.FlowResult),
+        "WaitForAttribute": _unary(
+            lambda r: engine.attribute_waits.wait(r), pb.WaitForAttributeRequest, pb.WaitForAttributeResponse
+        ),
         "GetFlowSummary": _unary(
             _run_read(engine, engine.summary), pb.GetFlowSummaryRequest, pb.GetFlowSummaryResponse
         ),

@@ -167,6 +167,8 @@ class Run:
     executions: dict[str, Execution] = field(default_factory=dict)
     locks: dict[str, str] = field(default_factory=dict)
     lock_released: asyncio.Event = field(default_factory=asyncio.Event)
+    attributes_changed: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set (and replaced) by each commit that writes Attributes (what ``WaitForAttribute`` waits on)."""
     history: list[pb.FlowHistoryEvent] = field(default_factory=list)
     results: list[pb.StepCompletionOutput] = field(default_factory=list)
     graceful: bool = False
@@ -226,6 +228,9 @@ def commit(
                     f"channel message {deletion.message_id} not found",
                 )
     journal = run.journal
+    if writes:
+        changed, run.attributes_changed = run.attributes_changed, asyncio.Event()
+        changed.set()
     for write in writes:
         if write.value.WhichOneof("kind") in (None, "null_value"):
             run.attributes.delete(write.key)

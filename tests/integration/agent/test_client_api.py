@@ -5,6 +5,7 @@ test needs a mid-turn state (a pending approval) that the client API does not
 wait for.
 """
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from dex_agents import (
 )
 from dex_agents.domain.events import TurnCommittedPayload, TurnOutcome
 from dex_agents.testing import AgentTestStack
-from tests.integration.agent.scripted_agent import DEADLINE_ENV, invocations
+from tests.integration.agent.scripted_agent import DEADLINE_ENV, gate, invocations
 from tests.integration.agent.test_sessions import fake_stack_with, pending_approval, tool, turn
 from tests.integration.stacks import started_session
 
@@ -199,3 +200,44 @@ async def test_tool_outcomes_of_a_turn_three_turns_back_are_read_from_the_snapsh
     earlier = await sessions.wait_for_turn("s", "turn-1", timeout=WAIT)
     assert earlier.status is TurnStatus.COMPLETED
     assert [o.tool_call_id for o in earlier.tool_outcomes] == ["c1", "c2"]
+
+
+async def test_wait_for_turn_end_returns_once_the_turn_end_is_committed_and_not_before(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    sessions = await started_session(stack, flow, turn(tool("c1", "read_tool", gate="end")))
+    await gate("end").wait_until_reached()
+    waiting = asyncio.ensure_future(sessions.wait_for_turn_end("s", "turn-1", timeout=WAIT))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()
+    gate("end").release()
+    await waiting
+
+    snapshot = await sessions.get_agent_snapshot("s")
+    assert snapshot.state is not None
+    assert (snapshot.state.turn_count, snapshot.state.active_turn_id) == (1, None)
+    # An ended turn answers at once, and so does an earlier one.
+    await sessions.wait_for_turn_end("s", "turn-1", timeout=WAIT)
+    await sessions.send_user_message("s", turn())
+    await sessions.wait_for_turn_end("s", "turn-2", timeout=WAIT)
+    await sessions.wait_for_turn_end("s", "turn-1", timeout=WAIT)
+    assert (await sessions.wait_for_turn("s", "turn-2", timeout=WAIT)).status is TurnStatus.COMPLETED
+
+
+async def test_wait_for_turn_end_of_a_turn_that_never_starts_times_out(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    sessions = await started_session(stack, flow)  # no first message: no turn runs
+    with pytest.raises(TimeoutError):
+        await sessions.wait_for_turn_end("s", "turn-1", timeout=1.5)
+    with pytest.raises(ValueError, match="not a turn ID"):
+        await sessions.wait_for_turn_end("s", "not-a-turn", timeout=1)
+
+
+async def test_wait_for_turn_end_reads_the_events_when_the_server_does_not_serve_attribute_waits(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    sessions = await started_session(stack, flow, turn(tool("c1", "read_tool")))
+    sessions._attribute_waits = False  # as after a server's UNIMPLEMENTED answer
+    await sessions.wait_for_turn_end("s", "turn-1", timeout=WAIT)
+    assert (await sessions.wait_for_turn("s", "turn-1", timeout=WAIT)).status is TurnStatus.COMPLETED

@@ -1,10 +1,17 @@
 """The client's waits: for the turn a message started (`MessageReceipt`) or a turn ID, and for an idle session.
 
-Both waits read the committed snapshot, and between reads block on the event
-stream (``read_agent_event`` with a long poll) for ``turn_started`` and
+Both waits read the committed snapshot. Between reads, a wait for a known turn
+(``turn-<n>``) blocks on one ``wait_for_attribute_match`` until ``TURNS_ENDED``
+is at least ``n``: that Attribute commits with the turn's end, so the snapshot
+read that follows sees it, and the wait reads none of the turn's live events.
+Otherwise (the turn a receipt's message starts is not known yet, the session is
+idle-waited, the session is stopped, or the server does not serve
+``WaitForAttribute``) the wait blocks on the event stream
+(``read_agent_event`` with a long poll) for ``turn_started`` and
 ``turn_committed``; the latter is written after the turn's state committed, so
-the read that follows it sees the end. Events are best effort, so a long poll
-that times out (every `RECHECK_INTERVAL`) reads the snapshot anyway.
+the read that follows it sees the end. Events are best effort and an Attribute
+wait may miss a session written by an earlier release, so every wait that
+times out (every `RECHECK_INTERVAL`) reads the snapshot anyway.
 """
 
 import asyncio
@@ -14,6 +21,7 @@ from datetime import timedelta
 
 import attrs
 import dex
+import grpc  # type: ignore[import-untyped]
 
 from dex_agents.domain.events import AgentEventType, TurnFailedPayload
 from dex_agents.domain.messages import AgentMessage, MessageRole
@@ -21,6 +29,7 @@ from dex_agents.domain.session import turn_number
 from dex_agents.domain.snapshot import MAX_PAGE_LIMIT, AgentSnapshot, TurnResult, turn_result
 from dex_agents.infrastructure.dex._client_events import SessionEvents
 from dex_agents.infrastructure.dex._client_queries import SessionQueries
+from dex_agents.infrastructure.dex.persistence import TURNS_ENDED
 from dex_agents.infrastructure.dex.session_errors import NoWorkerError as NoWorkerError
 from dex_agents.infrastructure.dex.session_errors import SessionAlreadyExistsError as SessionAlreadyExistsError
 from dex_agents.infrastructure.dex.session_errors import SessionUnavailableError as SessionUnavailableError
@@ -28,6 +37,8 @@ from dex_agents.infrastructure.dex.session_errors import SessionUnavailableError
 RECHECK_INTERVAL = timedelta(seconds=2)
 """Longest a wait blocks on the event stream before it reads the snapshot again (events are best effort)."""
 _WAKE_UP = frozenset({AgentEventType.TURN_STARTED, AgentEventType.TURN_COMMITTED})
+_NOT_SERVED = frozenset({grpc.StatusCode.UNIMPLEMENTED, grpc.StatusCode.INVALID_ARGUMENT})
+"""How a server that does not serve SDK 1.23's ``WaitForAttribute`` (or its match form) refuses it."""
 
 
 @attrs.frozen(kw_only=True)
@@ -47,7 +58,10 @@ class MessageReceipt:
 
 
 class SessionWaits(SessionQueries, SessionEvents):
-    """Waits that read the snapshot, and block on the event Stream between reads."""
+    """Waits that read the snapshot, and block on ``TURNS_ENDED`` or the event Stream between reads."""
+
+    _attribute_waits: bool = True
+    """Whether the server serves ``WaitForAttribute`` (cleared at its first refusal)."""
 
     async def find_turn(self, receipt: MessageReceipt) -> str | None:
         """Return the turn the receipt's message started, or ``None`` while it has not started."""
@@ -92,6 +106,8 @@ class SessionWaits(SessionQueries, SessionEvents):
         deadline = time.monotonic() + timeout_seconds(timeout)
         errors: dict[str, str] = {}
         first: AgentMessage | None = None
+        # A known turn waits for its end first: a turn that ended already costs one Attribute read.
+        ended = turn_id is not None and await self._wait_for_turn_end(session_id, turn_id, deadline)
         while True:
             if receipt is not None and first is None:
                 first = await self._find_turn(receipt, receipt.message_count)
@@ -100,7 +116,70 @@ class SessionWaits(SessionQueries, SessionEvents):
                 result = await self._turn_result(session_id, turn_id, first, errors.get(turn_id))
                 if result is not None:
                     return result
+                if not ended:  # the Attribute wait answered nothing yet: ask it
+                    ended = await self._wait_for_turn_end(session_id, turn_id, deadline)
+                    if ended:
+                        continue
+            ended = False
             resume_token = await self._wait_for_news(session_id, resume_token, deadline, errors, turn_id or "a turn")
+
+    async def wait_for_turn_end(self, session_id: str, turn_id: str, *, timeout: float | timedelta) -> None:
+        """Wait until the end of ``turn_id`` (``turn-<n>``) is committed, reading nothing else.
+
+        The cheap form of `wait_for_turn` for a caller that reads the outcome later (or not at all):
+        one ``WaitForAttribute`` long poll on ``TURNS_ENDED`` where the server serves it, else
+        `wait_for_turn` itself.
+
+        Raises:
+            ValueError: ``turn_id`` is not a turn ID.
+            TimeoutError: the turn did not end in time.
+        """
+        turn_number(turn_id)  # refuses what is not a turn ID
+        deadline = time.monotonic() + timeout_seconds(timeout)
+        while self._attribute_waits:
+            if await self._wait_for_turn_end(session_id, turn_id, deadline):
+                return
+            # Cannot tell (a stopped session, a session of an earlier release, a recheck): ask the snapshot.
+            if turn_result(await self.get_agent_snapshot(session_id), turn_id) is not None:
+                return
+            if (await self.describe_session(session_id)).status is not dex.FlowStatus.RUNNING:
+                break  # a stopped session: `wait_for_turn` waits on what it can still read
+        await self.wait_for_turn(session_id, turn_id, timeout=max(0.0, deadline - time.monotonic()))
+
+    async def _wait_for_turn_end(self, session_id: str, turn_id: str, deadline: float) -> bool:
+        """Block until ``TURNS_ENDED`` says ``turn_id`` ended; ``False`` when this wait cannot tell.
+
+        ``False``: the server does not serve the wait, the session is stopped (its Flow is not active),
+        or `RECHECK_INTERVAL` passed; the caller then reads the snapshot and waits on events.
+
+        Raises:
+            TimeoutError: ``deadline`` passed.
+        """
+        if not self._attribute_waits:
+            return False
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"{session_id}: timed out waiting for {turn_id}")
+        # Whole seconds, at least one (the SDK's unit); the wait itself ends at the deadline.
+        budget = timedelta(seconds=max(1, math.ceil(min(left, RECHECK_INTERVAL.total_seconds()))))
+        wait = self._client.wait_for_attribute_match(
+            session_id,
+            TURNS_ENDED,
+            dex.AttributeMatch.greater_than_or_equal(turn_number(turn_id)),
+            dex.WaitForAttributeOptions(request_timeout=budget),
+        )
+        try:
+            await asyncio.wait_for(wait, None if math.isinf(left) else left)
+        except (dex.RequestTimeoutError, dex.FlowNotActiveOrNotFoundError):
+            return False
+        except TimeoutError:
+            raise TimeoutError(f"{session_id}: timed out waiting for {turn_id}") from None
+        except dex.DexServiceError as error:
+            if error.code not in _NOT_SERVED:
+                raise
+            self._attribute_waits = False
+            return False
+        return True
 
     async def _turn_result(
         self, session_id: str, turn_id: str, first: AgentMessage | None, error_hint: str | None

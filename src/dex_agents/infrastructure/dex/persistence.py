@@ -15,6 +15,7 @@
 | `STEERED_MESSAGES`      | Attribute                          | `list[AgentUserMessage]`, taken by the turn |
 | `SEEN_STEERED_MESSAGES` | Attribute                          | `list[AgentUserMessage]`, seen by its model calls |
 | `TURN_CANCEL_REQUEST`   | Attribute                          | `TurnCancelRequest`          |
+| `TURNS_ENDED`           | Attribute                          | int, turns ended so far      |
 | `INTERRUPT_RESOLUTIONS` | ChannelMap, key interrupt ID       | `AgentInterruptResolution`   |
 | `TOOL_CALL_RESULTS`     | Channel (internal)                 | `ToolCallCompleted`          |
 | ``flow.agent_events``   | Stream, one per Flow type          | `AgentEvent`                 |
@@ -66,6 +67,12 @@ SEEN_STEERED_MESSAGES: dex.Attribute[list[AgentUserMessage]] = dex.Attribute(
     "SEEN_STEERED_MESSAGES", list[AgentUserMessage]
 )
 TURN_CANCEL_REQUEST: dex.Attribute[TurnCancelRequest] = dex.Attribute("TURN_CANCEL_REQUEST", TurnCancelRequest)
+TURNS_ENDED: dex.Attribute[int] = dex.Attribute("TURNS_ENDED", int)
+"""How many of the session's turns have ended: ``turn-<n>`` has ended once it is at least ``n``.
+
+Written with ``AGENT_STATE`` whenever the count changes, so a Client can wait for a turn's end
+with one ``wait_for_attribute_match`` instead of reading the live events.
+"""
 
 AGENT_EVENTS_STREAM_NAME = "flow.agent_events"
 """The live event Stream's name (one Stream per Flow type)."""
@@ -94,5 +101,6 @@ def session_schema(events_stream: dex.Stream[AgentEvent]) -> dex.PersistenceSche
         STEERED_MESSAGES,
         SEEN_STEERED_MESSAGES,
         TURN_CANCEL_REQUEST,
+        TURNS_ENDED,
         events_stream,
     )

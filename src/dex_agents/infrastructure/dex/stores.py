@@ -20,6 +20,7 @@ from dex_agents.domain.history import HistorySummary, summary_key
 from dex_agents.domain.interrupts import AgentInterrupt, AgentInterruptResolution
 from dex_agents.domain.limits import utf8_size
 from dex_agents.domain.messages import AgentMessage, AgentUserMessage, message_sequence_key
+from dex_agents.domain.session import AgentState
 from dex_agents.domain.tools import AgentToolCall, ToolCallCompleted
 from dex_agents.domain.usage import AgentUsage
 from dex_agents.infrastructure.dex.frames import count_write
@@ -40,6 +41,7 @@ from dex_agents.infrastructure.dex.persistence import (
     STEERED_USER_MESSAGES,
     TOOL_CALL_RESULTS,
     TURN_CANCEL_REQUEST,
+    TURNS_ENDED,
 )
 
 ValueT = TypeVar("ValueT")
@@ -60,6 +62,20 @@ class DexAttributeStore(Generic[ValueT]):
     def set(self, value: ValueT) -> None:
         """Stage ``value``."""
         self._attribute.set(self._context, value)
+
+
+class DexSessionStateStore(DexAttributeStore[AgentState]):
+    """``AGENT_STATE``; staging a state also stages ``TURNS_ENDED`` when its count of ended turns changed."""
+
+    def __init__(self, context: dex.Context) -> None:
+        super().__init__(context, AGENT_STATE)
+
+    def set(self, value: AgentState) -> None:
+        """Stage ``value`` (and the ended-turn count it implies)."""
+        super().set(value)
+        ended = value.turn_count - (value.active_turn_id is not None)
+        if TURNS_ENDED.get(self._context) != ended:
+            TURNS_ENDED.set(self._context, ended)
 
 
 class DexMessageLog:
@@ -337,7 +353,7 @@ def dex_session_ports(context: dex.Context, *, loaded_messages_only: bool = Fals
     instances their caller loaded.
     """
     return SessionPorts(
-        session_state=DexAttributeStore(context, AGENT_STATE),
+        session_state=DexSessionStateStore(context),
         messages=DexLoadedMessageLog(context) if loaded_messages_only else DexMessageLog(context),
         run_state=DexRunStateStore(context),
         tool_calls=DexToolCallStore(context),
