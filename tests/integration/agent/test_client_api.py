@@ -241,3 +241,12 @@ async def test_wait_for_turn_end_reads_the_events_when_the_server_does_not_serve
     sessions._attribute_waits = False  # as after a server's UNIMPLEMENTED answer
     await sessions.wait_for_turn_end("s", "turn-1", timeout=WAIT)
     assert (await sessions.wait_for_turn("s", "turn-1", timeout=WAIT)).status is TurnStatus.COMPLETED
+
+
+async def test_a_zero_timeout_still_reads_an_ended_turn_once(stack: AgentTestStack, flow: AgentSessionFlow) -> None:
+    sessions = await started_session(stack, flow, turn())
+    await sessions.wait_for_turn_end("s", "turn-1", timeout=WAIT)
+    assert (await sessions.wait_for_turn("s", "turn-1", timeout=0)).status is TurnStatus.COMPLETED
+    await sessions.wait_for_turn_end("s", "turn-1", timeout=0)
+    with pytest.raises(TimeoutError):
+        await sessions.wait_for_turn_end("s", "turn-2", timeout=0)

@@ -142,6 +142,8 @@ class SessionWaits(SessionQueries, SessionEvents):
             # Cannot tell (a stopped session, a session of an earlier release, a recheck): ask the snapshot.
             if turn_result(await self.get_agent_snapshot(session_id), turn_id) is not None:
                 return
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{session_id}: timed out waiting for {turn_id}")
             if (await self.describe_session(session_id)).status is not dex.FlowStatus.RUNNING:
                 break  # a stopped session: `wait_for_turn` waits on what it can still read
         await self.wait_for_turn(session_id, turn_id, timeout=max(0.0, deadline - time.monotonic()))
@@ -150,16 +152,15 @@ class SessionWaits(SessionQueries, SessionEvents):
         """Block until ``TURNS_ENDED`` says ``turn_id`` ended; ``False`` when this wait cannot tell.
 
         ``False``: the server does not serve the wait, the session is stopped (its Flow is not active),
-        or `RECHECK_INTERVAL` passed; the caller then reads the snapshot and waits on events.
+        `RECHECK_INTERVAL` passed, or ``deadline`` has passed already (a ``timeout`` of 0 still reads the
+        snapshot once); the caller then reads the snapshot and waits on events.
 
         Raises:
-            TimeoutError: ``deadline`` passed.
+            TimeoutError: ``deadline`` passed during the wait.
         """
-        if not self._attribute_waits:
-            return False
         left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError(f"{session_id}: timed out waiting for {turn_id}")
+        if not self._attribute_waits or left <= 0:
+            return False
         # Whole seconds, at least one (the SDK's unit); the wait itself ends at the deadline.
         budget = timedelta(seconds=max(1, math.ceil(min(left, RECHECK_INTERVAL.total_seconds()))))
         wait = self._client.wait_for_attribute_match(
