@@ -31,7 +31,7 @@ from dex.dexpb import dex_pb2 as pb
 
 from dex_agents.devserver._errors import flow_not_active, invalid_argument, long_poll_timeout
 from dex_agents.devserver._journal import Journal
-from dex_agents.devserver._state import Run
+from dex_agents.devserver._state import Run, first_set
 from dex_agents.devserver._store import StoreWriteError
 
 _EQUALITY = frozenset({pb.ATTRIBUTE_MATCH_OPERATOR_EQUAL, pb.ATTRIBUTE_MATCH_OPERATOR_NOT_EQUAL})
@@ -110,23 +110,10 @@ class AttributeWaits:
                     await self._journal.durable(run.journal_seq, sync=False)
                 except StoreWriteError:
                     # The write was dropped with a failed commit: ask the run read back from disk again.
-                    await _first(reloaded, deadline, request)
-                    continue
-                return pb.WaitForAttributeResponse(matched_value=value)
-            await _first((changed, run.closed, reloaded), deadline, request)
-
-
-async def _first(
-    events: "tuple[asyncio.Event, ...] | asyncio.Event", deadline: float, request: pb.WaitForAttributeRequest
-) -> None:
-    """Wait until one of ``events`` is set; the long-poll time-out at ``deadline`` (loop time)."""
-    events = events if isinstance(events, tuple) else (events,)
-    loop = asyncio.get_running_loop()
-    waiters = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        done, _ = await asyncio.wait(waiters, timeout=max(deadline - loop.time(), 0.0), return_when="FIRST_COMPLETED")
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-    if not done:
-        raise long_poll_timeout(f"Attribute {request.match.key!r} of {request.flow_id} did not match")
+                    events: tuple[asyncio.Event, ...] = (reloaded,)
+                else:
+                    return pb.WaitForAttributeResponse(matched_value=value)
+            else:
+                events = (changed, run.closed, reloaded)
+            if not await first_set(events, max(deadline - asyncio.get_running_loop().time(), 0.0)):
+                raise long_poll_timeout(f"Attribute {request.match.key!r} of {request.flow_id} did not match")

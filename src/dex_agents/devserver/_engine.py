@@ -40,6 +40,7 @@ from dex_agents.devserver._state import (
     Phase,
     Run,
     commit,
+    first_set,
     is_reuse_refused,
     load_state,
     release,
@@ -51,17 +52,6 @@ from dex_agents.devserver._store_journal import DROPPED_JOURNAL
 from dex_agents.devserver._stream_requests import StreamRequests
 from dex_agents.devserver._streams import Streams
 from dex_agents.devserver._workers import AttemptError, ListeningWorkers, PullWorkers
-
-
-async def _first_set(events: tuple[asyncio.Event, ...], timeout: float) -> bool:
-    """Wait until one of ``events`` is set; ``False`` when ``timeout`` seconds passed first."""
-    waiters = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-    return bool(done)
 
 
 class Engine(StepExecutions, RunLookup):
@@ -265,7 +255,7 @@ class Engine(StepExecutions, RunLookup):
             if run.running:
                 # A reload drops this Run and reads a new one from disk: wait for that too, or this
                 # poll would wait on a Run nothing closes any more.
-                if not await _first_set((run.closed, reloaded), max(deadline - loop.time(), 0.0)):
+                if not await first_set((run.closed, reloaded), max(deadline - loop.time(), 0.0)):
                     raise long_poll_timeout(f"flow {request.flow_id} is still running")
                 if not run.closed.is_set():
                     continue

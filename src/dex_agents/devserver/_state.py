@@ -191,6 +191,17 @@ class Run:
         return self.status == _RUNNING
 
 
+async def first_set(events: tuple[asyncio.Event, ...], timeout: float) -> bool:
+    """Wait until one of ``events`` is set; ``False`` when ``timeout`` seconds passed first."""
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        done, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    return bool(done)
+
+
 async def acquire(run: Run, keys: list[str], owner: str) -> None:
     """Wait until none of ``keys`` is locked, then lock them for ``owner``."""
     while any(key in run.locks for key in keys):
