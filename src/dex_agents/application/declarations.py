@@ -196,6 +196,8 @@ _WINDOW_STEP = frozenset({Load.WINDOW, Load.RUN_STATE, Load.TOOL_CALLS})
 _TOOL_STEP = frozenset({Load.OWN_TOOL_CALL, Load.CALL_HISTORY})
 _PER_CALL = frozenset({Load.OWN_TOOL_CALL})
 _TURN_RECORDS = frozenset({Load.TOOL_CALLS})
+_TURN_FAILURE = frozenset({Load.TOOL_CALLS, Load.RUN_STATE})
+"""A failure route ends the turn (`TurnCloser.fail`): it deletes the records and the run state (it lists its parts)."""
 _NO_INPUT: type[object] = type(None)
 
 STEP_DECLARATIONS: Mapping[StepName, StepDeclaration] = {
@@ -232,23 +234,23 @@ STEP_DECLARATIONS: Mapping[StepName, StepDeclaration] = {
             waits_on=Wait.TOOL_RESULTS,
         ),
         StepDeclaration(
-            name=StepName.RECORD_TURN_FAILURE, use_case=RecordTurnFailure, input=_NO_INPUT, loads=_TURN_RECORDS
+            name=StepName.RECORD_TURN_FAILURE, use_case=RecordTurnFailure, input=_NO_INPUT, loads=_TURN_FAILURE
         ),
         StepDeclaration(
-            name=StepName.RECORD_RESUME_FAILURE, use_case=RecordResumeFailure, input=int, loads=_TURN_RECORDS
+            name=StepName.RECORD_RESUME_FAILURE, use_case=RecordResumeFailure, input=int, loads=_TURN_FAILURE
         ),
         StepDeclaration(
             name=StepName.RECORD_START_FAILURE,
             use_case=RecordStartFailure,
             input=AgentSessionStartInput,
-            loads=_TURN_RECORDS,
+            loads=_TURN_FAILURE,
         ),
         StepDeclaration(name=StepName.COMPACT_HISTORY, use_case=CompactHistory, input=str, loads=_WINDOW_STEP),
         StepDeclaration(
             name=StepName.RECORD_COMPACTION_FAILURE,
             use_case=RecordCompactionFailure,
             input=str,
-            loads=_TURN_RECORDS,
+            loads=_TURN_FAILURE,
         ),
     )
 }

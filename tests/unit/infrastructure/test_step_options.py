@@ -8,8 +8,8 @@ import pytest
 from dex_agents import AGENT_MESSAGES, AGENT_TOOL_CALLS, PENDING_INTERRUPTS, AgentSessionFlow
 from dex_agents.application.next import StepName
 from dex_agents.domain.history import ModelWindow
-from dex_agents.infrastructure.dex.options import PER_CALL_STEPS, RUN_STATE_LOAD, whole_seconds
-from dex_agents.infrastructure.dex.persistence import AGENT_HISTORY_SUMMARIES
+from dex_agents.infrastructure.dex.options import PER_CALL_STEPS, whole_seconds
+from dex_agents.infrastructure.dex.persistence import AGENT_HISTORY_SUMMARIES, FRAMEWORK_RUN_STATES
 from dex_agents.testing import ScriptedRunner
 
 SYNC = dex.StepDurability.SYNC
@@ -49,10 +49,13 @@ def test_run_model_has_the_spec_timeouts_retries_loads_and_failure_route(flow: A
     assert options.execute_method_timeout == timedelta(minutes=15)
     assert options.heartbeat_timeout == timedelta(minutes=2)
     assert options.execute_retry == dex.RetryPolicy(maximum_attempts=3, total_duration=timedelta(minutes=30))
-    assert options.execute_load_attribute_maps == (AGENT_MESSAGES, AGENT_HISTORY_SUMMARIES, AGENT_TOOL_CALLS)
-    assert [(load.attribute_map.name, load.instance) for load in options.execute_load_attribute_map_instances] == [
-        ("FRAMEWORK_RUN_STATES", "current")
-    ]
+    assert options.execute_load_attribute_maps == (
+        AGENT_MESSAGES,
+        FRAMEWORK_RUN_STATES,
+        AGENT_HISTORY_SUMMARIES,
+        AGENT_TOOL_CALLS,
+    )
+    assert options.execute_load_attribute_map_instances == ()
     assert options._execute_failure_target is not None
     assert options._execute_failure_target.__name__ == "RecordTurnFailureStep"
 
@@ -70,11 +73,11 @@ def test_a_window_movement_loads_exactly_the_window_and_repeats_every_option(
         ("AGENT_MESSAGES", "000000000041"),
         ("AGENT_MESSAGES", "000000000042"),
         ("AGENT_MESSAGES", "000000000043"),
-        ("FRAMEWORK_RUN_STATES", "current"),
         ("AGENT_HISTORY_SUMMARIES", "000000000002"),
     ]
-    # Both end a cancelled turn (which clears the turn's records); RunModel also hands them to the runner.
-    assert options.execute_load_attribute_maps == (AGENT_TOOL_CALLS,)
+    # Both end a cancelled turn (which clears the turn's records and run state); RunModel also hands them to the
+    # runner. The run state is a chain of parts: the whole map.
+    assert options.execute_load_attribute_maps == (FRAMEWORK_RUN_STATES, AGENT_TOOL_CALLS)
     assert (options.execute_retry, options.execute_method_timeout, options.heartbeat_timeout) == (
         static.execute_retry,
         static.execute_method_timeout,
@@ -91,7 +94,12 @@ def test_compact_history_has_the_model_policy_and_its_own_failure_route(flow: Ag
     assert options.execute_retry == dex.RetryPolicy(maximum_attempts=3, total_duration=timedelta(minutes=30))
     assert options._execute_failure_target is not None
     assert options._execute_failure_target.__name__ == "RecordCompactionFailureStep"
-    assert options.execute_load_attribute_maps == (AGENT_MESSAGES, AGENT_HISTORY_SUMMARIES, AGENT_TOOL_CALLS)
+    assert options.execute_load_attribute_maps == (
+        AGENT_MESSAGES,
+        FRAMEWORK_RUN_STATES,
+        AGENT_HISTORY_SUMMARIES,
+        AGENT_TOOL_CALLS,
+    )
 
 
 @pytest.mark.parametrize(
@@ -128,9 +136,9 @@ def test_a_tool_step_whose_call_reads_the_history_also_loads_the_window_its_summ
     assert options.execute_load_attribute_map_instances == (
         AGENT_TOOL_CALLS.load("call-9"),
         *(AGENT_MESSAGES.load(f"{sequence:012d}") for sequence in (4, 5, 6)),
-        RUN_STATE_LOAD,
         AGENT_HISTORY_SUMMARIES.load(f"{2:012d}"),
     )
+    assert options.execute_load_attribute_maps == (FRAMEWORK_RUN_STATES,)
     route_options = options._execute_failure_options
     assert route_options is not None
     assert route_options.execute_load_attribute_map_instances == (AGENT_TOOL_CALLS.load("call-9"),)

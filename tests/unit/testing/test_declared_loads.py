@@ -16,6 +16,7 @@ from dex_agents.domain.turns import TurnCompleted
 from dex_agents.infrastructure.dex.options import dex_loads
 from dex_agents.infrastructure.dex.persistence import (
     AGENT_TOOL_CALLS,
+    FRAMEWORK_RUN_STATES,
     PENDING_INTERRUPTS,
     QUEUED_USER_MESSAGES,
     STEERED_USER_MESSAGES,
@@ -168,7 +169,7 @@ def test_every_declared_step_load_is_a_dex_load(name: StepName) -> None:
             case Load.OWN_TOOL_CALL:
                 assert AGENT_TOOL_CALLS.load("call-1") in instances
             case Load.RUN_STATE | Load.CALL_HISTORY | Load.WINDOW:
-                assert any(instance.attribute_map.name == "FRAMEWORK_RUN_STATES" for instance in instances)
+                assert FRAMEWORK_RUN_STATES in maps
             case _:
                 pytest.fail(f"a Step declares the RPC-only {load}")
 

@@ -190,20 +190,23 @@ class RunState:
     ``'graceful'`` or ``'exhaustive'``."""
 
     def encode(self) -> str:
-        """Return the state as JSON text: ``{"tool_call_ids": [...], "messages": "<JSON array>", "usage": {...}}``.
+        """Return the state as JSON text: ``{"messages": "<JSON array>", "tool_call_ids": [...], "usage": {...}}``.
 
         ``"output_call_ids": [...]`` follows when there are any.
 
+        The messages come first: the next Step's state starts with the same text, which is what the
+        engine's store keeps instead of writing it again (`dex_agents.infrastructure.dex.run_state_parts`).
         The text is ``json.dumps`` of that object, with the messages as
         ``ModelMessagesTypeAdapter.dump_json`` writes them; each message's part
         of it comes from `ENCODED_MESSAGES` when that holds the same message
-        object (see `EncodedMessages`).
+        object (see `EncodedMessages`). A state written with the keys in another order (earlier versions
+        put ``tool_call_ids`` first) decodes the same.
         """
-        head = json.dumps({"tool_call_ids": list(self.tool_call_ids)})[:-1]
         messages = '"[' + ",".join(ENCODED_MESSAGES.bodies(self.messages)) + ']"'
+        ids = json.dumps(list(self.tool_call_ids))
         usage = "" if self.usage is None else f', "usage": {json.dumps(dump_run_usage(self.usage))}'
         outputs = f', "output_call_ids": {json.dumps(list(self.output_call_ids))}' if self.output_call_ids else ""
-        return f'{head}, "messages": {messages}{usage}{outputs}}}'
+        return f'{{"messages": {messages}, "tool_call_ids": {ids}{usage}{outputs}}}'
 
     @classmethod
     def decode(cls, text: str) -> "RunState":

@@ -38,16 +38,11 @@ from dex_agents.infrastructure.dex.persistence import (
     FRAMEWORK_RUN_STATES,
     PENDING_INTERRUPTS,
     QUEUED_USER_MESSAGES,
-    RUN_STATE_KEY,
     STEERED_USER_MESSAGES,
     TURN_CANCEL_REQUEST,
 )
 
 CallableT = TypeVar("CallableT", bound=Callable[..., Any])
-
-RUN_STATE_LOAD = FRAMEWORK_RUN_STATES.load(RUN_STATE_KEY)
-"""The run state's one map instance: loaded by ``RunModel`` and ``CompactHistory``, and by the tool Step of a call
-that reads the turn's history."""
 
 SYNC = dex.StepOptions(wait_for_durability=dex.StepDurability.SYNC, execute_durability=dex.StepDurability.SYNC)
 """Synchronous durability for both methods."""
@@ -84,7 +79,8 @@ def dex_loads(loaded: Loaded) -> tuple[tuple["dex.AttributeMap[Any]", ...], tupl
     else:
         instances.extend(AGENT_MESSAGES.load(message_sequence_key(sequence)) for sequence in loaded.messages)
     if loaded.run_state:
-        instances.append(RUN_STATE_LOAD)
+        # The whole map: the state is a chain of parts (`dex_agents.infrastructure.dex.run_state_parts`).
+        maps.append(FRAMEWORK_RUN_STATES)
     if loaded.summaries is None:
         maps.append(AGENT_HISTORY_SUMMARIES)
     else:

@@ -5,7 +5,7 @@
 | `AGENT_STATE`           | Attribute                          | `AgentState`                 |
 | `AGENT_MESSAGES`        | AttributeMap, key 12-digit sequence | `AgentMessage`              |
 | `AGENT_HISTORY_SUMMARIES` | AttributeMap, key 12-digit number | `HistorySummary`            |
-| `FRAMEWORK_RUN_STATES`  | AttributeMap, key `current`        | text, only while tools run   |
+| `FRAMEWORK_RUN_STATES`  | AttributeMap, key `part-000000`... | text parts, only while tools run |
 | `FRAMEWORK_RUN_STATE`   | Attribute (read only, see below)   | text, left by earlier versions |
 | `AGENT_TOOL_CALLS`      | AttributeMap, key tool-call ID     | `AgentToolCall`, active turn |
 | `PENDING_INTERRUPTS`    | Attribute                          | `list[AgentInterrupt]`       |
@@ -27,11 +27,14 @@ The run state lives in an AttributeMap, not an Attribute, because Dex hands
 every plain Attribute to every task: as a plain Attribute the run state (a
 turn's messages so far, several KiB, offloaded to a blob over 1 KiB) went to
 each tool Step of the turn, which then fetched it with ``LoadBlobs`` without
-reading it (about 20 ``LoadBlobs`` calls per turn of 5 model and 4 tool calls). As a map
-instance only the Steps that read it load it (`RUN_STATE_KEY`, the movements
-to ``RunModel`` and ``CompactHistory``). A run state stored in the old plain
-Attribute `FRAMEWORK_RUN_STATE` by an earlier version is still read, and
-cleared by the next write.
+reading it (about 20 ``LoadBlobs`` calls per turn of 5 model and 4 tool calls). In a map
+only the Steps that read or clear it load it (the movements to ``RunModel`` and
+``CompactHistory``, the failure routes). The map holds a chain of parts, each
+what one write changed (`dex_agents.infrastructure.dex.run_state_parts`), so a
+model Step stores about one response and its results rather than the turn so
+far, and the parts stay under the blob threshold. Earlier layouts are still
+read and replaced by the next write: the whole state in instance
+`RUN_STATE_KEY` (``current``), or in the plain Attribute `FRAMEWORK_RUN_STATE`.
 """
 
 import dex
@@ -50,7 +53,7 @@ AGENT_MESSAGES: dex.AttributeMap[AgentMessage] = dex.AttributeMap("AGENT_MESSAGE
 AGENT_HISTORY_SUMMARIES: dex.AttributeMap[HistorySummary] = dex.AttributeMap("AGENT_HISTORY_SUMMARIES", HistorySummary)
 FRAMEWORK_RUN_STATES: dex.AttributeMap[str] = dex.AttributeMap("FRAMEWORK_RUN_STATES", str)
 RUN_STATE_KEY = "current"
-"""The one instance of `FRAMEWORK_RUN_STATES`: the run state of the turn waiting for tools."""
+"""The instance of `FRAMEWORK_RUN_STATES` where earlier versions kept the whole run state; still read."""
 FRAMEWORK_RUN_STATE: dex.Attribute[str] = dex.Attribute("FRAMEWORK_RUN_STATE", str)
 """Where earlier versions stored the run state; still read, and cleared by the next write."""
 AGENT_TOOL_CALLS: dex.AttributeMap[AgentToolCall] = dex.AttributeMap("AGENT_TOOL_CALLS", AgentToolCall)

@@ -43,6 +43,7 @@ from dex_agents.infrastructure.dex.persistence import (
     TURN_CANCEL_REQUEST,
     TURNS_ENDED,
 )
+from dex_agents.infrastructure.dex.run_state_parts import chain_state, is_part_key, next_parts, part_key, part_number
 
 ValueT = TypeVar("ValueT")
 
@@ -124,28 +125,81 @@ class DexHistorySummaryStore:
 
 
 class DexRunStateStore:
-    """``FRAMEWORK_RUN_STATES[current]`` (loaded by the Steps that read it), or a legacy ``FRAMEWORK_RUN_STATE``."""
+    """``FRAMEWORK_RUN_STATES`` as a chain of parts (`dex_agents.infrastructure.dex.run_state_parts`), loaded whole.
+
+    Also reads the layouts of earlier versions: the whole state in instance ``current``, or in the plain
+    Attribute ``FRAMEWORK_RUN_STATE``. The next write replaces them with a chain.
+    """
 
     def __init__(self, context: dex.Context) -> None:
         self._context = context
+        self._chain: tuple[tuple[str, ...], str, int] | None = None
+        """The part keys this call last read or wrote, the state they make and their characters in all: a write after
+        a read rebuilds nothing."""
+
+    def _part_keys(self) -> tuple[str, ...]:
+        keys = FRAMEWORK_RUN_STATES.get_all_instance_keys(self._context)
+        return tuple(sorted((key for key in keys if is_part_key(key)), key=part_number))
+
+    def _chain_of(self, part_keys: tuple[str, ...]) -> tuple[str, int]:
+        """The state the parts make and their stored characters in all."""
+        if self._chain is not None and self._chain[0] == part_keys:
+            return self._chain[1], self._chain[2]
+        values: list[str] = [FRAMEWORK_RUN_STATES.get(self._context, key) for key in part_keys]
+        state, stored = chain_state(values), sum(map(len, values))
+        self._chain = (part_keys, state, stored)
+        return state, stored
+
+    def _whole(self) -> str:
+        """The state an earlier version stored whole (instance ``current``, else the plain Attribute), or ``""``."""
+        if RUN_STATE_KEY in FRAMEWORK_RUN_STATES.get_all_instance_keys(self._context):
+            current: str = FRAMEWORK_RUN_STATES.get(self._context, RUN_STATE_KEY)
+            if current:
+                return current
+        legacy: str = FRAMEWORK_RUN_STATE.get(self._context)
+        return legacy or ""
 
     def get(self) -> str | None:
-        """Return the run state, or ``None``; needs the map instance loaded."""
-        try:
-            current = FRAMEWORK_RUN_STATES.get(self._context, RUN_STATE_KEY)
-        except KeyError:
-            current = ""
-        return current or FRAMEWORK_RUN_STATE.get(self._context) or None
+        """Return the run state, or ``None``.
+
+        Raises:
+            dex.AttributeMapNotLoadedError: the call did not load ``FRAMEWORK_RUN_STATES``.
+        """
+        whole = self._whole()
+        if whole:
+            return whole
+        part_keys = self._part_keys()
+        return (self._chain_of(part_keys)[0] if part_keys else None) or None
 
     def set(self, run_state: str | None) -> None:
-        """Stage the run state; ``None`` deletes it. A legacy Attribute value is cleared either way."""
+        """Stage the run state; ``None`` deletes it. A state in an earlier layout is cleared either way.
+
+        Raises:
+            dex.AttributeMapNotLoadedError: the call did not load ``FRAMEWORK_RUN_STATES``.
+        """
+        whole = self._whole()
         if FRAMEWORK_RUN_STATE.get(self._context):
             FRAMEWORK_RUN_STATE.delete(self._context)
-        if run_state is None:
+        if RUN_STATE_KEY in FRAMEWORK_RUN_STATES.get_all_instance_keys(self._context):
             FRAMEWORK_RUN_STATES.delete(self._context, RUN_STATE_KEY)
-        else:
-            count_write("FRAMEWORK_RUN_STATES", utf8_size(run_state))
-            FRAMEWORK_RUN_STATES.set(self._context, RUN_STATE_KEY, run_state)
+        part_keys = self._part_keys()
+        if run_state is None:
+            for key in part_keys:
+                FRAMEWORK_RUN_STATES.delete(self._context, key)
+            self._chain = None
+            return
+        previous, stored = (None, 0) if whole or not part_keys else self._chain_of(part_keys)
+        writes = next_parts(previous, part_keys, stored, run_state)
+        for key in writes.delete:
+            FRAMEWORK_RUN_STATES.delete(self._context, key)
+        for key, value in writes.set.items():
+            count_write("FRAMEWORK_RUN_STATES", utf8_size(value))
+            FRAMEWORK_RUN_STATES.set(self._context, key, value)
+        if part_key(0) in writes.set:
+            stored = 0
+        stored += sum(map(len, writes.set.values()))
+        kept = tuple(key for key in part_keys if key not in writes.delete)
+        self._chain = (tuple(sorted({*kept, *writes.set}, key=part_number)), run_state, stored)
 
 
 class DexToolCallStore:

@@ -249,9 +249,9 @@ async def test_sessions_run_the_same_with_and_without_the_cache_and_runs_leave_i
 
 
 def plain_encode(state: RunState) -> str:
-    """`RunState.encode` as written before its cache: one ``json.dumps`` of the whole state."""
+    """`RunState.encode` without its cache: one ``json.dumps`` of the whole state, the messages first."""
     messages = ModelMessagesTypeAdapter.dump_json(list(state.messages)).decode()
-    body: dict[str, object] = {"tool_call_ids": list(state.tool_call_ids), "messages": messages}
+    body: dict[str, object] = {"messages": messages, "tool_call_ids": list(state.tool_call_ids)}
     if state.usage is not None:
         body["usage"] = dump_run_usage(state.usage)
     return json.dumps(body)
@@ -285,6 +285,25 @@ def test_a_run_state_encodes_to_the_same_text_cold_and_warm(state: RunState, enc
     assert state.encode() == plain_encode(state)
     assert state.encode() == plain_encode(state)
     assert RunState.decode(state.encode()) == state
+
+
+def test_a_run_state_with_its_keys_in_the_order_of_earlier_versions_decodes_the_same(encoded: EncodedMessages) -> None:
+    state = RunState(messages=TURN, tool_call_ids=["c2"], usage=RunUsage(requests=2, input_tokens=7))
+    earlier = json.dumps(dict(sorted(json.loads(state.encode()).items(), key=lambda item: item[0] != "tool_call_ids")))
+    assert earlier.startswith('{"tool_call_ids"')
+
+    assert RunState.decode(earlier) == state
+
+
+def test_the_next_state_of_a_growing_turn_starts_with_the_last_one_up_to_its_last_request(
+    encoded: EncodedMessages,
+) -> None:
+    first = RunState(messages=TURN[:2], tool_call_ids=["c1"]).encode()
+    later = RunState(messages=TURN, tool_call_ids=["c2"]).encode()
+
+    messages_so_far = first[: first.index(']", "tool_call_ids"')]
+    assert later.startswith(messages_so_far)
+    assert len(messages_so_far) > len(first) - 30
 
 
 def test_a_growing_turn_reuses_what_it_wrote_of_messages_before_the_last_request(encoded: EncodedMessages) -> None:

@@ -1,0 +1,163 @@
+"""The run state stored as parts: each write keeps a prefix of the previous state and adds what changed.
+
+Within a turn every model Step stores the turn's run state (its messages so far), and the next one
+mostly extends the last: one more response and its results. Stored whole, each Step wrote all of it
+again (quadratic in the turn's calls), and the value passed Dex's 1 KiB blob threshold after a few
+calls, so every resumed ``RunModel`` fetched it back with one ``LoadBlobs`` round trip before it could
+run (about a millisecond on the dev server, per model Step).
+
+So the state is a chain of parts in ``FRAMEWORK_RUN_STATES``, keyed `part_key` (``part-000000``,
+``part-000001``...). Part *k* is ``"<keep>:<text>"``: the state is part *k-1*'s state cut to its first
+*keep* characters, then *text*. Part 0 keeps nothing. A write adds one part (the common prefix with
+the state before it is kept), so it stores about what changed. A text over 1 KiB is stored deflated
+(``"<keep>~<base64>"``, `COMPRESS_OVER_BYTES`): Pydantic AI's JSON of one response and its results is
+about 1.6 KiB and deflates to well under 1 KiB, so the parts of an ordinary turn stay under Dex's blob
+threshold and a resumed model Step gets every part inline.
+What later parts cut off (the previous state's tail) stays stored, so a write starts a new chain
+when the chain would hold more than twice the state plus `CHAIN_SLACK` characters, or when the state
+shares nothing with the previous one (a compaction, another attempt's different answer).
+
+`chain_state` rebuilds the text from the parts in key order; `next_parts` says what to write and
+delete. Both are pure; `dex_agents.infrastructure.dex.stores.DexRunStateStore` applies them.
+"""
+
+import base64
+import binascii
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+PART_PREFIX = "part-"
+"""The key prefix of a run state part; the rest is the part's 6-digit (or longer) number."""
+
+COMPRESS_OVER_BYTES = 1024
+"""A part's text longer than this is stored deflated when that is shorter: Dex's default blob threshold (1 KiB), over
+which a value reaches a Step as a blob ID it must fetch (``LoadBlobs``) before it runs."""
+
+CHAIN_SLACK = 4096
+"""Characters a chain may hold beyond twice its state's length (what later parts cut off) before a write restarts it."""
+
+_BLOCK = 1 << 16
+"""Characters compared at once while looking for the common prefix."""
+
+
+def part_key(number: int) -> str:
+    """Return the map key of part ``number``: ascending key order is chain order."""
+    return f"{PART_PREFIX}{number:06d}"
+
+
+def is_part_key(key: str) -> bool:
+    """Whether ``key`` names a run state part."""
+    return key.startswith(PART_PREFIX) and key[len(PART_PREFIX) :].isdigit()
+
+
+def part_number(key: str) -> int:
+    """Return the number of the part ``key`` names."""
+    return int(key[len(PART_PREFIX) :])
+
+
+def encode_part(keep: int, text: str) -> str:
+    """Return the stored value of a part that keeps ``keep`` characters of the state before it and adds ``text``.
+
+    ``"<keep>:<text>"``; a text over `COMPRESS_OVER_BYTES` is stored deflated, as
+    ``"<keep>~<base64>"``, when that is shorter.
+    """
+    plain = f"{keep}:{text}"
+    if len(plain) <= COMPRESS_OVER_BYTES:  # at most as many bytes as characters
+        return plain
+    encoded = text.encode()
+    if len(encoded) + len(plain) - len(text) <= COMPRESS_OVER_BYTES:
+        return plain
+    packed = f"{keep}~{base64.b64encode(zlib.compress(encoded, 6)).decode('ascii')}"
+    return packed if len(packed) < len(encoded) else plain
+
+
+def decode_part(value: str) -> tuple[int, str]:
+    """Return (keep, text) of a stored part.
+
+    Raises:
+        ValueError: the value is not a part.
+    """
+    end = 0
+    while end < len(value) and value[end].isdigit():
+        end += 1
+    if end == 0 or end == len(value) or value[end] not in ":~":
+        raise ValueError(f"not a run state part: {value[:40]!r}")
+    keep, body = int(value[:end]), value[end + 1 :]
+    if value[end] == ":":
+        return keep, body
+    try:
+        return keep, zlib.decompress(base64.b64decode(body, validate=True)).decode()
+    except (binascii.Error, zlib.error, UnicodeDecodeError) as error:
+        raise ValueError(f"not a run state part: {value[:40]!r}") from error
+
+
+def chain_state(parts: Iterable[str]) -> str:
+    """Return the state the ``parts`` (stored values, in chain order) make.
+
+    Kept as a list of pieces, cut from the end, so rebuilding costs the state's length once.
+
+    Raises:
+        ValueError: a part is not a part, or keeps more than the state before it has.
+    """
+    pieces: list[str] = []
+    length = 0
+    for value in parts:
+        keep, text = decode_part(value)
+        if keep > length:
+            raise ValueError(f"a run state part keeps {keep} characters of a state of {length}")
+        while length > keep:
+            last = pieces.pop()
+            length -= len(last)
+            if length < keep:
+                pieces.append(last[: keep - length])
+                length = keep
+        if text:
+            pieces.append(text)
+            length += len(text)
+    return "".join(pieces)
+
+
+def common_prefix_length(first: str, second: str) -> int:
+    """Return how many leading characters ``first`` and ``second`` share (block by block, then by halves)."""
+    limit = min(len(first), len(second))
+    start = 0
+    while start < limit:
+        end = min(start + _BLOCK, limit)
+        if first[start:end] == second[start:end]:
+            start = end
+            continue
+        low, high = start, end
+        while low < high:
+            middle = (low + high + 1) // 2
+            if first[start:middle] == second[start:middle]:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+    return limit
+
+
+@dataclass(frozen=True)
+class PartWrites:
+    """What storing a new state changes: parts to set (by key) and keys to delete."""
+
+    set: Mapping[str, str]
+    delete: tuple[str, ...]
+
+
+def next_parts(previous: str | None, part_keys: tuple[str, ...], stored: int, state: str) -> PartWrites:
+    """What stores ``state`` over the chain ``part_keys`` (chain order; ``stored`` characters) that makes ``previous``.
+
+    ``previous`` is ``None`` when there is no chain (none stored, or a state in another layout): the
+    write starts one. So does a state that shares nothing with ``previous``, or whose chain would hold
+    more than twice its length plus `CHAIN_SLACK` characters. The same state again writes nothing.
+    """
+    if previous is not None and part_keys:
+        if state == previous:
+            return PartWrites(set={}, delete=())
+        keep = common_prefix_length(previous, state)
+        value = encode_part(keep, state[keep:])
+        if keep and stored + len(value) <= 2 * len(state) + CHAIN_SLACK:
+            return PartWrites(set={part_key(part_number(part_keys[-1]) + 1): value}, delete=())
+    return PartWrites(set={part_key(0): encode_part(0, state)}, delete=tuple(k for k in part_keys if k != part_key(0)))

@@ -1,0 +1,97 @@
+"""Run state parts: a chain rebuilds the exact state, and the common prefix is found across compared blocks."""
+
+import pytest
+
+from dex_agents.infrastructure.dex.run_state_parts import (
+    CHAIN_SLACK,
+    COMPRESS_OVER_BYTES,
+    PartWrites,
+    chain_state,
+    common_prefix_length,
+    decode_part,
+    encode_part,
+    next_parts,
+    part_key,
+)
+
+
+def test_a_part_keeps_a_prefix_of_the_state_before_it_and_adds_its_text() -> None:
+    parts = [encode_part(0, "abc"), encode_part(2, "XY"), encode_part(3, "Z:1")]
+
+    assert chain_state(parts) == "abXZ:1"
+
+
+def test_a_part_may_cut_into_several_earlier_parts() -> None:
+    parts = [encode_part(0, "aaaa"), encode_part(4, "bbbb"), encode_part(8, "cccc"), encode_part(2, "d")]
+
+    assert chain_state(parts) == "aad"
+
+
+def test_a_part_keeping_more_than_the_state_has_is_refused() -> None:
+    with pytest.raises(ValueError, match="keeps 5 characters of a state of 3"):
+        chain_state([encode_part(0, "abc"), encode_part(5, "x")])
+
+
+def test_a_long_text_is_stored_deflated_and_read_back_exactly() -> None:
+    text = '{"parts":[{"tool_name":"work","content":"result é ✓"}],"kind":"request"},' * 40
+
+    value = encode_part(12, text)
+
+    assert value.startswith("12~")
+    assert len(value.encode()) <= COMPRESS_OVER_BYTES < len(text)
+    assert decode_part(value) == (12, text)
+
+
+def test_a_text_that_does_not_deflate_shorter_is_stored_plain() -> None:
+    text = "".join(chr(0x4E00 + (n * 7919) % 20000) for n in range(600))  # no repeats to squeeze out
+
+    assert encode_part(0, text) == f"0:{text}"
+
+
+def test_a_short_text_is_stored_plain() -> None:
+    assert encode_part(3, "abc") == "3:abc"
+
+
+@pytest.mark.parametrize("value", ["no separator", "x1:text", ":text", "12", "3~not base64!", "3~aGVsbG8="])
+def test_a_value_that_is_not_a_part_is_refused(value: str) -> None:
+    with pytest.raises(ValueError, match="not a run state part"):
+        decode_part(value)
+
+
+@pytest.mark.parametrize("shared", [0, 1, 65_535, 65_536, 65_537, 200_001])
+def test_the_common_prefix_is_found_wherever_the_states_first_differ(shared: int) -> None:
+    first = "m" * shared + "A" + "m" * 100
+    second = "m" * shared + "B"
+
+    assert common_prefix_length(first, second) == shared
+
+
+def test_a_state_that_extends_the_other_shares_all_of_the_shorter_one() -> None:
+    assert common_prefix_length("abc", "abcdef") == 3
+    assert common_prefix_length("", "abc") == 0
+
+
+def test_a_write_over_no_chain_starts_one_and_deletes_stray_parts() -> None:
+    writes = next_parts(None, (part_key(0), part_key(3)), 20, "state")
+
+    assert writes == PartWrites(set={part_key(0): "0:state"}, delete=(part_key(3),))
+
+
+def test_a_write_that_extends_the_chain_adds_the_next_part() -> None:
+    writes = next_parts("prefix-and-tail", (part_key(0), part_key(1)), 40, "prefix-and-more")
+
+    assert writes == PartWrites(set={part_key(2): "11:more"}, delete=())
+
+
+def test_a_write_that_would_make_the_chain_hold_too_much_starts_a_new_one() -> None:
+    state = "s" * 10_000 + "new"
+
+    writes = next_parts("s" * 10_000 + "old", (part_key(0), part_key(1)), 2 * len(state) + CHAIN_SLACK, state)
+
+    assert writes == PartWrites(set={part_key(0): encode_part(0, state)}, delete=(part_key(1),))
+
+
+def test_a_state_sharing_nothing_with_the_last_one_starts_a_new_chain() -> None:
+    writes = next_parts("abc", (part_key(0),), 5, "xyz")
+
+    assert writes == PartWrites(set={part_key(0): "0:xyz"}, delete=())
