@@ -102,7 +102,10 @@ class AttributeWaits:
             run = self._run(request.flow_id)  # the latest run: a restarted Flow's new run is the current one
             if not run.running or run.closing:
                 raise flow_not_active(request.flow_id)
-            changed, reloaded = run.attributes_changed, self._reloaded()
+            changed = run.attribute_waits.get(request.match.key)
+            if changed is None:
+                changed = run.attribute_waits[request.match.key] = asyncio.Event()
+            reloaded = self._reloaded()
             value = run.attributes.get(request.match.key)
             if matches(value, request.match):
                 assert value is not None

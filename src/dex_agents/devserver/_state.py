@@ -167,8 +167,9 @@ class Run:
     executions: dict[str, Execution] = field(default_factory=dict)
     locks: dict[str, str] = field(default_factory=dict)
     lock_released: asyncio.Event = field(default_factory=asyncio.Event)
-    attributes_changed: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set (and replaced) by each commit that writes Attributes (what ``WaitForAttribute`` waits on)."""
+    attribute_waits: dict[str, asyncio.Event] = field(default_factory=dict)
+    """What ``WaitForAttribute`` waits on, by Attribute key: set and dropped by the commit that writes the key
+    (so a waiter wakes for its key's writes only, not for every Step's)."""
     history: list[pb.FlowHistoryEvent] = field(default_factory=list)
     results: list[pb.StepCompletionOutput] = field(default_factory=list)
     graceful: bool = False
@@ -220,6 +221,15 @@ def release(run: Run, owner: str) -> None:
         event.set()
 
 
+def _wake_attribute_waits(run: Run, writes: Sequence[pb.AttributeWrite]) -> None:
+    """Wake the ``WaitForAttribute`` waiters of the keys ``writes`` changes."""
+    if run.attribute_waits:
+        for write in writes:
+            waiting = run.attribute_waits.pop(write.key, None)
+            if waiting is not None:
+                waiting.set()
+
+
 def commit(
     run: Run,
     writes: Sequence[pb.AttributeWrite],
@@ -239,9 +249,7 @@ def commit(
                     f"channel message {deletion.message_id} not found",
                 )
     journal = run.journal
-    if writes:
-        changed, run.attributes_changed = run.attributes_changed, asyncio.Event()
-        changed.set()
+    _wake_attribute_waits(run, writes)
     for write in writes:
         if write.value.WhichOneof("kind") in (None, "null_value"):
             run.attributes.delete(write.key)
