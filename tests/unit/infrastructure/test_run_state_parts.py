@@ -1,5 +1,8 @@
 """Run state parts: a chain rebuilds the exact state, and the common prefix is found across compared blocks."""
 
+import base64
+import zlib
+
 import pytest
 
 from dex_agents.infrastructure.dex.run_state_parts import (
@@ -40,6 +43,14 @@ def test_a_long_text_is_stored_deflated_and_read_back_exactly() -> None:
     assert value.startswith("12~")
     assert len(value.encode()) <= COMPRESS_OVER_BYTES < len(text)
     assert decode_part(value) == (12, text)
+
+
+def test_a_deflated_part_another_process_wrote_is_inflated_here() -> None:
+    text = "a part written by another Worker, " * 50
+    value = "7~" + base64.b64encode(zlib.compress(text.encode())).decode("ascii")
+
+    assert decode_part(value) == (7, text)
+    assert decode_part(value) == (7, text)  # and again, from what the first read kept
 
 
 def test_a_text_that_does_not_deflate_shorter_is_stored_plain() -> None:

@@ -23,7 +23,9 @@ delete. Both are pure; `dex_agents.infrastructure.dex.stores.DexRunStateStore` a
 
 import base64
 import binascii
+import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -39,6 +41,40 @@ CHAIN_SLACK = 4096
 
 _BLOCK = 1 << 16
 """Characters compared at once while looking for the common prefix."""
+
+
+class _InflatedParts:
+    """Deflated part bodies and their texts, least recently used out first (thread-safe).
+
+    The Worker that wrote a part, or read it for an earlier Step of the turn, rebuilds the state without
+    inflating it again.
+    """
+
+    def __init__(self, entries: int, text_characters: int) -> None:
+        self._texts: OrderedDict[str, str] = OrderedDict()
+        self._entries = entries
+        self._text_characters = text_characters
+        self._lock = threading.Lock()
+
+    def get(self, body: str) -> str | None:
+        with self._lock:
+            text = self._texts.get(body)
+            if text is not None:
+                self._texts.move_to_end(body)
+            return text
+
+    def keep(self, body: str, text: str) -> None:
+        if len(text) > self._text_characters:
+            return
+        with self._lock:
+            self._texts[body] = text
+            self._texts.move_to_end(body)
+            while len(self._texts) > self._entries:
+                self._texts.popitem(last=False)
+
+
+_INFLATED = _InflatedParts(entries=1024, text_characters=64 * 1024)
+"""At most 1,024 parts of at most 64 Ki characters each (a few MiB for ordinary turns)."""
 
 
 def part_key(number: int) -> str:
@@ -68,8 +104,11 @@ def encode_part(keep: int, text: str) -> str:
     encoded = text.encode()
     if len(encoded) + len(plain) - len(text) <= COMPRESS_OVER_BYTES:
         return plain
-    packed = f"{keep}~{base64.b64encode(zlib.compress(encoded, 6)).decode('ascii')}"
-    return packed if len(packed) < len(encoded) else plain
+    body = base64.b64encode(zlib.compress(encoded, 6)).decode("ascii")
+    if len(body) + len(plain) - len(text) >= len(encoded):
+        return plain
+    _INFLATED.keep(body, text)
+    return f"{keep}~{body}"
 
 
 def decode_part(value: str) -> tuple[int, str]:
@@ -86,10 +125,14 @@ def decode_part(value: str) -> tuple[int, str]:
     keep, body = int(value[:end]), value[end + 1 :]
     if value[end] == ":":
         return keep, body
-    try:
-        return keep, zlib.decompress(base64.b64decode(body, validate=True)).decode()
-    except (binascii.Error, zlib.error, UnicodeDecodeError) as error:
-        raise ValueError(f"not a run state part: {value[:40]!r}") from error
+    text = _INFLATED.get(body)
+    if text is None:
+        try:
+            text = zlib.decompress(base64.b64decode(body, validate=True)).decode()
+        except (binascii.Error, zlib.error, UnicodeDecodeError) as error:
+            raise ValueError(f"not a run state part: {value[:40]!r}") from error
+        _INFLATED.keep(body, text)
+    return keep, text
 
 
 def chain_state(parts: Iterable[str]) -> str:

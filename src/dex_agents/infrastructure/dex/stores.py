@@ -137,9 +137,16 @@ class DexRunStateStore:
         """The part keys this call last read or wrote, the state they make and their characters in all: a write after
         a read rebuilds nothing."""
 
-    def _part_keys(self) -> tuple[str, ...]:
+    def _layout(self) -> tuple[str, tuple[str, ...]]:
+        """The whole state an earlier layout holds (instance ``current``, else the plain Attribute), and the part keys.
+
+        ``""`` when no earlier layout holds one; the keys in chain order.
+        """
         keys = FRAMEWORK_RUN_STATES.get_all_instance_keys(self._context)
-        return tuple(sorted((key for key in keys if is_part_key(key)), key=part_number))
+        whole = FRAMEWORK_RUN_STATES.get(self._context, RUN_STATE_KEY) if RUN_STATE_KEY in keys else ""
+        if not whole:
+            whole = FRAMEWORK_RUN_STATE.get(self._context) or ""
+        return whole, tuple(sorted((key for key in keys if is_part_key(key)), key=part_number))
 
     def _chain_of(self, part_keys: tuple[str, ...]) -> tuple[str, int]:
         """The state the parts make and their stored characters in all."""
@@ -150,25 +157,15 @@ class DexRunStateStore:
         self._chain = (part_keys, state, stored)
         return state, stored
 
-    def _whole(self) -> str:
-        """The state an earlier version stored whole (instance ``current``, else the plain Attribute), or ``""``."""
-        if RUN_STATE_KEY in FRAMEWORK_RUN_STATES.get_all_instance_keys(self._context):
-            current: str = FRAMEWORK_RUN_STATES.get(self._context, RUN_STATE_KEY)
-            if current:
-                return current
-        legacy: str = FRAMEWORK_RUN_STATE.get(self._context)
-        return legacy or ""
-
     def get(self) -> str | None:
         """Return the run state, or ``None``.
 
         Raises:
             dex.AttributeMapNotLoadedError: the call did not load ``FRAMEWORK_RUN_STATES``.
         """
-        whole = self._whole()
+        whole, part_keys = self._layout()
         if whole:
             return whole
-        part_keys = self._part_keys()
         return (self._chain_of(part_keys)[0] if part_keys else None) or None
 
     def set(self, run_state: str | None) -> None:
@@ -177,12 +174,11 @@ class DexRunStateStore:
         Raises:
             dex.AttributeMapNotLoadedError: the call did not load ``FRAMEWORK_RUN_STATES``.
         """
-        whole = self._whole()
-        if FRAMEWORK_RUN_STATE.get(self._context):
-            FRAMEWORK_RUN_STATE.delete(self._context)
-        if RUN_STATE_KEY in FRAMEWORK_RUN_STATES.get_all_instance_keys(self._context):
+        whole, part_keys = self._layout()
+        if whole:
+            if FRAMEWORK_RUN_STATE.get(self._context):
+                FRAMEWORK_RUN_STATE.delete(self._context)
             FRAMEWORK_RUN_STATES.delete(self._context, RUN_STATE_KEY)
-        part_keys = self._part_keys()
         if run_state is None:
             for key in part_keys:
                 FRAMEWORK_RUN_STATES.delete(self._context, key)
