@@ -39,6 +39,7 @@ runner-conformance scenarios' script language (``{"name": ..., "steps": [...]}``
 """
 
 import asyncio
+import hashlib
 import json
 import os
 import signal
@@ -215,7 +216,11 @@ class ScriptedAgentRunner:
                 )
                 for tool in steps["tools"]
             ]
-            run_state = json.dumps({"asked": len(calls), "pad": "r" * int(steps.get("run_state_pad", 0))})
+            # ``run_state_pad`` deflates to almost nothing; ``run_state_noise`` (hex digits of hashes) hardly at all.
+            noise = int(steps.get("run_state_noise", 0))
+            pad = "r" * int(steps.get("run_state_pad", 0))
+            pad += "".join(hashlib.sha256(str(n).encode()).hexdigest() for n in range(-(-noise // 64)))[:noise]
+            run_state = json.dumps({"asked": len(calls), "pad": pad})
             return ToolCallsRequested(framework_run_state=run_state, tool_calls=calls, usage=usage)
         if steps.get("fail_model") == "after_tools":
             raise RuntimeError("the model failed after the tools")

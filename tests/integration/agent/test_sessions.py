@@ -178,8 +178,9 @@ async def test_a_large_run_state_reaches_the_resumed_model_step_and_no_tool_step
         pytest.skip("counts the dev server's LoadBlobs answers")
     await stack.start_worker()
     tools = [tool(f"c{n}", "read_tool") for n in range(1, 5)]
-    # 4 KiB: over the 1 KiB blob threshold, so a Step that loads the run state fetches it by LoadBlobs.
-    await stack.sessions(flow).start_session("s", turn(*tools, run_state_pad=4096))
+    # 4 KiB that hardly deflate: over the 1 KiB blob threshold even stored deflated, so a Step that loads the
+    # run state fetches it by LoadBlobs.
+    await stack.sessions(flow).start_session("s", turn(*tools, run_state_noise=4096))
     snapshot = await idle(stack, flow, "s")
 
     assert set(answer(snapshot)) == {"c1", "c2", "c3", "c4"}
@@ -189,6 +190,22 @@ async def test_a_large_run_state_reaches_the_resumed_model_step_and_no_tool_step
     # to every tool Step and ResumeTurn of the batch too, each fetching the new blob.
     assert stack.devserver.blob_loads("s") == 1
     assert stack.devserver.attribute("s", "FRAMEWORK_RUN_STATE") is None
+
+
+async def test_a_run_state_that_deflates_under_the_blob_threshold_reaches_the_resumed_model_step_inline(
+    stack: AgentTestStack, flow: AgentSessionFlow
+) -> None:
+    if stack.devserver is None:
+        pytest.skip("counts the dev server's LoadBlobs answers")
+    await stack.start_worker()
+    # 8 KiB of JSON that deflates to a few dozen bytes, as a turn's messages mostly do.
+    await stack.sessions(flow).start_session("s", turn(tool("c1", "read_tool"), run_state_pad=8192))
+    snapshot = await idle(stack, flow, "s")
+
+    assert set(answer(snapshot)) == {"c1"}
+    (resumed,) = [entry for entry in invocations().entries() if entry["kind"] == "run_state"]
+    assert resumed["bytes"] > 8192
+    assert stack.devserver.blob_loads("s") == 0
 
 
 async def test_model_failing_three_times_after_tools_ran_records_the_turn_failure_note(
