@@ -45,6 +45,15 @@ def test_a_long_text_is_stored_deflated_and_read_back_exactly() -> None:
     assert decode_part(value) == (12, text)
 
 
+@pytest.mark.parametrize("length", [1_100, 2_049, 70_000, 300_000])
+def test_texts_of_every_size_deflate_and_inflate_exactly(length: int) -> None:
+    text = "".join(f"{n % 97},é" for n in range(length))[:length]
+
+    keep, back = decode_part(encode_part(5, text))
+
+    assert (keep, back) == (5, text)
+
+
 def test_a_deflated_part_another_process_wrote_is_inflated_here() -> None:
     text = "a part written by another Worker, " * 50
     value = "7~" + base64.b64encode(zlib.compress(text.encode())).decode("ascii")

