@@ -53,6 +53,20 @@ CREATE TABLE blobs (blob_id TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID
 CREATE TABLE attempts (id INTEGER PRIMARY KEY, flow_id TEXT NOT NULL, record TEXT NOT NULL);
 """
 
+TABLE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "meta": ("key", "value"),
+    "runs": ("run_id", "flow_id", "position", "state"),
+    "attributes": ("run_id", "key", "value"),
+    "channel_messages": ("run_id", "position", "message"),
+    "executions": ("run_id", "execution_id", "state"),
+    "results": ("run_id", "position", "output"),
+    "history": ("run_id", "event_id", "event"),
+    "stream_messages": ("sequence", "flow_type", "name", "flow_id", "source", "created_at", "size", "value"),
+    "blobs": ("blob_id", "value"),
+    "attempts": ("id", "flow_id", "record"),
+}
+"""Every table's columns in schema order (the store's rows give them in this order, keys first)."""
+
 TABLE_KEYS: dict[str, tuple[str, ...]] = {
     "meta": ("key",),
     "runs": ("run_id",),

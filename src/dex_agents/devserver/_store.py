@@ -46,7 +46,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dex_agents.devserver._data_dir import DATABASE_FILE, TABLE_KEYS, DataDirLock, StoreError, open_database
+from dex_agents.devserver._data_dir import (
+    DATABASE_FILE,
+    TABLE_COLUMNS,
+    TABLE_KEYS,
+    DataDirLock,
+    StoreError,
+    open_database,
+)
 
 DEFERRED_FLUSH_SECONDS = 0.1
 """The longest a deferred operation (heartbeat, attempt start, Step Stream write) waits for a commit."""
@@ -64,7 +71,15 @@ _UPSERTS: dict[tuple[str, int], str] = {}
 def _upsert(table: str, columns: int) -> str:
     statement = _UPSERTS.get((table, columns))
     if statement is None:
-        statement = _UPSERTS[table, columns] = f"INSERT OR REPLACE INTO {table} VALUES ({', '.join('?' * columns)})"
+        # An upsert updates the row where it is. ``INSERT OR REPLACE`` deletes and inserts it again, which in a rowid
+        # table (``runs``) moves the row and rewrites both of its indexes: three more pages in every commit's WAL.
+        keys = TABLE_KEYS[table]
+        updated = [name for name in TABLE_COLUMNS[table][:columns] if name not in keys]
+        sets = ", ".join(f"{name} = excluded.{name}" for name in updated)
+        action = f"DO UPDATE SET {sets}" if updated else "DO NOTHING"
+        statement = _UPSERTS[table, columns] = (
+            f"INSERT INTO {table} VALUES ({', '.join('?' * columns)}) ON CONFLICT ({', '.join(keys)}) {action}"
+        )
     return statement
 
 

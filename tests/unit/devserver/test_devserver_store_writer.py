@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from dex_agents.devserver._data_dir import DATABASE_FILE
+from dex_agents.devserver._data_dir import DATABASE_FILE, TABLE_COLUMNS, TABLE_KEYS
 from dex_agents.devserver._store import Store
 
 
@@ -108,3 +108,27 @@ async def test_a_commit_holds_what_was_queued_when_it_was_asked_for_and_a_later_
         assert _rows(tmp_path, "meta") == [("a", "1"), ("b", "2"), ("c", "3")]
     finally:
         store.close()
+
+
+def test_the_column_names_the_writer_upserts_by_are_the_schema_s(tmp_path: Path) -> None:
+    Store(tmp_path).close()
+    with sqlite3.connect(tmp_path / DATABASE_FILE) as connection:
+        for table, columns in TABLE_COLUMNS.items():
+            schema = connection.execute(f"PRAGMA table_info({table})").fetchall()
+            assert tuple(row[1] for row in schema) == columns
+            assert tuple(row[1] for row in schema if row[5]) == TABLE_KEYS[table]
+
+
+async def test_writing_a_row_again_updates_it_in_place(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.start(asyncio.get_running_loop(), lambda error: None)
+    try:
+        await store.durable(store.put("runs", ("run-1",), ("flow-1", 0, "first")), sync=True)
+        await store.durable(store.put("runs", ("run-1",), ("flow-1", 0, "second")), sync=True)
+        with sqlite3.connect(tmp_path / DATABASE_FILE) as connection:
+            rows = connection.execute("SELECT rowid, run_id, state FROM runs").fetchall()
+    finally:
+        store.close()
+
+    assert [(run_id, state) for _, run_id, state in rows] == [("run-1", "second")]
+    assert rows[0][0] == 1  # the row kept its place (``INSERT OR REPLACE`` would have given it rowid 2)
