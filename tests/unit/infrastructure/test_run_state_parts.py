@@ -68,6 +68,16 @@ def test_a_text_that_does_not_deflate_shorter_is_stored_plain() -> None:
     assert encode_part(0, text) == f"0:{text}"
 
 
+def test_a_text_short_in_characters_but_over_the_threshold_in_bytes_is_deflated() -> None:
+    text = "状态" * 200  # 400 characters, 1,200 UTF-8 bytes
+
+    value = encode_part(0, text)
+
+    assert value.startswith("0~")
+    assert len(value.encode()) <= COMPRESS_OVER_BYTES
+    assert decode_part(value) == (0, text)
+
+
 def test_a_short_text_is_stored_plain() -> None:
     assert encode_part(3, "abc") == "3:abc"
 
