@@ -10,6 +10,7 @@ from dex_agents.infrastructure.dex.run_state_parts import (
     CHAIN_SLACK,
     COMPRESS_OVER_BYTES,
     PartWrites,
+    _InflatedParts,
     chain_state,
     common_prefix_length,
     decode_part,
@@ -127,3 +128,20 @@ def test_a_state_sharing_nothing_with_the_last_one_starts_a_new_chain() -> None:
     writes = next_parts("abc", (part_key(0),), 5, "xyz")
 
     assert writes == PartWrites(set={part_key(0): "0:xyz"}, delete=())
+
+
+def test_the_inflated_parts_a_worker_keeps_are_bounded_by_characters_least_recently_used_out_first() -> None:
+    kept = _InflatedParts(max_characters=160)
+    kept.keep("a" * 4, "A" * 6)
+    kept.keep("b" * 4, "B" * 6)
+    assert kept.get("a" * 4) == "A" * 6  # now the most recently used
+    for n in range(15):  # 150 characters more: one entry must go
+        kept.keep(f"k{n:02d}", "x" * 7)
+
+    assert kept.get("b" * 4) is None
+    assert kept.get("a" * 4) == "A" * 6
+    kept.keep("k15", "x" * 7)  # and now the least recently used one, k00
+    assert kept.get("k00") is None
+    assert kept.get("k15") == "x" * 7
+    kept.keep("huge", "y" * 40)  # over a sixteenth of the budget: not kept
+    assert kept.get("huge") is None

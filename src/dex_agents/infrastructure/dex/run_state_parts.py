@@ -50,10 +50,10 @@ class _InflatedParts:
     inflating it again.
     """
 
-    def __init__(self, entries: int, text_characters: int) -> None:
+    def __init__(self, max_characters: int) -> None:
         self._texts: OrderedDict[str, str] = OrderedDict()
-        self._entries = entries
-        self._text_characters = text_characters
+        self._max_characters = max_characters
+        self._characters = 0
         self._lock = threading.Lock()
 
     def get(self, body: str) -> str | None:
@@ -64,17 +64,22 @@ class _InflatedParts:
             return text
 
     def keep(self, body: str, text: str) -> None:
-        if len(text) > self._text_characters:
-            return
+        size = len(body) + len(text)
+        if size > self._max_characters // 16:
+            return  # a large part is rare, and inflating it costs little beside its size
         with self._lock:
+            old = self._texts.pop(body, None)
+            if old is not None:
+                self._characters -= len(body) + len(old)
             self._texts[body] = text
-            self._texts.move_to_end(body)
-            while len(self._texts) > self._entries:
-                self._texts.popitem(last=False)
+            self._characters += size
+            while self._characters > self._max_characters:
+                evicted_body, evicted = self._texts.popitem(last=False)
+                self._characters -= len(evicted_body) + len(evicted)
 
 
-_INFLATED = _InflatedParts(entries=1024, text_characters=64 * 1024)
-"""At most 1,024 parts of at most 64 Ki characters each (a few MiB for ordinary turns)."""
+_INFLATED = _InflatedParts(max_characters=4 * 1024 * 1024)
+"""Parts kept inflated: 4 Mi characters of bodies and texts in all (about 1,500 parts of an ordinary turn)."""
 
 
 def part_key(number: int) -> str:
