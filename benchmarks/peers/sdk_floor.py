@@ -32,8 +32,9 @@ Configuration ``sdk-floor-store`` is ``sdk-floor`` whose Steps also read and wri
 with the SDK's Attributes and AttributeMaps and at about the sizes the ``dex`` turn stores them (on the dev
 server, its task requests average about 10% more bytes than ``dex``'s and its results about 40% fewer): the
 session state, usage and interrupts; one tool-call record per call, written when the model asks for it and
-twice by its tool Step, the batch's records loaded by the join and the next model call; the run state,
-growing by a model response and its results per model call; the turn's messages at its end. The Steps' reads
+twice by its tool Step, the batch's records loaded by the join and the next model call; the run state as the
+session stores it, one part of about 850 bytes per model call that asks for tools, every part loaded by the
+next model call; the turn's messages at its end. The Steps' reads
 and writes follow the binding's ports (the state read twice per Step, as the binding does for the events'
 turn and the use case). Against ``sdk-floor`` it shows what the SDK alone costs for the values the spec has
 a session keep, before any of dex-agents' code.
@@ -92,10 +93,18 @@ _STATE_VALUE = "s" * 300
 _USAGE_VALUE = "u" * 130
 _RECORD_VALUE = "r" * 480
 _MESSAGE_VALUE = "m" * 600
-_RUN_STATE_STEP = 1000
-"""Bytes the encoded run state grows by per model response and its tool results."""
+_RUN_STATE_PART = 850
+"""Bytes of the run state part a model call that asks for tools writes: one response and its results, deflated (the
+session's parts are 780 bytes on 10x1 and about 900 on 5x4; `dex_agents.infrastructure.dex.run_state_parts`)."""
 _TURN_MESSAGES = 11
 """Messages a 5x4 turn stores at its end (the responses and requests after the prompt)."""
+
+
+def _model_load(*loads: dex.AttributeMapLoad) -> dex.StepOptions:
+    """A model call's loads: the records and the run state's parts (whole maps, as ``RunModel``'s) and ``loads``."""
+    return dataclasses.replace(
+        SYNC, execute_load_attribute_maps=(RECORDS, RUN_STATE), execute_load_attribute_map_instances=loads
+    )
 
 
 def _load(*loads: dex.AttributeMapLoad) -> dex.StepOptions:
@@ -153,9 +162,8 @@ class Start(_Step):  # type: ignore[misc]
             USAGE.set(context, _USAGE_VALUE)
             INTERRUPTS.set(context, "[]")
             MESSAGES.set(context, "0", _MESSAGE_VALUE)
-            return dex.go_to_many(
-                dex.StepMovement.of(Model, f"{match.group(1)} {match.group(2)} 0", options=_load(MESSAGES.load("0")))
-            )
+            first = f"{match.group(1)} {match.group(2)} 0"
+            return dex.go_to_many(dex.StepMovement.of(Model, first, options=_model_load(MESSAGES.load("0"))))
         return dex.go_to(Model, f"{match.group(1)} {match.group(2)} 0")
 
     def get_step_options(self) -> dex.StepOptions:
@@ -171,8 +179,8 @@ class Model(_Step):  # type: ignore[misc]
             _read_session(context)
             _read_records(context)
             MESSAGES.get(context, "0")
-            if done:
-                RUN_STATE.get(context, "run")
+            for part in RUN_STATE.get_all_instance_keys(context):
+                RUN_STATE.get(context, part)
             USAGE.set(context, _USAGE_VALUE)
             STATE.set(context, _STATE_VALUE)
         _event(context, "usage_recorded")
@@ -188,7 +196,7 @@ class Model(_Step):  # type: ignore[misc]
         after = f"{k} {m} {done + 1}"
         calls = [f"{done * 1000 + j} {after}" for j in range(m)]
         if _STORE:
-            RUN_STATE.set(context, "run", "x" * (300 + _RUN_STATE_STEP * (done + 1)))
+            RUN_STATE.set(context, f"part-{done:06d}", "x" * _RUN_STATE_PART)
             for j in range(m):
                 RECORDS.set(context, str(done * 1000 + j), _RECORD_VALUE)
             tools = [dex.StepMovement.of(Tool, call, options=_own_record(call.split()[0])) for call in calls]
@@ -229,8 +237,7 @@ def _resume(context: dex.AsyncContext, shape: str) -> dex.StepDecision:
     """The model next, as ``ResumeTurn`` (or a lone call's tool Step) moves it with the state it writes."""
     if _STORE:
         STATE.set(context, _STATE_VALUE)
-        window = _load(MESSAGES.load("0"), RUN_STATE.load("run"))
-        return dex.go_to_many(dex.StepMovement.of(Model, shape, options=window))
+        return dex.go_to_many(dex.StepMovement.of(Model, shape, options=_model_load(MESSAGES.load("0"))))
     return dex.go_to(Model, shape)
 
 
