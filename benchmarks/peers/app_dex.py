@@ -375,7 +375,6 @@ class ChildProcesses:
     async def start(self, worker_module: str, worker_env: dict[str, str], *, data_dir: str | None = None) -> str:
         """Start the dev server (on ``data_dir``, else in memory), then ``worker_module``; return the address."""
         data = [] if data_dir is None else ["--data", data_dir]
-        data += os.environ.get("PEERBENCH_SERVER_ARGS", "").split()
         await self.server.spawn(
             "benchmarks.peers.devserver_process", "--port", "0", *data, stdout=asyncio.subprocess.PIPE
         )
