@@ -198,13 +198,13 @@ async def test_a_run_state_that_deflates_under_the_blob_threshold_reaches_the_re
     if stack.devserver is None:
         pytest.skip("counts the dev server's LoadBlobs answers")
     await stack.start_worker()
-    # 8 KiB of JSON that deflates to a few dozen bytes, as a turn's messages mostly do.
-    await stack.sessions(flow).start_session("s", turn(tool("c1", "read_tool"), run_state_pad=8192))
+    # 6,000 bytes of JSON that deflate to a few dozen, as a turn's messages mostly do.
+    await stack.sessions(flow).start_session("s", turn(tool("c1", "read_tool"), run_state_pad=6000))
     snapshot = await idle(stack, flow, "s")
 
     assert set(answer(snapshot)) == {"c1"}
     (resumed,) = [entry for entry in invocations().entries() if entry["kind"] == "run_state"]
-    assert resumed["bytes"] > 8192
+    assert resumed["bytes"] > 6000
     assert stack.devserver.blob_loads("s") == 0
 
 

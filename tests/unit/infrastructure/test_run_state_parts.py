@@ -7,8 +7,12 @@ import zlib
 import pytest
 
 from dex_agents.infrastructure.dex.run_state_parts import (
+    CHAIN_MAX_CHARACTERS,
     CHAIN_SLACK,
     COMPRESS_OVER_BYTES,
+    COMPRESS_UNDER_BYTES,
+    INLINE_MAX_BYTES,
+    ChainSize,
     PartWrites,
     _InflatedParts,
     chain_state,
@@ -47,13 +51,15 @@ def test_a_long_text_is_stored_deflated_and_read_back_exactly() -> None:
     assert decode_part(value) == (12, text)
 
 
-@pytest.mark.parametrize("length", [1_100, 2_049, 70_000, 300_000])
-def test_texts_of_every_size_deflate_and_inflate_exactly(length: int) -> None:
+@pytest.mark.parametrize("length", [1_100, 2_049, 8_000, 70_000, 300_000])
+def test_texts_of_every_size_are_read_back_exactly(length: int) -> None:
     text = "".join(f"{n % 97},é" for n in range(length))[:length]
 
-    keep, back = decode_part(encode_part(5, text))
+    value = encode_part(5, text)
 
-    assert (keep, back) == (5, text)
+    assert decode_part(value) == (5, text)
+    # Deflated only where that can bring it under the blob threshold's reach; a longer text stays plain.
+    assert value.startswith("5~" if len(text.encode()) <= COMPRESS_UNDER_BYTES else "5:")
 
 
 def test_a_deflated_part_another_process_wrote_is_inflated_here() -> None:
@@ -105,13 +111,13 @@ def test_a_state_that_extends_the_other_shares_all_of_the_shorter_one() -> None:
 
 
 def test_a_write_over_no_chain_starts_one_and_deletes_stray_parts() -> None:
-    writes = next_parts(None, (part_key(0), part_key(3)), 20, "state")
+    writes = next_parts(None, (part_key(0), part_key(3)), ChainSize(20, 20), "state")
 
     assert writes == PartWrites(set={part_key(0): "0:state"}, delete=(part_key(3),))
 
 
 def test_a_write_that_extends_the_chain_adds_the_next_part() -> None:
-    writes = next_parts("prefix-and-tail", (part_key(0), part_key(1)), 40, "prefix-and-more")
+    writes = next_parts("prefix-and-tail", (part_key(0), part_key(1)), ChainSize(40, 40), "prefix-and-more")
 
     assert writes == PartWrites(set={part_key(2): "11:more"}, delete=())
 
@@ -119,13 +125,44 @@ def test_a_write_that_extends_the_chain_adds_the_next_part() -> None:
 def test_a_write_that_would_make_the_chain_hold_too_much_starts_a_new_one() -> None:
     state = "s" * 10_000 + "new"
 
-    writes = next_parts("s" * 10_000 + "old", (part_key(0), part_key(1)), 2 * len(state) + CHAIN_SLACK, state)
+    size = ChainSize(characters=2 * len(state) + CHAIN_SLACK)
+
+    writes = next_parts("s" * 10_000 + "old", (part_key(0), part_key(1)), size, state)
 
     assert writes == PartWrites(set={part_key(0): encode_part(0, state)}, delete=(part_key(1),))
 
 
+def test_a_write_whose_inline_parts_would_pass_their_limit_starts_a_new_chain() -> None:
+    previous, state = "p" * 200_000 + "old", "p" * 200_000 + "new"
+    roomy = ChainSize(characters=300_000, inline_bytes=INLINE_MAX_BYTES - 200)
+    full = ChainSize(characters=300_000, inline_bytes=INLINE_MAX_BYTES - 5)
+
+    extended = next_parts(previous, (part_key(0), part_key(1)), roomy, state)
+    restarted = next_parts(previous, (part_key(0), part_key(1)), full, state)
+
+    assert extended == PartWrites(set={part_key(2): "200000:new"}, delete=())
+    assert restarted == PartWrites(set={part_key(0): encode_part(0, state)}, delete=(part_key(1),))
+
+
+def test_past_its_character_limit_a_chain_is_written_whole_at_every_write() -> None:
+    previous = "q" * (CHAIN_MAX_CHARACTERS + 10)
+    below = next_parts(previous, (part_key(0),), ChainSize(characters=CHAIN_MAX_CHARACTERS - 100), previous + "more")
+    assert below.set == {part_key(1): f"{len(previous)}:more"}
+
+    writes = next_parts(previous, (part_key(0),), ChainSize(characters=CHAIN_MAX_CHARACTERS), previous + "more")
+
+    assert writes.set == {part_key(0): encode_part(0, previous + "more")}
+    assert len(writes.set[part_key(0)]) > CHAIN_MAX_CHARACTERS  # the whole state, plain: the write limit applies
+
+
+def test_a_part_over_the_blob_threshold_is_not_counted_as_inline() -> None:
+    assert ChainSize().plus("x" * 900) == ChainSize(900, 900)
+    assert ChainSize().plus("x" * 1100) == ChainSize(1100, 0)
+    assert ChainSize().plus("é" * 600) == ChainSize(600, 0)  # 1,200 UTF-8 bytes: a blob
+
+
 def test_a_state_sharing_nothing_with_the_last_one_starts_a_new_chain() -> None:
-    writes = next_parts("abc", (part_key(0),), 5, "xyz")
+    writes = next_parts("abc", (part_key(0),), ChainSize(5, 5), "xyz")
 
     assert writes == PartWrites(set={part_key(0): "0:xyz"}, delete=())
 

@@ -177,3 +177,13 @@ def test_random_edits_of_a_state_always_read_back_exactly() -> None:
         state = state[:cut] + "".join(rng.choice("ab{}[],:") for _ in range(rng.randint(0, 60)))
         store(context).set(state)
         assert store(context).get() == (state or None)
+
+
+def test_a_corrupt_part_fails_the_read_loudly_and_the_turn_s_end_still_clears_every_part() -> None:
+    context = FakeContext({part(0): "0:state", part(1): "not a part"})
+
+    with pytest.raises(ValueError, match="not a run state part"):
+        store(context).get()
+    store(context).set(None)  # a failure route clears without reading the parts
+
+    assert context.stored == {}

@@ -13,9 +13,17 @@ the state before it is kept), so it stores about what changed. A text over 1 KiB
 (``"<keep>~<base64>"``, `COMPRESS_OVER_BYTES`): Pydantic AI's JSON of one response and its results is
 about 1.6 KiB and deflates to well under 1 KiB, so the parts of an ordinary turn stay under Dex's blob
 threshold and a resumed model Step gets every part inline.
-What later parts cut off (the previous state's tail) stays stored, so a write starts a new chain
-when the chain would hold more than twice the state plus `CHAIN_SLACK` characters, or when the state
-shares nothing with the previous one (a compaction, another attempt's different answer).
+A write starts a new chain (the whole state in part 0) instead of adding a part when:
+
+- the state shares nothing with the previous one (a compaction, another attempt's different answer);
+- the chain would hold more than twice the state plus `CHAIN_SLACK` characters (what later parts cut
+  off, the previous state's tail, stays stored);
+- its inline parts would pass `INLINE_MAX_BYTES`: a Step that loads the run state carries them in its
+  task's own frame, which the SDK Worker receives only up to 4 MiB (the window's messages share it);
+- the chain would pass `CHAIN_MAX_CHARACTERS`. Past that a turn's run state is written whole at every
+  Step, as it was before parts, so the limit of what one Step writes (3 MiB) stops a turn whose run state
+  outgrows it, with `StepResultTooLargeError`, before a chain of parts could outgrow what one
+  ``LoadBlobs`` answer (4 MiB) brings a Worker that has none of them.
 
 `chain_state` rebuilds the text from the parts in key order; `next_parts` says what to write and
 delete. Both are pure; `dex_agents.infrastructure.dex.stores.DexRunStateStore` applies them.
@@ -35,6 +43,15 @@ PART_PREFIX = "part-"
 COMPRESS_OVER_BYTES = 1024
 """A part's text longer than this is stored deflated when that is shorter: Dex's default blob threshold (1 KiB), over
 which a value reaches a Step as a blob ID it must fetch (``LoadBlobs``) before it runs."""
+
+COMPRESS_UNDER_BYTES = 8 * 1024
+"""A part's text longer than this is stored plain: deflated it would still be a blob, and deflating it costs time."""
+
+INLINE_MAX_BYTES = 256 * 1024
+"""UTF-8 bytes of a chain's parts at most the blob threshold (sent inline with each task that loads them)."""
+
+CHAIN_MAX_CHARACTERS = 2 * 1024 * 1024
+"""Characters a chain's parts may hold in all; past it each write stores the whole state again."""
 
 CHAIN_SLACK = 4096
 """Characters a chain may hold beyond twice its state's length (what later parts cut off) before a write restarts it."""
@@ -104,11 +121,11 @@ def encode_part(keep: int, text: str) -> str:
     ``"<keep>~<base64>"``, when that is shorter.
     """
     plain = f"{keep}:{text}"
-    if len(plain) * 4 <= COMPRESS_OVER_BYTES:  # under the threshold even at 4 UTF-8 bytes a character
+    if len(plain) * 4 <= COMPRESS_OVER_BYTES or len(text) > COMPRESS_UNDER_BYTES:  # UTF-8: 1 to 4 bytes a character
         return plain
     encoded = text.encode()
     head = len(plain) - len(text)  # "<keep>:", ASCII
-    if head + len(encoded) <= COMPRESS_OVER_BYTES:
+    if head + len(encoded) <= COMPRESS_OVER_BYTES or len(encoded) > COMPRESS_UNDER_BYTES:
         return plain
     # A window no larger than the text compresses as well as the default one, and its set-up costs far less (17
     # against 42 us for a 1.6 KiB part); any window inflates with the default settings.
@@ -191,6 +208,37 @@ def common_prefix_length(first: str, second: str) -> int:
 
 
 @dataclass(frozen=True)
+class ChainSize:
+    """What a chain's stored parts hold: characters in all, and UTF-8 bytes of the parts sent inline."""
+
+    characters: int = 0
+    inline_bytes: int = 0
+
+    @classmethod
+    def of(cls, values: Iterable[str]) -> "ChainSize":
+        """The size of the parts ``values``."""
+        size = cls()
+        for value in values:
+            size = size.plus(value)
+        return size
+
+    def plus(self, value: str) -> "ChainSize":
+        """The size with one more part ``value``."""
+        inline = 0
+        if len(value) <= COMPRESS_OVER_BYTES:
+            encoded = len(value.encode())
+            inline = encoded if encoded <= COMPRESS_OVER_BYTES else 0
+        return ChainSize(self.characters + len(value), self.inline_bytes + inline)
+
+    def fits(self, state: str) -> bool:
+        """Whether a chain of this size may hold ``state`` (the module docstring's rules but the first)."""
+        return (
+            self.characters <= min(2 * len(state) + CHAIN_SLACK, CHAIN_MAX_CHARACTERS)
+            and self.inline_bytes <= INLINE_MAX_BYTES
+        )
+
+
+@dataclass(frozen=True)
 class PartWrites:
     """What storing a new state changes: parts to set (by key) and keys to delete."""
 
@@ -198,18 +246,18 @@ class PartWrites:
     delete: tuple[str, ...]
 
 
-def next_parts(previous: str | None, part_keys: tuple[str, ...], stored: int, state: str) -> PartWrites:
-    """What stores ``state`` over the chain ``part_keys`` (chain order; ``stored`` characters) that makes ``previous``.
+def next_parts(previous: str | None, part_keys: tuple[str, ...], size: ChainSize, state: str) -> PartWrites:
+    """What stores ``state`` over the chain ``part_keys`` (chain order, ``size``) that makes ``previous``.
 
     ``previous`` is ``None`` when there is no chain (none stored, or a state in another layout): the
-    write starts one. So does a state that shares nothing with ``previous``, or whose chain would hold
-    more than twice its length plus `CHAIN_SLACK` characters. The same state again writes nothing.
+    write starts one, as it does by the module docstring's rules. The same state again writes nothing.
     """
     if previous is not None and part_keys:
         if state == previous:
             return PartWrites(set={}, delete=())
         keep = common_prefix_length(previous, state)
-        value = encode_part(keep, state[keep:])
-        if keep and stored + len(value) <= 2 * len(state) + CHAIN_SLACK:
-            return PartWrites(set={part_key(part_number(part_keys[-1]) + 1): value}, delete=())
+        if keep:
+            value = encode_part(keep, state[keep:])
+            if size.plus(value).fits(state):
+                return PartWrites(set={part_key(part_number(part_keys[-1]) + 1): value}, delete=())
     return PartWrites(set={part_key(0): encode_part(0, state)}, delete=tuple(k for k in part_keys if k != part_key(0)))

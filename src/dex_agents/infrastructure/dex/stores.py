@@ -43,7 +43,14 @@ from dex_agents.infrastructure.dex.persistence import (
     TURN_CANCEL_REQUEST,
     TURNS_ENDED,
 )
-from dex_agents.infrastructure.dex.run_state_parts import chain_state, is_part_key, next_parts, part_key, part_number
+from dex_agents.infrastructure.dex.run_state_parts import (
+    ChainSize,
+    chain_state,
+    is_part_key,
+    next_parts,
+    part_key,
+    part_number,
+)
 
 ValueT = TypeVar("ValueT")
 
@@ -133,9 +140,9 @@ class DexRunStateStore:
 
     def __init__(self, context: dex.Context) -> None:
         self._context = context
-        self._chain: tuple[tuple[str, ...], str, int] | None = None
-        """The part keys this call last read or wrote, the state they make and their characters in all: a write after
-        a read rebuilds nothing."""
+        self._chain: tuple[tuple[str, ...], str, ChainSize] | None = None
+        """The part keys this call last read or wrote, the state they make and their size: a write after a read
+        rebuilds nothing."""
 
     def _layout(self) -> tuple[str, tuple[str, ...]]:
         """The whole state an earlier layout holds (instance ``current``, else the plain Attribute), and the part keys.
@@ -148,14 +155,14 @@ class DexRunStateStore:
             whole = FRAMEWORK_RUN_STATE.get(self._context) or ""
         return whole, tuple(sorted((key for key in keys if is_part_key(key)), key=part_number))
 
-    def _chain_of(self, part_keys: tuple[str, ...]) -> tuple[str, int]:
-        """The state the parts make and their stored characters in all."""
+    def _chain_of(self, part_keys: tuple[str, ...]) -> tuple[str, ChainSize]:
+        """The state the parts make and their size."""
         if self._chain is not None and self._chain[0] == part_keys:
             return self._chain[1], self._chain[2]
         values: list[str] = [FRAMEWORK_RUN_STATES.get(self._context, key) for key in part_keys]
-        state, stored = chain_state(values), sum(map(len, values))
-        self._chain = (part_keys, state, stored)
-        return state, stored
+        state, size = chain_state(values), ChainSize.of(values)
+        self._chain = (part_keys, state, size)
+        return state, size
 
     def get(self) -> str | None:
         """Return the run state, or ``None``.
@@ -184,18 +191,19 @@ class DexRunStateStore:
                 FRAMEWORK_RUN_STATES.delete(self._context, key)
             self._chain = None
             return
-        previous, stored = (None, 0) if whole or not part_keys else self._chain_of(part_keys)
-        writes = next_parts(previous, part_keys, stored, run_state)
+        previous, size = (None, ChainSize()) if whole or not part_keys else self._chain_of(part_keys)
+        writes = next_parts(previous, part_keys, size, run_state)
         for key in writes.delete:
             FRAMEWORK_RUN_STATES.delete(self._context, key)
         for key, value in writes.set.items():
             count_write("FRAMEWORK_RUN_STATES", utf8_size(value))
             FRAMEWORK_RUN_STATES.set(self._context, key, value)
         if part_key(0) in writes.set:
-            stored = 0
-        stored += sum(map(len, writes.set.values()))
+            size = ChainSize()
+        for value in writes.set.values():
+            size = size.plus(value)
         kept = tuple(key for key in part_keys if key not in writes.delete)
-        self._chain = (tuple(sorted({*kept, *writes.set}, key=part_number)), run_state, stored)
+        self._chain = (tuple(sorted({*kept, *writes.set}, key=part_number)), run_state, size)
 
 
 class DexToolCallStore:
