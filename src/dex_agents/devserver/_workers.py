@@ -327,8 +327,8 @@ class ListeningWorkers:
     """Calls listening Workers' ``WorkerService`` at their advertised addresses.
 
     An address that refuses connections is retried (the same attempt) until
-    ``dispatch_wait`` passes, like a pull Worker that is not there yet; a call that
-    breaks after the Worker sent output fails the attempt.
+    ``dispatch_wait`` passes, like a pull Worker that is not there yet; a call that breaks after the Worker
+    sent output fails the attempt. A Step's ``result`` is its last output: the attempt ends as it arrives.
     """
 
     def __init__(self, *, redeliver_before_output: bool = True, redeliver_after_output: bool = False) -> None:
@@ -337,6 +337,7 @@ class ListeningWorkers:
         self._channels: dict[str, Any] = {}
         self._methods: dict[tuple[str, str], Any] = {}
         """Multi-callables by (address, method path): made once per channel, not per call."""
+        self._closing: set[Any] = set()  # calls whose result came, until their stream ends (collected: cancelled)
 
     def _method(self, channel: Any, address: str, path: str, request_type: Any, response_type: Any) -> Any:
         method = self._methods.get((address, path))
@@ -390,11 +391,12 @@ class ListeningWorkers:
             result: Any = None
             has_output = False
             try:
-                async for output in call:
+                while (output := await call.read()) is not grpc.aio.EOF:
                     has_output = True
                     if output.WhichOneof("output") == "result":
                         result = output.result
-                    elif on_frame is not None:
+                        break
+                    if on_frame is not None:
                         on_frame(output)
             except grpc.aio.AioRpcError as error:
                 if _unreachable(error) and not has_output and self._redeliver_before_output:
@@ -403,7 +405,11 @@ class ListeningWorkers:
                     continue
                 raise _listening_failure(error, has_output) from error
             finally:
-                call.cancel()
+                if result is None or call.done():
+                    call.cancel()
+                else:
+                    self._closing.add(call)
+                    call.add_done_callback(self._closing.discard)
             if result is None:
                 raise AttemptError(PROTOCOL_ERROR, "the Worker ended the call without a result")
             return result
@@ -425,6 +431,8 @@ class ListeningWorkers:
         """Close every cached channel."""
         channels, self._channels = self._channels, {}
         self._methods.clear()
+        for call in list(self._closing):
+            call.cancel()
         for channel in channels.values():
             await channel.close(None)
 
@@ -434,11 +442,7 @@ def _unreachable(error: Any) -> bool:
 
 
 def _listening_failure(error: Any, has_output: bool) -> AttemptError:
-    worker_error = worker_error_from_rpc_error(error)
-    if worker_error is not None:
+    if (worker_error := worker_error_from_rpc_error(error)) is not None:
         return AttemptError.from_worker_error(worker_error)
-    return AttemptError(
-        WORKER_DISCONNECTED if has_output else WORKER_UNAVAILABLE,
-        f"{error.code().name}: {error.details()}",
-        grpc_status=error.code().value[0],
-    )
+    kind = WORKER_DISCONNECTED if has_output else WORKER_UNAVAILABLE
+    return AttemptError(kind, f"{error.code().name}: {error.details()}", grpc_status=error.code().value[0])
