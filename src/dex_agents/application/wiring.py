@@ -120,14 +120,28 @@ class Wired:
     def wired_from(cls, available: Mapping[str, object]) -> Self:
         """`wired`, given what a host provides by name (built once for a use case and its collaborators)."""
         values: dict[str, object] = {}
-        for field in attrs.fields(cast("type[attrs.AttrsInstance]", cls)):
-            if field.name in available:
-                values[field.name] = available[field.name]
-            elif isinstance(field.type, type) and issubclass(field.type, Wired):
-                values[field.name] = field.type.wired_from(available)
+        for name, collaborator in _plan(cls):
+            if name in available:
+                values[name] = available[name]
+            elif collaborator is not None:
+                values[name] = collaborator.wired_from(available)
             else:
-                raise TypeError(f"{cls.__name__} needs {field.name!r}, which a host does not provide")
+                raise TypeError(f"{cls.__name__} needs {name!r}, which a host does not provide")
         return cls(**values)
+
+
+_PLANS: dict[type[Wired], tuple[tuple[str, type[Wired] | None], ...]] = {}
+"""Each use case's fields, with the `Wired` type of those a collaborator may fill (every Step builds its use case)."""
+
+
+def _plan(kind: type[Wired]) -> tuple[tuple[str, type[Wired] | None], ...]:
+    plan = _PLANS.get(kind)
+    if plan is None:
+        plan = _PLANS[kind] = tuple(
+            (field.name, field.type if isinstance(field.type, type) and issubclass(field.type, Wired) else None)
+            for field in attrs.fields(cast("type[attrs.AttrsInstance]", kind))
+        )
+    return plan
 
 
 def _available(

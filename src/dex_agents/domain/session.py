@@ -199,7 +199,8 @@ class AgentState:
         """Return the state with a new turn running the model."""
         number = self.turn_count + 1
         return attrs.evolve(
-            self._moved(SessionAction.START_TURN),
+            self,
+            status=self._moved_to(SessionAction.START_TURN),
             turn_count=number,
             active_turn_id=turn_id_for(number),
             retry_after_overflow=False,
@@ -208,11 +209,11 @@ class AgentState:
 
     def wait_for_tools(self) -> "AgentState":
         """Return the state once the model asked for tools."""
-        return attrs.evolve(self._moved(SessionAction.WAIT_FOR_TOOLS), resumed_by_call=False)
+        return attrs.evolve(self, status=self._moved_to(SessionAction.WAIT_FOR_TOOLS), resumed_by_call=False)
 
     def resume_model(self, *, by_call: bool = False) -> "AgentState":
         """Return the state once every tool result is in (``by_call``: the Step of the response's one call did it)."""
-        return attrs.evolve(self._moved(SessionAction.RESUME_MODEL), resumed_by_call=by_call)
+        return attrs.evolve(self, status=self._moved_to(SessionAction.RESUME_MODEL), resumed_by_call=by_call)
 
     def with_steering_taken(self) -> "AgentState":
         """Return the state once the boundary after a call that resumed the turn took its steered messages."""
@@ -251,7 +252,8 @@ class AgentState:
     def _turn_ended(self, action: SessionAction, *, error: str | None = None, cancelled: bool = False) -> "AgentState":
         """Return the state after ``action`` ended the active turn, recording how (``last_turn_*``)."""
         return attrs.evolve(
-            self._moved(action),
+            self,
+            status=self._moved_to(action),
             active_turn_id=None,
             last_turn_error=error,
             last_turn_cancelled=cancelled,
@@ -259,10 +261,11 @@ class AgentState:
             resumed_by_call=False,
         )
 
-    def _moved(self, action: SessionAction) -> "AgentState":
+    def _moved_to(self, action: SessionAction) -> AgentStatus:
+        """The status ``action`` moves the session to (the caller makes one copy with it: every Step makes one)."""
         sources, to = SESSION_ACTIONS[action]
         if self.status not in sources:
             name = action.value.replace("_", " ")
             moves = f"from {self.status.value!r} to {to.value!r}"
             raise InvalidTransitionError(f"session cannot {name}: it would go {moves}")
-        return attrs.evolve(self, status=to)
+        return to

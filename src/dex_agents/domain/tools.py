@@ -345,11 +345,11 @@ class AgentToolCall:
 
     def succeed(self, output: str, *, attempt: int = 1) -> "AgentToolCall":
         """Return the record succeeded with ``output`` on ``attempt``."""
-        return attrs.evolve(transition(self, to=ToolCallStatus.SUCCEEDED, output=output), attempts=attempt)
+        return transition(self, to=ToolCallStatus.SUCCEEDED, output=output, attempts=attempt)
 
     def fail(self, error: str, *, attempt: int = 1) -> "AgentToolCall":
         """Return the record failed with ``error`` on ``attempt``."""
-        return attrs.evolve(transition(self, to=ToolCallStatus.FAILED, error=error), attempts=attempt)
+        return transition(self, to=ToolCallStatus.FAILED, error=error, attempts=attempt)
 
     def mark_outcome_unknown(self, error: str) -> "AgentToolCall":
         """Return the record with an unknown outcome after its attempts (the effect's maximum) failed."""
@@ -369,7 +369,7 @@ class AgentToolCall:
 
     def reconciled_succeeded(self, output: str) -> "AgentToolCall":
         """Return the reconciling record ``succeeded`` with the ``output`` its probe found."""
-        return attrs.evolve(transition(self, to=ToolCallStatus.SUCCEEDED, output=output), attempts=self.attempts)
+        return transition(self, to=ToolCallStatus.SUCCEEDED, output=output, attempts=self.attempts)
 
     def reconciled_not_applied(self) -> "AgentToolCall":
         """Return the reconciling record ``not_applied``: its probe found the call did not take effect."""
@@ -408,8 +408,9 @@ def transition(
     output: str | None = None,
     error: str | None = None,
     rejection_message: str | None = None,
+    attempts: int | None = None,
 ) -> AgentToolCall:
-    """Return ``record`` moved to status ``to``.
+    """Return ``record`` moved to status ``to`` (with ``attempts`` when given, in the same copy).
 
     Raises:
         InvalidTransitionError: ``TOOL_CALL_TRANSITIONS`` does not allow the move.
@@ -418,7 +419,11 @@ def transition(
         raise InvalidTransitionError(
             f"tool call {record.tool_call_id!r} cannot go from {record.status.value!r} to {to.value!r}"
         )
-    return attrs.evolve(record, status=to, output=output, error=error, rejection_message=rejection_message)
+    if attempts is None:
+        return attrs.evolve(record, status=to, output=output, error=error, rejection_message=rejection_message)
+    return attrs.evolve(
+        record, status=to, output=output, error=error, rejection_message=rejection_message, attempts=attempts
+    )
 
 
 @attrs.frozen(kw_only=True)

@@ -191,12 +191,16 @@ class _ToolCallStep(Wired):
         else:
             finished = record.succeed(self._bounded(result.output, "the tool's output"), attempt=call.attempt)
             state, usage = result.framework_state, result.usage
-        if state is not None:
-            finished = attrs.evolve(finished, framework_state=state)
+        kept_usage = finished.usage
         if usage is not None:
             check_usage("execute_deferred_tool_call", usage)
             if not usage.is_zero:
-                finished = attrs.evolve(finished, usage=usage)
+                kept_usage = usage
+        if state is not None or kept_usage is not finished.usage:
+            # One copy for both (a tool Step makes several).
+            finished = attrs.evolve(
+                finished, framework_state=finished.framework_state if state is None else state, usage=kept_usage
+            )
         return self.tool_call_finisher.finish(finished)
 
     def _history(self, record: AgentToolCall) -> ToolCallHistory | None:
